@@ -1,0 +1,125 @@
+"""redline's command line: `redline run`, `redline suites`, …"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import sys
+from pathlib import Path
+
+from redline import __version__
+from redline.errors import RunError, UsageError
+
+DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def duration(text: str) -> float:
+    """'10s', '500ms', '2m', or plain seconds."""
+    match = DURATION.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (examples: 10s, 500ms, 2m)")
+    return float(match.group(1)) * UNIT_SECONDS[match.group(2)]
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line: `redline: error: …`, exit code 2."""
+
+    def error(self, message: str):
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which tests: suites and a name filter (shared by run and compare)."""
+    parser.add_argument("suites", nargs="*", metavar="SUITE",
+                        help="a suite YAML file, a directory of them, or a built-in suite name (default: quick)")
+    parser.add_argument("--name", metavar="REGEX", help="keep the tests whose name matches REGEX")
+
+
+def add_measurement_arguments(parser: argparse.ArgumentParser, *, default_runs: int) -> None:
+    parser.add_argument("--runs", type=positive_int, default=default_runs, help=f"runs per test (default {default_runs})")
+    parser.add_argument("--duration", type=duration, metavar="TIME",
+                        help="measured time per run, replacing the suite's --test-time (e.g. 10s)")
+    parser.add_argument("--warmup", type=duration, default=2.0, metavar="TIME",
+                        help="warm-up before each measured window, excluded from every metric (default 2s)")
+    parser.add_argument("--scale", type=positive_float, metavar="S",
+                        help="scale of generated datasets (default: the suite's dataset-scale, else 1)")
+    parser.add_argument("--store", type=Path, default=Path("redline.db"), metavar="PATH",
+                        help="SQLite result store (default ./redline.db)")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="write every run as JSON to FILE")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="redline", description="A performance lab for Redis-protocol servers.")
+    parser.add_argument("--version", action="version", version=f"redline {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+
+    run = commands.add_parser("run", help="measure suites against one server and store every run")
+    add_selection_arguments(run)
+    run.add_argument("--target", default=None, metavar="TARGET",
+                     help="bin:/path/to/redis-server or tcp://host:port (default: redis-server on PATH)")
+    run.add_argument("--config", action="append", default=[], metavar="NAME=VALUE",
+                     help="server configuration for the target (repeatable)")
+    add_measurement_arguments(run, default_runs=1)
+    run.set_defaults(func=_run_command)
+
+    try:
+        from redline.suites_cmd import add_suites_parser
+    except ImportError:
+        add_suites_parser = None
+    if add_suites_parser is not None:
+        add_suites_parser(commands)
+    return parser
+
+
+def _run_command(args) -> int:
+    from redline.commands import run_command
+    return run_command(args)
+
+
+def _terminate(signum, frame):
+    """SIGTERM ends a run like Ctrl-C: the current run is marked interrupted, servers are stopped."""
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        args = build_parser().parse_args(argv)
+        if not getattr(args, "func", None):
+            build_parser().print_help()
+            return 2
+        return args.func(args)
+    except (UsageError, RunError) as exc:
+        print(f"redline: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("redline: interrupted; finished runs are stored, the current one is marked interrupted",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,268 @@
+"""The one execution engine: suite → server → dataset → load → probes → store.
+
+Every entry point (`redline run`, `redline compare`, a fleet agent) goes through `Engine.execute`.
+A plan has one side (run) or two (compare); runs of the sides are interleaved A B B A ….
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from redline import machine
+from redline.errors import RunError
+from redline.load import LoadRequest, LoadResult, ServerGone, run_load
+from redline.pinning import Pinning, plan_pinning
+from redline.probes import WindowProbe
+from redline.server import Server, start_server
+from redline.spec import TestSpec
+from redline.store import RunOutcome, Store
+from redline.targets import Target
+from redline import preparation
+
+CLIENT_SATURATION = 0.90       # client_cpu_util above this: the load generator may have been the bottleneck
+MISS_PATH_RATIO = 0.50         # a read workload with more misses than this measures the miss path
+
+METRICS = ("ops_per_sec", "p50_ms", "p99_ms", "p999_ms", "server_cpu_us_per_op", "client_cpu_util",
+           "used_memory_bytes", "keyspace_hits", "keyspace_misses")
+
+
+@dataclass(frozen=True)
+class Side:
+    """One server under test. `name` is None for a plain run, 'baseline'/'comparison' in an A/B."""
+
+    target: Target
+    name: str | None = None
+
+
+@dataclass
+class RunSettings:
+    runs: int = 1
+    duration_s: float | None = None      # None: the suite's own --test-time
+    warmup_s: float = 2.0
+    scale: float | None = None           # None: the suite's own dataset-scale, else 1.0
+
+
+@dataclass
+class RunRecord:
+    run_id: int
+    test: str
+    target: str
+    side: str | None
+    run_index: int
+    status: str
+    metrics: dict[str, float | None] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def as_json(self) -> dict:
+        out = {"test": self.test, "target": self.target, "run_index": self.run_index, "status": self.status}
+        if self.side:
+            out["side"] = self.side
+        out.update({k: self.metrics.get(k) for k in METRICS})
+        out["flags"] = self.flags
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+class Observer:
+    """What the engine tells the outside world while it works (progress display, logs)."""
+
+    def test_started(self, test: TestSpec, index: int, count: int) -> None: ...
+    def test_skipped(self, test: TestSpec, reason: str) -> None: ...
+    def phase(self, name: str, *, total: float | None = None, unit: str = "s") -> None: ...
+    def progress(self, done: float, total: float | None = None) -> None: ...
+    def run_finished(self, record: RunRecord) -> None: ...
+    def note(self, text: str) -> None: ...
+
+
+def interleaved(sides: list[Side], runs: int) -> list[tuple[Side, int]]:
+    """A B B A A B … for two sides (each pair reverses the order of the previous one); one side: in order."""
+    order: list[tuple[Side, int]] = []
+    for index in range(runs):
+        pair = sides if index % 2 == 0 else list(reversed(sides))
+        order += [(side, index) for side in pair]
+    return order
+
+
+class _LoadProgress:
+    """Forwards redline-load's events to the observer and the window probe."""
+
+    def __init__(self, observer: Observer, probe: WindowProbe | None, settings: LoadRequest):
+        self.observer, self.probe, self.request = observer, probe, settings
+
+    def on_phase(self, phase: str, at: float) -> None:
+        if phase == "warmup":
+            self.observer.phase("warm-up", total=self.request.warmup_s)
+        elif phase == "measure":
+            if self.probe:
+                self.probe.mark_start()
+            self.observer.phase("measurement", total=self.request.duration_s)
+        elif phase == "done" and self.probe:
+            self.probe.mark_end()
+
+    def on_progress(self, event: dict) -> None:
+        if event.get("requests_total"):
+            self.observer.progress(event.get("requests_done", 0), event["requests_total"])
+        else:
+            self.observer.progress(event.get("elapsed_s", 0.0))
+
+
+class Engine:
+    def __init__(self, *, store: Store, observer: Observer, pinning: Pinning | None = None):
+        self.store = store
+        self.observer = observer
+        self.pinning = pinning or plan_pinning()
+        self.workdir = Path(tempfile.mkdtemp(prefix="redline-"))
+
+    def execute(self, *, tests: list[TestSpec], sides: list[Side], settings: RunSettings,
+                session_id: int) -> list[RunRecord]:
+        records: list[RunRecord] = []
+        for number, test in enumerate(tests, 1):
+            self.observer.test_started(test, number, len(tests))
+            reason = preparation.unsupported_reason(test)
+            if reason:
+                self.observer.test_skipped(test, reason)
+                continue
+            records += self._execute_test(test, sides, settings, session_id)
+        return records
+
+    # -- one test -----------------------------------------------------------------------------
+    def _execute_test(self, test: TestSpec, sides: list[Side], settings: RunSettings,
+                      session_id: int) -> list[RunRecord]:
+        servers: dict[Side, Server] = {}
+        facts: dict[Side, dict] = {}
+        records: list[RunRecord] = []
+        try:
+            for side in sides:
+                try:
+                    servers[side], facts[side] = self._prepare_side(test, side, settings)
+                except RunError as exc:
+                    records.append(self._record_failure(test, side, session_id, exc))
+            for side, index in interleaved(sides, settings.runs):
+                if side not in servers:
+                    continue
+                record = self._measure(test, side, index, servers[side], facts[side], settings, session_id)
+                records.append(record)
+                if record.status != "ok" and not servers[side].alive():
+                    servers.pop(side).stop()
+                    self.observer.note(f"{side.target.label}: the server exited; "
+                                       f"the remaining runs of {test.name} are skipped")
+        finally:
+            for server in servers.values():
+                server.stop()
+        return records
+
+    def _prepare_side(self, test: TestSpec, side: Side, settings: RunSettings) -> tuple[Server, dict]:
+        self.observer.phase("server start")
+        server = start_server(target=side.target, config=test.db.configuration_parameters,
+                              cpus=self.pinning.server_cpus)
+        try:
+            dataset = preparation.prepare(test, server, scale=settings.scale, observer=self.observer,
+                                          client_cpus=self.pinning.client_cpus, workdir=self.workdir)
+        except RunError as exc:
+            exc.server_log_tail = server.log_tail()
+            server.stop()
+            raise
+        except BaseException:
+            server.stop()
+            raise
+        info = server.info("server")
+        facts = {
+            "server_version": info.get("redis_version"),
+            "server_binary": str(side.target.binary) if side.target.binary else None,
+            "server_config": {**test.db.configuration_parameters, **side.target.config},
+            "server_port": server.port,
+            "pinning": self.pinning.as_dict(),
+            "dataset": dataset,
+        }
+        return server, facts
+
+    def _record_failure(self, test: TestSpec, side: Side, session_id: int, exc: RunError) -> RunRecord:
+        """A side that could not be prepared: one failed run says why."""
+        run_id = self.store.begin_run(session_id=session_id, test=test.name, suite_file=str(test.path),
+                                      target=side.target.label, side=side.name, run_index=0)
+        outcome = RunOutcome(status="failed", metrics={}, series={}, facts={"machine": machine.facts()},
+                             error=str(exc), server_log_tail=getattr(exc, "server_log_tail", None))
+        self.store.finish_run(run_id, outcome)
+        record = RunRecord(run_id, test.name, side.target.label, side.name, 0, "failed", error=str(exc))
+        self.observer.run_finished(record)
+        return record
+
+    # -- one run ------------------------------------------------------------------------------
+    def _measure(self, test: TestSpec, side: Side, index: int, server: Server, side_facts: dict,
+                 settings: RunSettings, session_id: int) -> RunRecord:
+        run_id = self.store.begin_run(session_id=session_id, test=test.name, suite_file=str(test.path),
+                                      target=side.target.label, side=side.name, run_index=index)
+        request = LoadRequest(arguments=test.client.arguments, host=server.host, port=server.port,
+                              json_path=self.workdir / f"run-{run_id}.json", duration_s=settings.duration_s,
+                              warmup_s=settings.warmup_s, cpus=self.pinning.client_cpus)
+        probe = WindowProbe(pids=server.pids(), client=server.client())
+        facts = {**side_facts, "machine": machine.facts(), "loadgen_argv": request.argv(),
+                 "warmup_s": settings.warmup_s}
+        try:
+            try:
+                result = run_load(request, listener=_LoadProgress(self.observer, probe, request),
+                                  server_alive=server.alive)
+            except ServerGone:
+                raise RunError(f"the server exited during the run ({server.exit_description()})")
+            metrics, series, flags = self._metrics(test, result, probe)
+            facts["flags"] = flags
+            facts["loadgen"] = result.extra
+            outcome = RunOutcome(status="ok", metrics=metrics, series=series, facts=facts)
+            record = RunRecord(run_id, test.name, side.target.label, side.name, index, "ok", metrics, flags)
+        except RunError as exc:
+            outcome = RunOutcome(status="failed", metrics={}, series={}, facts=facts, error=str(exc),
+                                 server_log_tail=server.log_tail())
+            record = RunRecord(run_id, test.name, side.target.label, side.name, index, "failed", error=str(exc))
+        except BaseException:
+            self.store.mark_interrupted(run_id, "redline was interrupted during this run")
+            raise
+        finally:
+            probe.close()
+        self.store.finish_run(run_id, outcome)
+        self.observer.run_finished(record)
+        return record
+
+    def _metrics(self, test: TestSpec, result: LoadResult, probe: WindowProbe):
+        ops = result.ops or 0
+        cpu = probe.cpu
+        measured_s = result.measured_s or 0.0
+        client_cpus = len(self.pinning.client_cpus) or 1
+        client_cpu_s = result.client_cpu_s
+        hits, misses = probe.info_delta("keyspace_hits"), probe.info_delta("keyspace_misses")
+        metrics = {
+            "ops_per_sec": result.ops_per_sec,
+            "p50_ms": result.percentile_ms("50.00"),
+            "p99_ms": result.percentile_ms("99.00"),
+            "p999_ms": result.percentile_ms("99.90"),
+            "server_cpu_us_per_op": cpu.total_s * 1e6 / ops if cpu and ops else None,
+            "client_cpu_util": (client_cpu_s / measured_s / client_cpus
+                                if client_cpu_s is not None and measured_s else None),
+            "used_memory_bytes": float(probe.info_end["used_memory"]) if probe.info_end else None,
+            "keyspace_hits": hits,
+            "keyspace_misses": misses,
+            "server_cpu_s": cpu.total_s if cpu else None,
+            "server_user_s": cpu.user_s if cpu else None,
+            "server_system_s": cpu.system_s if cpu else None,
+            "client_cpu_s": client_cpu_s,
+            "ops": float(ops),
+            "measured_s": measured_s,
+            "errors": float(sum((result.extra.get("errors") or {}).values())),
+        }
+        flags = []
+        if metrics["client_cpu_util"] is not None and metrics["client_cpu_util"] > CLIENT_SATURATION:
+            flags.append("client saturated its core")
+        if hits is not None and misses is not None and hits + misses > 0 and misses / (hits + misses) > MISS_PATH_RATIO:
+            flags.append(f"measures the miss path ({misses / (hits + misses):.0%} misses)")
+        if metrics["errors"]:
+            flags.append(f"{int(metrics['errors'])} error replies")
+        for warning in result.extra.get("warnings") or []:
+            flags.append(warning)
+        series = result.per_second()
+        if probe.cpu_per_second:
+            series["server_cpu_util"] = probe.cpu_per_second
+        return metrics, series, flags

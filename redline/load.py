@@ -1,0 +1,181 @@
+"""Running redline-load (the memtier-compatible load generator) and reading what it reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol
+
+from redline.errors import RunError
+from redline.pinning import pinned
+
+PERCENTILES = "50,90,99,99.9,99.99"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def loadgen_binary() -> Path:
+    """$REDLINE_LOAD, else the one setup.sh built in this checkout, else redline-load on PATH."""
+    candidates = [os.environ.get("REDLINE_LOAD"), REPO_ROOT / "bin" / "redline-load",
+                  REPO_ROOT / "loadgen" / "target" / "release" / "redline-load", shutil.which("redline-load")]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return Path(candidate)
+    raise RunError("redline-load is not built: run `bash setup.sh` (or set REDLINE_LOAD)")
+
+
+class LoadListener(Protocol):
+    def on_phase(self, phase: str, at: float) -> None: ...
+    def on_progress(self, event: dict) -> None: ...
+
+
+class ServerGone(RunError):
+    """The server went away while load was running."""
+
+
+@dataclass
+class LoadRequest:
+    arguments: list[str]               # the suite's memtier-style arguments, unchanged
+    host: str
+    port: int
+    json_path: Path
+    duration_s: float | None = None    # replaces the suite's --test-time
+    warmup_s: float = 0.0
+    cpus: tuple[int, ...] | None = None
+
+    def argv(self) -> list[str]:
+        """Suite arguments first, redline's overrides after them (the last value of a flag wins)."""
+        argv = [str(loadgen_binary()), *self.arguments, "--server", self.host, "--port", str(self.port),
+                "--json-out-file", str(self.json_path), "--events", "--hide-histogram",
+                f"--print-percentiles={PERCENTILES}"]
+        if self.duration_s is not None:
+            argv += ["--test-time", _seconds_arg(self.duration_s)]
+        if self.warmup_s:
+            argv += ["--warmup-time", _seconds_arg(self.warmup_s)]
+        return argv
+
+
+def _seconds_arg(seconds: float) -> str:
+    return str(int(seconds)) if float(seconds).is_integer() else f"{seconds:g}"
+
+
+@dataclass
+class LoadResult:
+    argv: list[str]
+    report: dict                       # the JSON redline-load wrote
+    stderr_tail: str = ""
+
+    @property
+    def totals(self) -> dict:
+        return self.report.get("ALL STATS", {}).get("Totals", {})
+
+    @property
+    def extra(self) -> dict:
+        return self.report.get("redline", {})
+
+    def percentile_ms(self, pct: str) -> float | None:
+        table = self.totals.get("Percentile Latencies", {})
+        value = table.get(f"p{pct}")
+        return float(value) if value is not None else None
+
+    @property
+    def ops_per_sec(self) -> float | None:
+        value = self.totals.get("Ops/sec")
+        return float(value) if value is not None else None
+
+    @property
+    def ops(self) -> int | None:
+        return self.extra.get("ops")
+
+    @property
+    def client_cpu_s(self) -> float | None:
+        cpu = self.extra.get("client_cpu")
+        return cpu["user_s"] + cpu["system_s"] if cpu else None
+
+    @property
+    def measured_s(self) -> float | None:
+        return self.extra.get("measured_seconds")
+
+    def per_second(self) -> dict[str, list[float]]:
+        """Per-second series of the measured window, from the Totals' Time-Serie."""
+        series = self.totals.get("Time-Serie") or {}
+        seconds = sorted(series, key=lambda s: int(s))
+        out: dict[str, list[float]] = {"ops": [], "p50_ms": [], "p99_ms": []}
+        for s in seconds:
+            point = series[s]
+            out["ops"].append(float(point.get("Count", 0)))
+            out["p50_ms"].append(float(point.get("p50.00", 0.0)))
+            out["p99_ms"].append(float(point.get("p99.00", 0.0)))
+        return {k: v for k, v in out.items() if v}
+
+
+@dataclass
+class _Reader:
+    """Reads redline-load's stderr: JSON event lines go to the listener, the rest is kept."""
+
+    listener: LoadListener | None
+    other_lines: list[str] = field(default_factory=list)
+
+    def consume(self, stream) -> None:
+        for raw in stream:
+            line = raw.decode(errors="replace").rstrip("\n")
+            event = None
+            if line.startswith("{"):
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    event = None
+            if not isinstance(event, dict) or "event" not in event:
+                self.other_lines.append(line)
+                del self.other_lines[:-40]
+                continue
+            if self.listener is None:
+                continue
+            if event["event"] == "phase":
+                self.listener.on_phase(event.get("phase", ""), float(event.get("t", time.time())))
+            elif event["event"] == "progress":
+                self.listener.on_progress(event)
+
+
+def run_load(request: LoadRequest, *, listener: LoadListener | None = None,
+             server_alive: Callable[[], bool] | None = None, poll_s: float = 0.1) -> LoadResult:
+    """Run redline-load to completion. Raises ServerGone if `server_alive` turns false meanwhile,
+    RunError if redline-load fails."""
+    argv = request.argv()
+    launch = pinned(argv, request.cpus) if request.cpus else argv
+    request.json_path.unlink(missing_ok=True)
+    proc = subprocess.Popen(launch, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    reader = _Reader(listener)
+    thread = threading.Thread(target=reader.consume, args=(proc.stderr,), daemon=True)
+    thread.start()
+    server_lost = False
+    try:
+        while proc.poll() is None:
+            if server_alive is not None and not server_alive():
+                server_lost = True
+                proc.kill()
+                break
+            time.sleep(poll_s)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        thread.join(timeout=5)
+    tail = "\n".join(reader.other_lines[-10:])
+    if server_lost:
+        raise ServerGone("the server exited while load was running")
+    if proc.returncode != 0:
+        last = reader.other_lines[-1] if reader.other_lines else f"exit status {proc.returncode}"
+        raise RunError(f"redline-load failed: {last}")
+    try:
+        report = json.loads(request.json_path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise RunError(f"redline-load wrote no readable JSON to {request.json_path}: {exc}") from exc
+    return LoadResult(argv=argv, report=report, stderr_tail=tail)

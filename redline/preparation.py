@@ -1,0 +1,97 @@
+"""Getting a server ready for a test: generated dataset, preload, init commands, and the check
+that the keyspace holds what the suite says it should."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import redis
+
+from redline.errors import RunError
+from redline.load import LoadRequest, run_load
+from redline.server import Server
+from redline.spec import TestSpec
+
+CLIENT_TOOLS = ("memtier_benchmark", "redline-load")
+TOPOLOGY = "oss-standalone"
+
+
+def unsupported_reason(test: TestSpec) -> str | None:
+    """Why this machine cannot run the test as written, or None."""
+    if test.client.tool not in CLIENT_TOOLS:
+        return f"client tool {test.client.tool!r} is not supported (redline runs memtier_benchmark command lines)"
+    if test.db.preload and test.db.preload.tool not in CLIENT_TOOLS:
+        return f"preload tool {test.db.preload.tool!r} is not supported"
+    if test.topologies and TOPOLOGY not in test.topologies:
+        return f"needs topology {', '.join(test.topologies)}; this build runs {TOPOLOGY} only"
+    return None
+
+
+def dataset_scale(test: TestSpec, requested: float | None) -> float:
+    if requested is not None:
+        return requested
+    return float(test.extensions.get("dataset-scale", 1.0))
+
+
+class _PreloadProgress:
+    def __init__(self, observer):
+        self.observer = observer
+
+    def on_phase(self, phase: str, at: float) -> None:
+        pass
+
+    def on_progress(self, event: dict) -> None:
+        total = event.get("requests_total")
+        self.observer.progress(event.get("requests_done", 0), total)
+
+
+def _generated_dataset(test: TestSpec, server: Server, scale: float, observer) -> dict:
+    from redline import datasets   # the generators are only needed by tests that name a dataset
+
+    name = test.db.dataset_name
+    dataset = datasets.lookup(name) if name else None
+    if dataset is None:
+        if test.db.dataset_url:
+            raise RunError(f"dataset {name!r} comes from {test.db.dataset_url}, which cannot be "
+                           f"downloaded here, and redline has no generator for it")
+        return {}
+    plan = dataset.plan(scale)
+    observer.phase(f"dataset {name} ×{scale:g}", total=plan.element_count, unit="elements")
+    dataset.load(host=server.host, port=server.port, scale=scale,
+                 progress=lambda done, total: observer.progress(done, total))
+    return {"name": plan.name, "scale": plan.scale, "keys": plan.key_count,
+            "elements": plan.element_count, "seed": plan.seed, "fingerprint": plan.fingerprint()}
+
+
+def keyspace_length(client: redis.Redis) -> int:
+    return sum(db.get("keys", 0) for name, db in client.info("keyspace").items() if name.startswith("db"))
+
+
+def prepare(test: TestSpec, server: Server, *, scale: float | None, observer,
+            client_cpus: tuple[int, ...] | None, workdir: Path) -> dict:
+    """Fill the server for `test`; returns the facts about the data to record with each run."""
+    facts: dict = {}
+    scale = dataset_scale(test, scale)
+    if test.db.dataset_name:
+        facts = _generated_dataset(test, server, scale, observer)
+    client = server.client()
+    if test.db.preload:
+        observer.phase("preload", unit="requests")
+        run_load(LoadRequest(arguments=test.db.preload.arguments, host=server.host, port=server.port,
+                             json_path=workdir / f"preload-{server.port}.json", cpus=client_cpus),
+                 listener=_PreloadProgress(observer), server_alive=server.alive)
+    try:
+        for command in test.db.init_commands:
+            client.execute_command(*command)
+        if test.db.init_lua:
+            client.eval(test.db.init_lua, 0)
+    except redis.ResponseError as exc:
+        raise RunError(f"init command failed: {exc}") from exc
+    except redis.RedisError as exc:
+        raise RunError(f"server unreachable during preparation: {exc}") from exc
+    found = keyspace_length(client)
+    facts["keyspace_length"] = found
+    expected = test.db.keyspacelen
+    if expected is not None and found != expected:
+        raise RunError(f"keyspace check failed: expected {expected} keys after preparation, found {found}")
+    return facts

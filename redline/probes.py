@@ -1,0 +1,121 @@
+"""What redline reads off a server around the measured window: CPU from /proc, INFO."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    """CPU consumed so far by a set of processes (all their threads)."""
+
+    at: float           # monotonic time of the reading
+    total_s: float      # on-CPU time from schedstat (ns resolution)
+    user_s: float       # from /proc/PID/stat (tick resolution)
+    system_s: float
+
+    def __sub__(self, other: "CpuSample") -> "CpuSample":
+        return CpuSample(self.at - other.at, self.total_s - other.total_s,
+                         self.user_s - other.user_s, self.system_s - other.system_s)
+
+
+def _process_cpu(pid: int) -> tuple[float, float, float]:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2:].split()
+    user = int(fields[11]) / CLOCK_TICKS
+    system = int(fields[12]) / CLOCK_TICKS
+    total = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0]) / 1e9
+        except (OSError, IndexError, ValueError):
+            pass
+    return total, user, system
+
+
+def read_cpu(pids: list[int]) -> CpuSample | None:
+    """None when there is no process to read (a remote server) or it has gone."""
+    if not pids:
+        return None
+    total = user = system = 0.0
+    try:
+        for pid in pids:
+            t, u, s = _process_cpu(pid)
+            total, user, system = total + t, user + u, system + s
+    except (OSError, ValueError, IndexError):
+        return None
+    return CpuSample(time.monotonic(), total, user, system)
+
+
+def read_info(client: redis.Redis) -> dict | None:
+    try:
+        return client.info("all")
+    except redis.RedisError:
+        return None
+
+
+@dataclass
+class WindowProbe:
+    """Readings at the start and the end of the measured window, plus one CPU reading per second.
+
+    The load generator announces the window's edges; `mark_start`/`mark_end` are called then.
+    """
+
+    pids: list[int]
+    client: redis.Redis
+    cpu_start: CpuSample | None = None
+    cpu_end: CpuSample | None = None
+    info_start: dict | None = None
+    info_end: dict | None = None
+    cpu_per_second: list[float] = field(default_factory=list)   # server CPU utilisation, 0..n cores
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def mark_start(self) -> None:
+        self.cpu_start = read_cpu(self.pids)
+        self.info_start = read_info(self.client)
+        if self.cpu_start is not None:
+            self._thread = threading.Thread(target=self._sample_each_second, daemon=True)
+            self._thread.start()
+
+    def mark_end(self) -> None:
+        self.cpu_end = read_cpu(self.pids)
+        self._stop.set()
+        self.info_end = read_info(self.client)
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+    def close(self) -> None:
+        self._stop.set()
+
+    def _sample_each_second(self) -> None:
+        previous = self.cpu_start
+        while not self._stop.wait(1.0):
+            now = read_cpu(self.pids)
+            if now is None or previous is None:
+                return
+            delta = now - previous
+            self.cpu_per_second.append(delta.total_s / delta.at if delta.at > 0 else 0.0)
+            previous = now
+
+    # -- derived ----------------------------------------------------------------------------
+    @property
+    def cpu(self) -> CpuSample | None:
+        if self.cpu_start is None or self.cpu_end is None:
+            return None
+        return self.cpu_end - self.cpu_start
+
+    def info_delta(self, key: str) -> int | None:
+        if not self.info_start or not self.info_end:
+            return None
+        if key not in self.info_start or key not in self.info_end:
+            return None
+        return int(self.info_end[key]) - int(self.info_start[key])

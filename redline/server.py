@@ -1,0 +1,211 @@
+"""Server processes: one redis-server that redline starts, pins, watches and stops; or an
+endpoint someone else runs (no process control)."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from redline.errors import RunError
+from redline.pinning import pinned
+
+LOOPBACK = "127.0.0.1"
+# Settings every managed server gets unless the suite or target says otherwise: no persistence
+# that would put fork() and disk writes into the measured window.
+BASE_CONFIG = {"save": '""', "appendonly": "no"}
+START_ATTEMPTS = 5
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return sock.getsockname()[1]
+
+
+def _config_line(name: str, value: str) -> str:
+    if "\n" in name or "\n" in value or not name.strip():
+        raise RunError(f"invalid server configuration parameter {name!r}={value!r}")
+    return f"{name} {value}" if value != "" else f'{name} ""'
+
+
+@dataclass
+class ServerSettings:
+    binary: Path
+    config: dict[str, str] = field(default_factory=dict)
+    cpus: tuple[int, ...] | None = None
+    preferred_port: int | None = None
+    workdir: Path | None = None
+
+
+class Server:
+    """Common interface of every server redline measures."""
+
+    host: str
+    port: int
+    managed: bool
+
+    def pids(self) -> list[int]:
+        return []
+
+    def alive(self) -> bool:
+        return True
+
+    def exit_description(self) -> str:
+        return ""
+
+    def log_tail(self, lines: int = 20) -> str:
+        return ""
+
+    def client(self, **kwargs) -> redis.Redis:
+        return redis.Redis(host=self.host, port=self.port, socket_timeout=30, **kwargs)
+
+    def info(self, section: str = "all") -> dict:
+        return self.client().info(section)
+
+    def stop(self) -> None:
+        pass
+
+
+class RemoteServer(Server):
+    """tcp://host:port: someone else's server. redline only connects to it."""
+
+    managed = False
+
+    def __init__(self, host: str, port: int):
+        self.host, self.port = host, port
+
+    def start(self) -> "RemoteServer":
+        try:
+            self.client(socket_connect_timeout=5).ping()
+        except redis.RedisError as exc:
+            raise RunError(f"cannot reach server at {self.host}:{self.port}: {exc}") from exc
+        return self
+
+    def alive(self) -> bool:
+        try:
+            return bool(self.client(socket_connect_timeout=2).ping())
+        except redis.RedisError:
+            return False
+
+
+class ManagedServer(Server):
+    """A redis-server process started by redline on a free loopback port, pinned to its cores."""
+
+    managed = True
+
+    def __init__(self, settings: ServerSettings):
+        self.settings = settings
+        self.host = LOOPBACK
+        self.port = 0
+        self.process: subprocess.Popen | None = None
+        self._own_workdir = settings.workdir is None
+        self.workdir = settings.workdir or Path(tempfile.mkdtemp(prefix="redline-server-"))
+        self.log_path = self.workdir / "server.log"
+        self.console_path = self.workdir / "server.console"
+        self.busy_ports: list[int] = []
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self, timeout_s: float = 20.0) -> "ManagedServer":
+        for attempt in range(START_ATTEMPTS):
+            port = self.settings.preferred_port if attempt == 0 and self.settings.preferred_port else free_port()
+            if self._try_start(port, timeout_s):
+                return self
+            self.busy_ports.append(port)
+        raise RunError(f"redis-server found no free port after {START_ATTEMPTS} attempts "
+                       f"(busy: {', '.join(map(str, self.busy_ports))})")
+
+    def _write_config(self, port: int) -> Path:
+        lines = [
+            f"port {port}", f"bind {LOOPBACK}", "daemonize no",
+            f"dir {self.workdir}", f"logfile {self.log_path}",
+        ]
+        merged = {**BASE_CONFIG, **self.settings.config}
+        lines += [_config_line(str(k), str(v)) for k, v in merged.items()]
+        path = self.workdir / "redis.conf"
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def _try_start(self, port: int, timeout_s: float) -> bool:
+        """Start on `port`; False if the port was busy, RunError for any other failure."""
+        conf = self._write_config(port)
+        self.log_path.write_text("")
+        argv = [str(self.settings.binary), str(conf)]
+        if self.settings.cpus:
+            argv = pinned(argv, self.settings.cpus)
+        with open(self.console_path, "wb") as console:
+            self.process = subprocess.Popen(argv, stdout=console, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+        self.port = port
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                tail = self.log_tail()
+                if "Address already in use" in tail:
+                    return False
+                raise RunError(f"redis-server exited during start ({self.exit_description()}): "
+                               f"{tail.strip().splitlines()[-1] if tail.strip() else 'no output'}")
+            try:
+                if self.client(socket_connect_timeout=0.5, socket_timeout=1).ping():
+                    return True
+            except redis.BusyLoadingError:
+                pass
+            except redis.RedisError:
+                pass
+            time.sleep(0.02)
+        self.stop()
+        raise RunError(f"redis-server did not answer PING within {timeout_s:.0f}s; log: {self.log_tail(3)}")
+
+    def stop(self) -> None:
+        proc = self.process
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # -- watching --------------------------------------------------------------------------
+    def pids(self) -> list[int]:
+        # taskset execs the server, so the child's pid is the server's pid
+        return [self.process.pid] if self.process is not None and self.process.poll() is None else []
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def exit_description(self) -> str:
+        if self.process is None or self.process.returncode is None:
+            return "running"
+        code = self.process.returncode
+        if code < 0:
+            return f"killed by signal {signal.Signals(-code).name}"
+        return f"exit status {code}"
+
+    def log_tail(self, lines: int = 20) -> str:
+        text = ""
+        for path in (self.console_path, self.log_path):
+            try:
+                text += path.read_text(errors="replace")
+            except OSError:
+                pass
+        return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def start_server(*, target, config: dict[str, str], cpus: tuple[int, ...] | None,
+                 preferred_port: int | None = None) -> Server:
+    """Start (or connect to) the server a target names, with the suite's configuration."""
+    if target.address is not None:
+        return RemoteServer(*target.address).start()
+    settings = ServerSettings(binary=target.binary, config={**config, **target.config},
+                              cpus=cpus, preferred_port=preferred_port)
+    return ManagedServer(settings).start()

@@ -1,0 +1,180 @@
+"""The result store: one SQLite file (WAL), every run, its metrics and per-second series.
+
+A run is written in two steps: a 'running' row when it starts, and — in one transaction — its
+status, metrics and series when it ends. A redline killed mid-run leaves that row 'running';
+the next time the store is opened, rows whose owning process is gone become 'interrupted'.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sqlite3
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    argv TEXT NOT NULL,
+    machine TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started_at REAL NOT NULL,
+    finished_at REAL,
+    status TEXT NOT NULL DEFAULT 'running'
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    session_id INTEGER NOT NULL REFERENCES sessions(id),
+    test TEXT NOT NULL,
+    suite_file TEXT,
+    target TEXT NOT NULL,
+    side TEXT,
+    run_index INTEGER NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('running', 'ok', 'failed', 'interrupted')),
+    started_at REAL NOT NULL,
+    finished_at REAL,
+    error TEXT,
+    server_log_tail TEXT,
+    facts TEXT
+);
+CREATE INDEX IF NOT EXISTS runs_by_test ON runs(test, target);
+CREATE TABLE IF NOT EXISTS metrics (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    name TEXT NOT NULL,
+    value REAL,
+    PRIMARY KEY (run_id, name)
+);
+CREATE TABLE IF NOT EXISTS series (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    name TEXT NOT NULL,
+    second INTEGER NOT NULL,
+    value REAL,
+    PRIMARY KEY (run_id, name, second)
+);
+"""
+
+
+@dataclass
+class RunOutcome:
+    """Everything a finished (or failed) run leaves behind."""
+
+    status: str                                   # 'ok' | 'failed'
+    metrics: dict[str, float | None]
+    series: dict[str, list[float]]
+    facts: dict
+    error: str | None = None
+    server_log_tail: str | None = None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Store:
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        if self.path.parent and not self.path.parent.exists():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("PRAGMA foreign_keys=ON")
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise RuntimeError(f"{self.path} was written by a newer redline (schema {version})")
+        self.db.executescript(SCHEMA)
+        self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        self.recover_interrupted()
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- writing ----------------------------------------------------------------------------
+    def begin_session(self, *, kind: str, argv: list[str], machine: dict) -> int:
+        cur = self.db.execute(
+            "INSERT INTO sessions(kind, argv, machine, host, pid, started_at) VALUES (?,?,?,?,?,?)",
+            (kind, json.dumps(argv), json.dumps(machine), platform.node(), os.getpid(), time.time()))
+        return cur.lastrowid
+
+    def finish_session(self, session_id: int, status: str) -> None:
+        self.db.execute("UPDATE sessions SET finished_at=?, status=? WHERE id=?",
+                        (time.time(), status, session_id))
+
+    def begin_run(self, *, session_id: int, test: str, suite_file: str | None, target: str,
+                  side: str | None, run_index: int) -> int:
+        cur = self.db.execute(
+            "INSERT INTO runs(session_id, test, suite_file, target, side, run_index, status, started_at)"
+            " VALUES (?,?,?,?,?,?,'running',?)",
+            (session_id, test, suite_file, target, side, run_index, time.time()))
+        return cur.lastrowid
+
+    def finish_run(self, run_id: int, outcome: RunOutcome) -> None:
+        """Status, metrics and series of one run, atomically."""
+        with self._transaction():
+            self.db.execute(
+                "UPDATE runs SET status=?, finished_at=?, error=?, server_log_tail=?, facts=? WHERE id=?",
+                (outcome.status, time.time(), outcome.error, outcome.server_log_tail,
+                 json.dumps(outcome.facts, default=str), run_id))
+            self.db.executemany("INSERT OR REPLACE INTO metrics(run_id, name, value) VALUES (?,?,?)",
+                                [(run_id, k, v) for k, v in outcome.metrics.items()])
+            self.db.executemany(
+                "INSERT OR REPLACE INTO series(run_id, name, second, value) VALUES (?,?,?,?)",
+                [(run_id, name, i, v) for name, values in outcome.series.items()
+                 for i, v in enumerate(values)])
+
+    def mark_interrupted(self, run_id: int, reason: str) -> None:
+        self.db.execute("UPDATE runs SET status='interrupted', finished_at=?, error=? "
+                        "WHERE id=? AND status='running'", (time.time(), reason, run_id))
+
+    def recover_interrupted(self) -> int:
+        """Runs left 'running' by a redline process that no longer exists become 'interrupted'."""
+        here = platform.node()
+        sessions = self.db.execute("SELECT id, pid FROM sessions WHERE status='running' AND host=?",
+                                   (here,)).fetchall()
+        dead = [s["id"] for s in sessions if not _pid_alive(s["pid"])]
+        stale = 0
+        with self._transaction():
+            for session_id in dead:
+                stale += self.db.execute(
+                    "UPDATE runs SET status='interrupted', error=? WHERE session_id=? AND status='running'",
+                    ("redline stopped before this run finished", session_id)).rowcount
+                self.db.execute("UPDATE sessions SET status='interrupted' WHERE id=?", (session_id,))
+        return stale
+
+    @contextmanager
+    def _transaction(self):
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # -- reading ----------------------------------------------------------------------------
+    def runs(self, session_id: int | None = None) -> list[sqlite3.Row]:
+        if session_id is None:
+            return self.db.execute("SELECT * FROM runs ORDER BY id").fetchall()
+        return self.db.execute("SELECT * FROM runs WHERE session_id=? ORDER BY id", (session_id,)).fetchall()
+
+    def metrics(self, run_id: int) -> dict[str, float | None]:
+        return {r["name"]: r["value"] for r in
+                self.db.execute("SELECT name, value FROM metrics WHERE run_id=?", (run_id,))}
+
+    def series(self, run_id: int, name: str) -> list[float]:
+        return [r["value"] for r in self.db.execute(
+            "SELECT value FROM series WHERE run_id=? AND name=? ORDER BY second", (run_id, name))]

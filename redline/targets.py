@@ -1,0 +1,80 @@
+"""Where a server comes from: a binary redline starts, or an endpoint someone else runs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from redline.errors import UsageError
+
+SCHEMES = "bin:PATH or tcp://HOST:PORT"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A server to measure.
+
+    `binary` is set for targets redline starts and controls (bin:); `address` for endpoints it
+    only connects to (tcp://), where it can measure neither server CPU nor profiles.
+    """
+
+    spec: str
+    binary: Path | None = None
+    address: tuple[str, int] | None = None
+    config: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def managed(self) -> bool:
+        return self.binary is not None
+
+    @property
+    def label(self) -> str:
+        if not self.config:
+            return self.spec
+        settings = " ".join(f"{k}={v}" for k, v in sorted(self.config.items()))
+        return f"{self.spec} [{settings}]"
+
+
+def default_target() -> Target:
+    found = shutil.which("redis-server")
+    if not found:
+        raise UsageError("no redis-server on PATH; install it (bash setup.sh) or pass --target bin:PATH")
+    return Target(spec=f"bin:{found}", binary=Path(found))
+
+
+def parse_target(text: str, config: dict[str, str] | None = None) -> Target:
+    config = dict(config or {})
+    if text.startswith("bin:"):
+        path = Path(text[len("bin:"):]).expanduser()
+        if not path.exists():
+            raise UsageError(f"server binary does not exist: {path} (from --target {text})")
+        if not path.is_file() or not os.access(path, os.X_OK):
+            raise UsageError(f"server binary is not an executable file: {path} (from --target {text})")
+        return Target(spec=text, binary=path.resolve(), config=config)
+    if text.startswith("tcp://"):
+        parts = urlsplit(text)
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if not parts.hostname or port is None:
+            raise UsageError(f"target {text!r} needs a host and a port: tcp://HOST:PORT")
+        if config:
+            raise UsageError(f"target {text} is someone else's server: redline cannot apply server configuration to it")
+        return Target(spec=text, address=(parts.hostname, port))
+    scheme = text.split(":", 1)[0] if ":" in text else text
+    raise UsageError(f"unknown target scheme {scheme!r} in {text!r}: expected {SCHEMES}")
+
+
+def parse_config_pairs(pairs: list[str], flag: str) -> dict[str, str]:
+    """NAME=VALUE settings from a repeatable command-line flag."""
+    config: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"{flag} expects NAME=VALUE, got {pair!r}")
+        config[name.strip()] = value
+    return config
