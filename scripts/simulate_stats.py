@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Seeded simulations of redline's A/B verdicts (redline.stats) versus the upstream rule.
+
+Prints markdown tables:
+  1. redline, n interleaved pairs: A/A false alarms, power for 3/5/10% regressions, and how
+     often a real 3% regression is wrongly called "no change";
+  2. the upstream rule (one run per side, flag when the change exceeds 5%) on the same data;
+  3. a machine that drifts 1-2% during the experiment: sequential AAAA-BBBB versus
+     interleaved ABBA.
+
+Noise model: each run's value is 100000 * exp(sigma * Z) with Z standard normal and
+sigma = noise% / 100 (log-normal; noise% is the run-to-run coefficient of variation).
+Heavy tails: additionally, each run independently has a 10% chance of dipping by a
+uniformly drawn 5-20%. A regression of s% multiplies every comparison run by (1 - s/100).
+The metric is throughput (higher is better).
+
+    .venv/bin/python scripts/simulate_stats.py --iterations 2000 --seed 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from redline.stats import Verdict, compare_metric  # noqa: E402
+
+BASE_VALUE = 100_000.0
+UPSTREAM_THRESHOLD_PCT = 5.0
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    noise_pct: float
+    heavy_tails: bool = False
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """Fractions of simulated comparisons that ended in each outcome."""
+
+    regression: float
+    improvement: float
+    no_change: float
+    inconclusive: float
+    ci_excludes_zero: float
+
+    @property
+    def flagged(self) -> float:
+        return self.regression + self.improvement
+
+
+def draw_runs(rng: np.random.Generator, *, model: NoiseModel, count: int,
+              level: np.ndarray | float = 1.0) -> np.ndarray:
+    """count runs of a server whose true throughput is BASE_VALUE * level."""
+    values = BASE_VALUE * np.asarray(level) * np.exp(rng.normal(0.0, model.noise_pct / 100, count))
+    if model.heavy_tails:
+        dips = rng.random(count) < 0.10
+        values = np.where(dips, values * (1 - rng.uniform(0.05, 0.20, count)), values)
+    return values
+
+
+def simulate_redline(rng: np.random.Generator, *, model: NoiseModel, n: int, shift_pct: float,
+                     iterations: int) -> CellResult:
+    """n interleaved pairs per comparison, analysed paired."""
+    counts = dict.fromkeys(["regression", "improvement", "no_change", "inconclusive", "sig"], 0)
+    for _ in range(iterations):
+        base = draw_runs(rng, model=model, count=n)
+        comp = draw_runs(rng, model=model, count=n, level=1 - shift_pct / 100)
+        result = compare_metric(base, comp, paired=True, higher_is_better=True)
+        counts[result.verdict] += 1
+        counts["sig"] += result.ci_low_pct > 0 or result.ci_high_pct < 0
+    return _fractions(counts, iterations)
+
+
+def simulate_upstream(rng: np.random.Generator, *, model: NoiseModel, shift_pct: float,
+                      iterations: int) -> CellResult:
+    """One run per side; a change beyond 5% either way is flagged."""
+    base = draw_runs(rng, model=model, count=iterations)
+    comp = draw_runs(rng, model=model, count=iterations, level=1 - shift_pct / 100)
+    change = (comp / base - 1) * 100
+    regression = float(np.mean(change < -UPSTREAM_THRESHOLD_PCT))
+    improvement = float(np.mean(change > UPSTREAM_THRESHOLD_PCT))
+    return CellResult(regression=regression, improvement=improvement,
+                      no_change=1 - regression - improvement, inconclusive=0.0,
+                      ci_excludes_zero=float("nan"))
+
+
+def simulate_drift(rng: np.random.Generator, *, model: NoiseModel, n: int, drift_pct: float,
+                   interleaved: bool, iterations: int) -> CellResult:
+    """A/A under a linear drift of drift_pct (random sign) from the first to the last run.
+
+    Sequential: runs 0..n-1 are A, n..2n-1 are B, analysed unpaired (there are no pairs).
+    Interleaved: pair k takes slots 2k and 2k+1, A first when k is even (A B B A A B ...),
+    analysed paired.
+    """
+    counts = dict.fromkeys(["regression", "improvement", "no_change", "inconclusive", "sig"], 0)
+    slots = np.arange(2 * n)
+    for _ in range(iterations):
+        sign = 1 if rng.random() < 0.5 else -1
+        level = 1 + sign * drift_pct / 100 * slots / (2 * n - 1)
+        if interleaved:
+            pair = slots // 2
+            a_first = pair % 2 == 0
+            is_a = np.where(slots % 2 == 0, a_first, ~a_first)
+        else:
+            is_a = slots < n
+        a_slots, b_slots = slots[is_a], slots[~is_a]
+        base = draw_runs(rng, model=model, count=n, level=level[a_slots])
+        comp = draw_runs(rng, model=model, count=n, level=level[b_slots])
+        result = compare_metric(base, comp, paired=interleaved, higher_is_better=True)
+        counts[result.verdict] += 1
+        counts["sig"] += result.ci_low_pct > 0 or result.ci_high_pct < 0
+    return _fractions(counts, iterations)
+
+
+def _fractions(counts: dict[str, int], iterations: int) -> CellResult:
+    return CellResult(regression=counts["regression"] / iterations,
+                      improvement=counts["improvement"] / iterations,
+                      no_change=counts["no_change"] / iterations,
+                      inconclusive=counts["inconclusive"] / iterations,
+                      ci_excludes_zero=counts["sig"] / iterations)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+NOISES = (1.0, 3.0, 6.0)
+SHIFTS = (3.0, 5.0, 10.0)
+SIZES = (5, 7, 10)
+
+
+def redline_table(rng: np.random.Generator, *, iterations: int) -> str:
+    lines = [
+        "| noise | heavy tails | pairs | A/A false alarms | power 3% | power 5% | power 10% "
+        "| real 3% called \"no change\" | real 5% called \"no change\" |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for tails in (False, True):
+        for noise in NOISES:
+            model = NoiseModel(noise_pct=noise, heavy_tails=tails)
+            for n in SIZES:
+                aa = simulate_redline(rng, model=model, n=n, shift_pct=0.0, iterations=iterations)
+                cells = {s: simulate_redline(rng, model=model, n=n, shift_pct=s,
+                                             iterations=iterations) for s in SHIFTS}
+                lines.append(
+                    f"| {noise:g}% | {'yes' if tails else 'no'} | {n} | {_pct(aa.flagged)} | "
+                    + " | ".join(_pct(cells[s].regression) for s in SHIFTS)
+                    + f" | {_pct(cells[3.0].no_change)} | {_pct(cells[5.0].no_change)} |"
+                )
+    return "\n".join(lines)
+
+
+def upstream_table(rng: np.random.Generator, *, iterations: int) -> str:
+    lines = [
+        "| noise | heavy tails | A/A false alarms | power 3% | power 5% | power 10% |",
+        "|---|---|---|---|---|---|",
+    ]
+    for tails in (False, True):
+        for noise in NOISES:
+            model = NoiseModel(noise_pct=noise, heavy_tails=tails)
+            aa = simulate_upstream(rng, model=model, shift_pct=0.0, iterations=iterations)
+            cells = [simulate_upstream(rng, model=model, shift_pct=s, iterations=iterations)
+                     for s in SHIFTS]
+            lines.append(
+                f"| {noise:g}% | {'yes' if tails else 'no'} | {_pct(aa.flagged)} | "
+                + " | ".join(_pct(c.regression) for c in cells) + " |"
+            )
+    return "\n".join(lines)
+
+
+def drift_table(rng: np.random.Generator, *, iterations: int, n: int = 7) -> str:
+    lines = [
+        "| noise | drift | design | A/A: test significant (CI excludes 0) "
+        "| A/A: regression/improvement verdict |",
+        "|---|---|---|---|---|",
+    ]
+    for noise in (1.0, 3.0):
+        model = NoiseModel(noise_pct=noise)
+        for drift in (1.0, 2.0):
+            for interleaved in (False, True):
+                cell = simulate_drift(rng, model=model, n=n, drift_pct=drift,
+                                      interleaved=interleaved, iterations=iterations)
+                design = ("interleaved ABBA, paired" if interleaved
+                          else "sequential AAAA-BBBB, unpaired")
+                lines.append(f"| {noise:g}% | {drift:g}% | {design} | "
+                             f"{_pct(cell.ci_excludes_zero)} | {_pct(cell.flagged)} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=2000,
+                        help="simulated comparisons per table cell (default 2000)")
+    parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    args = parser.parse_args(argv)
+    if args.iterations < 1:
+        parser.error("--iterations must be at least 1")
+    rng = np.random.default_rng(args.seed)
+    started = time.perf_counter()
+    print(f"<!-- scripts/simulate_stats.py --iterations {args.iterations} --seed {args.seed} -->")
+    print("\n### redline: interleaved pairs, tau = 2%\n")
+    print(redline_table(rng, iterations=args.iterations))
+    print("\n### upstream rule: one run per side, fixed 5% threshold\n")
+    print(upstream_table(rng, iterations=max(args.iterations, 20000)))
+    print("\n### drift of the machine during the experiment (A/A, 7 runs per side)\n")
+    print(drift_table(rng, iterations=args.iterations))
+    print(f"\n<!-- {time.perf_counter() - started:.0f} s -->")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
