@@ -10,6 +10,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from redline import machine
 from redline.errors import RunError
@@ -17,10 +18,12 @@ from redline.load import LoadRequest, LoadResult, ServerGone, run_load
 from redline.pinning import Pinning, plan_pinning
 from redline.probes import WindowProbe
 from redline.server import Server, start_server
-from redline.spec import TestSpec
 from redline.store import RunOutcome, Store
 from redline.targets import Target
 from redline import preparation
+
+if TYPE_CHECKING:
+    from redline.spec import TestSpec
 
 CLIENT_SATURATION = 0.90       # client_cpu_util above this: the load generator may have been the bottleneck
 MISS_PATH_RATIO = 0.50         # a read workload with more misses than this measures the miss path

@@ -4,13 +4,16 @@ that the keyspace holds what the suite says it should."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import redis
 
 from redline.errors import RunError
 from redline.load import LoadRequest, run_load
 from redline.server import Server
-from redline.spec import TestSpec
+
+if TYPE_CHECKING:
+    from redline.spec import TestSpec
 
 CLIENT_TOOLS = ("memtier_benchmark", "redline-load")
 TOPOLOGY = "oss-standalone"

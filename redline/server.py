@@ -36,6 +36,16 @@ def _config_line(name: str, value: str) -> str:
     return f"{name} {value}" if value != "" else f'{name} ""'
 
 
+def _answers_ping(host: str, port: int, timeout_s: float = 0.25) -> bool:
+    """True once the server replies +PONG (not while it is still loading a dataset)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
 @dataclass
 class ServerSettings:
     binary: Path
@@ -65,7 +75,8 @@ class Server:
         return ""
 
     def client(self, **kwargs) -> redis.Redis:
-        return redis.Redis(host=self.host, port=self.port, socket_timeout=30, **kwargs)
+        options = {"socket_timeout": 30, **kwargs}
+        return redis.Redis(host=self.host, port=self.port, **options)
 
     def info(self, section: str = "all") -> dict:
         return self.client().info(section)
@@ -152,13 +163,8 @@ class ManagedServer(Server):
                     return False
                 raise RunError(f"redis-server exited during start ({self.exit_description()}): "
                                f"{tail.strip().splitlines()[-1] if tail.strip() else 'no output'}")
-            try:
-                if self.client(socket_connect_timeout=0.5, socket_timeout=1).ping():
-                    return True
-            except redis.BusyLoadingError:
-                pass
-            except redis.RedisError:
-                pass
+            if _answers_ping(self.host, port):
+                return True
             time.sleep(0.02)
         self.stop()
         raise RunError(f"redis-server did not answer PING within {timeout_s:.0f}s; log: {self.log_tail(3)}")

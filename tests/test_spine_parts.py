@@ -1,0 +1,164 @@
+"""The spine's parts on their own: targets, servers, probes, the store, the run order."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from redline.cli import duration
+from redline.engine import Side, interleaved
+from redline.errors import RunError, UsageError
+from redline.probes import read_cpu
+from redline.server import ManagedServer, ServerSettings
+from redline.store import RunOutcome, Store
+from redline.targets import parse_config_pairs, parse_target
+
+REDIS = Path("/usr/bin/redis-server")
+
+
+# -- targets ---------------------------------------------------------------------------------
+def test_bin_target_resolves_an_existing_binary():
+    target = parse_target(f"bin:{REDIS}")
+    assert target.managed and target.binary == REDIS.resolve()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("ftp://x:1", "unknown target scheme 'ftp'"),
+    ("redis-server", "unknown target scheme 'redis-server'"),
+    ("bin:/nonexistent/redis-server", "server binary does not exist: /nonexistent/redis-server"),
+    ("tcp://127.0.0.1", "needs a host and a port"),
+    ("tcp://127.0.0.1:notaport", "needs a host and a port"),
+])
+def test_bad_targets_are_usage_errors(text, message):
+    with pytest.raises(UsageError, match=message):
+        parse_target(text)
+
+
+def test_non_executable_binary_is_refused(tmp_path):
+    fake = tmp_path / "redis-server"
+    fake.write_text("not a program")
+    with pytest.raises(UsageError, match="not an executable file"):
+        parse_target(f"bin:{fake}")
+
+
+def test_config_pairs():
+    assert parse_config_pairs(["appendonly=yes", "save="], "--config") == {"appendonly": "yes", "save": ""}
+    with pytest.raises(UsageError, match="--config expects NAME=VALUE, got 'appendonly'"):
+        parse_config_pairs(["appendonly"], "--config")
+
+
+def test_durations():
+    assert duration("10s") == 10 and duration("500ms") == 0.5 and duration("2m") == 120 and duration("3") == 3
+    with pytest.raises(Exception, match="not a duration"):
+        duration("ten")
+
+
+# -- servers ---------------------------------------------------------------------------------
+def test_managed_server_starts_pinned_with_no_persistence_and_stops():
+    server = ManagedServer(ServerSettings(binary=REDIS, cpus=(0,))).start()
+    try:
+        client = server.client()
+        assert client.ping()
+        assert client.config_get("save")["save"] == ""
+        assert client.config_get("appendonly")["appendonly"] == "no"
+        pid = server.pids()[0]
+        assert os.sched_getaffinity(pid) == {0}
+        before = read_cpu([pid])
+        for _ in range(2000):
+            client.set("k", "v")
+        after = read_cpu([pid])
+        assert after.total_s > before.total_s
+    finally:
+        server.stop()
+    assert not server.alive()
+    assert not server.workdir.exists()
+
+
+def test_busy_port_is_replaced_by_a_free_one():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        server = ManagedServer(ServerSettings(binary=REDIS, preferred_port=taken)).start()
+        try:
+            assert server.port != taken and server.busy_ports == [taken]
+            assert server.client().ping()
+        finally:
+            server.stop()
+
+
+def test_bad_configuration_fails_with_the_servers_reason():
+    server = ManagedServer(ServerSettings(binary=REDIS, config={"no-such-directive": "1"}))
+    with pytest.raises(RunError, match="redis-server exited during start .*no-such-directive|Bad directive"):
+        server.start()
+    server.stop()
+
+
+def test_suite_configuration_reaches_the_server():
+    server = ManagedServer(ServerSettings(binary=REDIS, config={"hz": "25", "save": '""'})).start()
+    try:
+        assert server.client().config_get("hz")["hz"] == "25"
+    finally:
+        server.stop()
+
+
+# -- store -------------------------------------------------------------------------------------
+def test_store_writes_a_run_with_metrics_and_series_atomically(tmp_path):
+    store = Store(tmp_path / "r.db")
+    assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    session = store.begin_session(kind="run", argv=["redline"], machine={})
+    run = store.begin_run(session_id=session, test="t", suite_file=None, target="bin:x", side=None, run_index=0)
+    assert store.runs()[0]["status"] == "running"
+    store.finish_run(run, RunOutcome(status="ok", metrics={"ops_per_sec": 10.0}, series={"ops": [1, 2, 3]}, facts={}))
+    assert store.runs()[0]["status"] == "ok"
+    assert store.metrics(run) == {"ops_per_sec": 10.0}
+    assert store.series(run, "ops") == [1, 2, 3]
+
+
+def test_a_failing_write_leaves_no_half_run(tmp_path):
+    store = Store(tmp_path / "r.db")
+    session = store.begin_session(kind="run", argv=[], machine={})
+    run = store.begin_run(session_id=session, test="t", suite_file=None, target="x", side=None, run_index=0)
+    bad = RunOutcome(status="nonsense-status", metrics={"ops_per_sec": 1.0}, series={}, facts={})
+    with pytest.raises(Exception):
+        store.finish_run(run, bad)
+    assert store.metrics(run) == {}
+    assert store.runs()[0]["status"] == "running"
+
+
+def test_killed_writer_keeps_finished_runs_and_marks_the_open_one_interrupted(tmp_path):
+    db = tmp_path / "r.db"
+    script = textwrap.dedent(f"""
+        import time
+        from redline.store import Store, RunOutcome
+        s = Store({str(db)!r})
+        session = s.begin_session(kind="run", argv=[], machine={{}})
+        done = s.begin_run(session_id=session, test="first", suite_file=None, target="x", side=None, run_index=0)
+        s.finish_run(done, RunOutcome(status="ok", metrics={{"ops_per_sec": 5.0}}, series={{}}, facts={{}}))
+        s.begin_run(session_id=session, test="second", suite_file=None, target="x", side=None, run_index=0)
+        print("ready", flush=True)
+        time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    store = Store(db)
+    statuses = {r["test"]: r["status"] for r in store.runs()}
+    assert statuses == {"first": "ok", "second": "interrupted"}
+    assert store.metrics(store.runs()[0]["id"]) == {"ops_per_sec": 5.0}
+
+
+# -- run order ---------------------------------------------------------------------------------
+def test_two_sides_are_interleaved_abba():
+    a, b = Side(parse_target(f"bin:{REDIS}"), "baseline"), Side(parse_target(f"bin:{REDIS}", {"hz": "20"}), "comparison")
+    order = [(side.name, i) for side, i in interleaved([a, b], 4)]
+    assert order == [("baseline", 0), ("comparison", 0), ("comparison", 1), ("baseline", 1),
+                     ("baseline", 2), ("comparison", 2), ("comparison", 3), ("baseline", 3)]
