@@ -96,10 +96,10 @@ def _as_positive_array(values: Sequence[float], *, name: str) -> np.ndarray:
         raise ValueError(f"{name}: expected a flat list of numbers, got shape {arr.shape}")
     for i, v in enumerate(arr):
         if not math.isfinite(v):
-            raise ValueError(f"{name}[{i}] = {v!r}: values must be finite")
+            raise ValueError(f"{name}[{i}] = {float(v)!r}: values must be finite")
         if v <= 0:
             raise ValueError(
-                f"{name}[{i}] = {v!r}: values must be positive (changes are ratios)"
+                f"{name}[{i}] = {float(v)!r}: values must be positive (changes are ratios)"
             )
     return arr
 
