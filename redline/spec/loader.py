@@ -93,6 +93,7 @@ class _SpecBuilder:
             diagnostics=r.diagnostics, clients=clients,
         )
         self._cross_checks(spec, items, root)
+        spec.diagnostics.sort(key=lambda d: d.line or 0)
         return spec
 
     # -- top level ---------------------------------------------------------------------------
