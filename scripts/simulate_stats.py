@@ -67,13 +67,13 @@ def draw_runs(rng: np.random.Generator, *, model: NoiseModel, count: int,
 
 
 def simulate_redline(rng: np.random.Generator, *, model: NoiseModel, n: int, shift_pct: float,
-                     iterations: int) -> CellResult:
-    """n interleaved pairs per comparison, analysed paired."""
+                     iterations: int, paired: bool = True) -> CellResult:
+    """n interleaved pairs per comparison, analysed paired (default) or unpaired."""
     counts = dict.fromkeys(["regression", "improvement", "no_change", "inconclusive", "sig"], 0)
     for _ in range(iterations):
         base = draw_runs(rng, model=model, count=n)
         comp = draw_runs(rng, model=model, count=n, level=1 - shift_pct / 100)
-        result = compare_metric(base, comp, paired=True, higher_is_better=True)
+        result = compare_metric(base, comp, paired=paired, higher_is_better=True)
         counts[result.verdict] += 1
         counts["sig"] += result.ci_low_pct > 0 or result.ci_high_pct < 0
     return _fractions(counts, iterations)
@@ -92,29 +92,51 @@ def simulate_upstream(rng: np.random.Generator, *, model: NoiseModel, shift_pct:
                       ci_excludes_zero=float("nan"))
 
 
-def simulate_drift(rng: np.random.Generator, *, model: NoiseModel, n: int, drift_pct: float,
-                   interleaved: bool, iterations: int) -> CellResult:
-    """A/A under a linear drift of drift_pct (random sign) from the first to the last run.
+@dataclass(frozen=True)
+class Design:
+    interleaved: bool  # A B B A A B ... (else A A A ... B B B ...)
+    paired: bool  # analysed with the paired test
 
-    Sequential: runs 0..n-1 are A, n..2n-1 are B, analysed unpaired (there are no pairs).
-    Interleaved: pair k takes slots 2k and 2k+1, A first when k is even (A B B A A B ...),
-    analysed paired.
+
+def drift_levels(rng: np.random.Generator, *, kind: str, size_pct: float, slots: int) -> np.ndarray:
+    """The machine's speed factor at each run slot.
+
+    linear: a steady drift of size_pct (random sign) from the first to the last run.
+    walk: a random walk, each run moving the level by a normal step of size_pct (SD).
     """
+    if kind == "linear":
+        sign = 1 if rng.random() < 0.5 else -1
+        return 1 + sign * size_pct / 100 * np.arange(slots) / (slots - 1)
+    if kind == "walk":
+        return np.exp(np.cumsum(rng.normal(0.0, size_pct / 100, slots)))
+    raise ValueError(f"unknown drift kind {kind!r} (expected 'linear' or 'walk')")
+
+
+def simulate_drift(rng: np.random.Generator, *, model: NoiseModel, n: int, drift_kind: str,
+                   drift_pct: float, design: Design, iterations: int,
+                   shift_pct: float = 0.0) -> CellResult:
+    """Comparisons on a machine whose speed drifts during the experiment (B slower by shift).
+
+    Sequential: runs 0..n-1 are A, n..2n-1 are B. Interleaved: pair k takes slots 2k and
+    2k+1, A first when k is even (A B B A A B ...).
+    """
+    if design.paired and not design.interleaved:
+        raise ValueError("sequential runs have no pairs; analyse them unpaired")
     counts = dict.fromkeys(["regression", "improvement", "no_change", "inconclusive", "sig"], 0)
     slots = np.arange(2 * n)
+    if design.interleaved:
+        pair = slots // 2
+        a_first = pair % 2 == 0
+        is_a = np.where(slots % 2 == 0, a_first, ~a_first)
+    else:
+        is_a = slots < n
+    a_slots, b_slots = slots[is_a], slots[~is_a]
     for _ in range(iterations):
-        sign = 1 if rng.random() < 0.5 else -1
-        level = 1 + sign * drift_pct / 100 * slots / (2 * n - 1)
-        if interleaved:
-            pair = slots // 2
-            a_first = pair % 2 == 0
-            is_a = np.where(slots % 2 == 0, a_first, ~a_first)
-        else:
-            is_a = slots < n
-        a_slots, b_slots = slots[is_a], slots[~is_a]
+        level = drift_levels(rng, kind=drift_kind, size_pct=drift_pct, slots=2 * n)
         base = draw_runs(rng, model=model, count=n, level=level[a_slots])
-        comp = draw_runs(rng, model=model, count=n, level=level[b_slots])
-        result = compare_metric(base, comp, paired=interleaved, higher_is_better=True)
+        comp = draw_runs(rng, model=model, count=n,
+                         level=level[b_slots] * (1 - shift_pct / 100))
+        result = compare_metric(base, comp, paired=design.paired, higher_is_better=True)
         counts[result.verdict] += 1
         counts["sig"] += result.ci_low_pct > 0 or result.ci_high_pct < 0
     return _fractions(counts, iterations)
@@ -176,22 +198,53 @@ def upstream_table(rng: np.random.Generator, *, iterations: int) -> str:
     return "\n".join(lines)
 
 
+DESIGNS = (
+    ("sequential AAAA-BBBB, unpaired", Design(interleaved=False, paired=False)),
+    ("interleaved ABBA, paired", Design(interleaved=True, paired=True)),
+    ("interleaved ABBA, unpaired", Design(interleaved=True, paired=False)),
+)
+
+
 def drift_table(rng: np.random.Generator, *, iterations: int, n: int = 7) -> str:
     lines = [
         "| noise | drift | design | A/A: test significant (CI excludes 0) "
-        "| A/A: regression/improvement verdict |",
-        "|---|---|---|---|---|",
+        "| A/A: regression/improvement verdict | power 5% |",
+        "|---|---|---|---|---|---|",
+    ]
+    cases = [(1.0, "linear", 1.0), (1.0, "linear", 2.0), (3.0, "linear", 2.0),
+             (1.0, "walk", 0.5), (1.0, "walk", 1.0), (1.0, "walk", 2.0)]
+    for noise, kind, size in cases:
+        model = NoiseModel(noise_pct=noise)
+        drift = f"{size:g}% {'steady' if kind == 'linear' else 'random walk per run'}"
+        for name, design in DESIGNS:
+            cell = simulate_drift(rng, model=model, n=n, drift_kind=kind, drift_pct=size,
+                                  design=design, iterations=iterations)
+            power = simulate_drift(rng, model=model, n=n, drift_kind=kind, drift_pct=size,
+                                   design=design, iterations=iterations, shift_pct=5.0)
+            lines.append(f"| {noise:g}% | {drift} | {name} | {_pct(cell.ci_excludes_zero)} | "
+                         f"{_pct(cell.flagged)} | {_pct(power.regression)} |")
+    return "\n".join(lines)
+
+
+def analysis_table(rng: np.random.Generator, *, iterations: int) -> str:
+    """Paired signed-rank versus unpaired Mann-Whitney on the same kind of interleaved runs."""
+    lines = [
+        "| noise | heavy tails | pairs | analysis | A/A false alarms | power 3% | power 5% "
+        "| power 10% |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for noise in (1.0, 3.0):
-        model = NoiseModel(noise_pct=noise)
-        for drift in (1.0, 2.0):
-            for interleaved in (False, True):
-                cell = simulate_drift(rng, model=model, n=n, drift_pct=drift,
-                                      interleaved=interleaved, iterations=iterations)
-                design = ("interleaved ABBA, paired" if interleaved
-                          else "sequential AAAA-BBBB, unpaired")
-                lines.append(f"| {noise:g}% | {drift:g}% | {design} | "
-                             f"{_pct(cell.ci_excludes_zero)} | {_pct(cell.flagged)} |")
+        for n in (7, 10):
+            for paired in (True, False):
+                model = NoiseModel(noise_pct=noise, heavy_tails=True)
+                aa = simulate_redline(rng, model=model, n=n, shift_pct=0.0,
+                                      iterations=iterations, paired=paired)
+                cells = [simulate_redline(rng, model=model, n=n, shift_pct=s,
+                                          iterations=iterations, paired=paired)
+                         for s in SHIFTS]
+                name = "paired (signed-rank)" if paired else "unpaired (Mann-Whitney)"
+                lines.append(f"| {noise:g}% | yes | {n} | {name} | {_pct(aa.flagged)} | "
+                             + " | ".join(_pct(c.regression) for c in cells) + " |")
     return "\n".join(lines)
 
 
@@ -212,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     print(upstream_table(rng, iterations=max(args.iterations, 20000)))
     print("\n### drift of the machine during the experiment (A/A, 7 runs per side)\n")
     print(drift_table(rng, iterations=args.iterations))
+    print("\n### heavy tails: paired versus unpaired analysis of interleaved runs\n")
+    print(analysis_table(rng, iterations=args.iterations))
     print(f"\n<!-- {time.perf_counter() - started:.0f} s -->")
     return 0
 
