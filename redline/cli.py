@@ -82,7 +82,30 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", action="append", default=[], metavar="NAME=VALUE",
                      help="server configuration for the target (repeatable)")
     add_measurement_arguments(run, default_runs=1)
-    run.set_defaults(func=_run_command)
+    run.set_defaults(func=_command("run_command"))
+
+    compare = commands.add_parser("compare", help="A/B: two servers, interleaved runs, verdicts with confidence intervals")
+    add_selection_arguments(compare)
+    compare.add_argument("--baseline", metavar="TARGET", help="baseline server (default: redis-server on PATH)")
+    compare.add_argument("--comparison", metavar="TARGET", help="comparison server (default: redis-server on PATH)")
+    compare.add_argument("--baseline-config", action="append", default=[], metavar="NAME=VALUE",
+                         help="server configuration for the baseline (repeatable)")
+    compare.add_argument("--comparison-config", action="append", default=[], metavar="NAME=VALUE",
+                         help="server configuration for the comparison (repeatable)")
+    add_measurement_arguments(compare, default_runs=7)
+    compare.add_argument("--max-runs", type=positive_int, default=15,
+                         help="inconclusive tests get more runs, up to this many per side (default 15)")
+    compare.add_argument("--fail-on-regression", action="store_true",
+                         help="exit 1 when a regression survives Benjamini–Hochberg false-discovery control")
+    compare.add_argument("--markdown", type=Path, metavar="FILE", help="write a pull-request comment to FILE")
+    compare.set_defaults(func=_command("compare_command"))
+
+    calibrate = commands.add_parser("calibrate", help="A/A runs: measure each test's noise floor on this machine")
+    add_selection_arguments(calibrate)
+    calibrate.add_argument("--target", metavar="TARGET", help="server (default: redis-server on PATH)")
+    calibrate.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
+    add_measurement_arguments(calibrate, default_runs=7)
+    calibrate.set_defaults(func=_command("calibrate_command"))
 
     try:
         from redline.suites_cmd import add_suites_parser
@@ -93,9 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _run_command(args) -> int:
-    from redline.commands import run_command
-    return run_command(args)
+def _command(name: str):
+    """The command's implementation, imported when it runs (keeps `redline --help` fast)."""
+    def call(args) -> int:
+        from redline import commands
+        return getattr(commands, name)(args)
+    return call
 
 
 def _terminate(signum, frame):

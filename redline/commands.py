@@ -1,27 +1,32 @@
-"""What each CLI command does, on top of the engine."""
+"""What each CLI command does, on top of the one engine."""
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 from rich.console import Console
 
 from redline import machine
-from redline.engine import Engine, RunSettings, Side
+from redline.comparison import (COMPARED_METRICS, apply_false_discovery_control, compare_test,
+                                extra_runs_needed)
+from redline.engine import Engine, RunRecord, RunSettings, Side
 from redline.errors import UsageError
 from redline.pinning import plan_pinning
 from redline.report import ConsoleObserver, results_table, write_json
 from redline.spec import SpecError, resolve_suites, select
+from redline.stats import Verdict, noise_floor_pct
 from redline.store import Store
-from redline.targets import default_target, parse_config_pairs, parse_target
+from redline.targets import Target, default_target, parse_config_pairs, parse_target
+from redline import verdict_report
 
 DEFAULT_SUITE = "quick"
 
 
 def select_tests(args) -> list:
     try:
-        tests = resolve_suites(args.suites or [DEFAULT_SUITE])
-        tests = select(tests, args.name)
+        tests = select(resolve_suites(args.suites or [DEFAULT_SUITE]), args.name)
     except SpecError as exc:
         raise UsageError(str(exc)) from exc
     if not tests:
@@ -29,39 +34,127 @@ def select_tests(args) -> list:
     return tests
 
 
-def run_settings(args) -> RunSettings:
-    return RunSettings(runs=args.runs, duration_s=args.duration, warmup_s=args.warmup, scale=args.scale)
+def target_from(text: str | None, pairs: list[str], flag: str) -> Target:
+    config = parse_config_pairs(pairs, flag)
+    return parse_target(text or default_target().spec, config)
 
 
-def run_command(args) -> int:
-    config = parse_config_pairs(args.config, "--config")
-    target = parse_target(args.target, config) if args.target else default_target()
-    if config and not args.target:
-        target = parse_target(target.spec, config)
+@dataclass
+class Session:
+    """One invocation's work: the store session, the engine run, the records."""
+
+    kind: str
+    store: Store
+    session_id: int
+    records: list[RunRecord]
+
+
+def execute_session(args, *, kind: str, sides: list[Side], more_runs=None) -> Session:
+    """Resolve tests, open the store, run the engine with progress, always close cleanly."""
     tests = select_tests(args)
     pinning = plan_pinning()
     console = Console(stderr=True, highlight=False)
-    console.print(f"redline {machine.facts()['redline_version']}: {len(tests)} tests × {args.runs} runs "
-                  f"against {target.label}; {pinning.describe()}")
-    if not target.managed:
+    labels = " vs ".join(f"{s.name + ' ' if s.name else ''}{s.target.label}" for s in sides)
+    console.print(f"redline {machine.facts()['redline_version']} {kind}: {len(tests)} tests × {args.runs} runs; "
+                  f"{labels}; {pinning.describe()}")
+    if any(not s.target.managed for s in sides):
         console.print("[yellow]tcp target: someone else's server — no process control, no server CPU, "
                       "no profiles[/yellow]")
     store = Store(args.store)
-    session_id = store.begin_session(kind="run", argv=sys.argv, machine=machine.facts())
+    session_id = store.begin_session(kind=kind, argv=sys.argv, machine=machine.facts())
     observer = ConsoleObserver(console)
     status = "interrupted"
     try:
         engine = Engine(store=store, observer=observer, pinning=pinning)
-        records = engine.execute(tests=tests, sides=[Side(target)], settings=run_settings(args),
-                                 session_id=session_id)
+        records = engine.execute(tests=tests, sides=sides, session_id=session_id, more_runs=more_runs,
+                                 settings=RunSettings(runs=args.runs, duration_s=args.duration,
+                                                      warmup_s=args.warmup, scale=args.scale))
         status = "finished"
     finally:
         observer.close()
         store.finish_session(session_id, status)
-    Console(highlight=False).print(results_table(records))
-    if args.json:
-        write_json(args.json, records)
-    failed = [r for r in records if r.status != "ok"]
-    console.print(f"stored {len(records)} runs in {args.store} (session {session_id})"
+    return Session(kind, store, session_id, records)
+
+
+def _failures_line(session: Session, console: Console) -> int:
+    failed = [r for r in session.records if r.status != "ok"]
+    console.print(f"stored {len(session.records)} runs in {session.store.path} (session {session.session_id})"
                   + (f"; [red]{len(failed)} failed[/red]" if failed else ""))
-    return 1 if failed else 0
+    return len(failed)
+
+
+# -- redline run ---------------------------------------------------------------------------------
+def run_command(args) -> int:
+    target = target_from(args.target, args.config, "--config")
+    session = execute_session(args, kind="run", sides=[Side(target)])
+    Console(highlight=False).print(results_table(session.records))
+    if args.json:
+        write_json(args.json, session.records)
+    return 1 if _failures_line(session, Console(stderr=True, highlight=False)) else 0
+
+
+# -- redline compare -----------------------------------------------------------------------------
+def compare_command(args) -> int:
+    baseline = Side(target_from(args.baseline, args.baseline_config, "--baseline-config"), "baseline")
+    comparison = Side(target_from(args.comparison, args.comparison_config, "--comparison-config"), "comparison")
+    if args.max_runs < args.runs:
+        raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")
+    floors = Store(args.store).noise_floors()
+
+    def more_runs(test, records, runs_so_far):
+        return extra_runs_needed(compare_test(test.name, records, floors), runs_so_far, args.max_runs)
+
+    session = execute_session(args, kind="compare", sides=[baseline, comparison], more_runs=more_runs)
+    by_test: dict[str, list[RunRecord]] = {}
+    for r in session.records:
+        by_test.setdefault(r.test, []).append(r)
+    comparisons = [c for test, records in by_test.items() for c in compare_test(test, records, floors)]
+    apply_false_discovery_control(comparisons)
+    session.store.save_comparisons(session.session_id, [c.as_json() for c in comparisons])
+    out = Console(highlight=False)
+    out.print(verdict_report.terminal_table(comparisons))
+    out.print(verdict_report.summary_sentence(comparisons, len(by_test)))
+    if args.markdown:
+        args.markdown.write_text(verdict_report.markdown(comparisons, session.records,
+                                                         baseline=baseline.target.label,
+                                                         comparison=comparison.target.label))
+    if args.json:
+        verdict_report.write_json(args.json, comparisons, session.records)
+    _failures_line(session, Console(stderr=True, highlight=False))
+    gating = [c for c in comparisons if c.verdict == Verdict.REGRESSION and c.survives_fdr]
+    if args.fail_on_regression and gating:
+        Console(stderr=True).print(f"[red]{len(gating)} regression(s) survive false-discovery control[/red]")
+        return 1
+    return 0
+
+
+# -- redline calibrate ---------------------------------------------------------------------------
+def calibrate_command(args) -> int:
+    target = target_from(args.target, args.config, "--config")
+    session = execute_session(args, kind="calibrate", sides=[Side(target, "baseline"), Side(target, "comparison")])
+    out = Console(highlight=False)
+    by_test: dict[str, list[RunRecord]] = {}
+    for r in session.records:
+        by_test.setdefault(r.test, []).append(r)
+    from rich.table import Table
+    table = Table(title="noise floor on this machine (A/A, % change an identical comparison can show)",
+                  title_justify="left")
+    table.add_column("test")
+    for metric in COMPARED_METRICS:
+        table.add_column(metric, justify="right")
+    for test, records in by_test.items():
+        row = [test]
+        for metric in COMPARED_METRICS:
+            a = [r.metrics[metric] for r in records if r.side == "baseline" and r.status == "ok" and r.metrics.get(metric)]
+            b = [r.metrics[metric] for r in records if r.side == "comparison" and r.status == "ok" and r.metrics.get(metric)]
+            try:
+                floor = noise_floor_pct(a, b)
+            except ValueError as exc:
+                row.append(f"– ({exc})")
+                continue
+            session.store.save_noise_floor(test=test, metric=metric, floor_pct=floor,
+                                           runs=min(len(a), len(b)), target=target.label)
+            row.append(f"{floor:.1f}%")
+        table.add_row(*row)
+    out.print(table)
+    return 1 if _failures_line(session, Console(stderr=True, highlight=False)) else 0

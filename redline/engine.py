@@ -10,7 +10,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from redline import machine
 from redline.errors import RunError
@@ -71,6 +71,9 @@ class RunRecord:
         return out
 
 
+MoreRuns = Callable[["TestSpec", list[RunRecord], int], int]
+
+
 class Observer:
     """What the engine tells the outside world while it works (progress display, logs)."""
 
@@ -82,10 +85,11 @@ class Observer:
     def note(self, text: str) -> None: ...
 
 
-def interleaved(sides: list[Side], runs: int) -> list[tuple[Side, int]]:
-    """A B B A A B … for two sides (each pair reverses the order of the previous one); one side: in order."""
+def interleaved(sides: list[Side], runs: int, start: int = 0) -> list[tuple[Side, int]]:
+    """Runs start..runs-1 as A B B A A B … for two sides (each pair reverses the order of the
+    previous one); one side: in order."""
     order: list[tuple[Side, int]] = []
-    for index in range(runs):
+    for index in range(start, runs):
         pair = sides if index % 2 == 0 else list(reversed(sides))
         order += [(side, index) for side in pair]
     return order
@@ -122,7 +126,9 @@ class Engine:
         self.workdir = Path(tempfile.mkdtemp(prefix="redline-"))
 
     def execute(self, *, tests: list[TestSpec], sides: list[Side], settings: RunSettings,
-                session_id: int) -> list[RunRecord]:
+                session_id: int, more_runs: MoreRuns | None = None) -> list[RunRecord]:
+        """Every test, every side, interleaved. `more_runs(test, records, runs_so_far)` may ask
+        for extra runs per side after the planned ones (adaptive A/B)."""
         records: list[RunRecord] = []
         for number, test in enumerate(tests, 1):
             self.observer.test_started(test, number, len(tests))
@@ -130,12 +136,12 @@ class Engine:
             if reason:
                 self.observer.test_skipped(test, reason)
                 continue
-            records += self._execute_test(test, sides, settings, session_id)
+            records += self._execute_test(test, sides, settings, session_id, more_runs)
         return records
 
     # -- one test -----------------------------------------------------------------------------
     def _execute_test(self, test: TestSpec, sides: list[Side], settings: RunSettings,
-                      session_id: int) -> list[RunRecord]:
+                      session_id: int, more_runs: MoreRuns | None) -> list[RunRecord]:
         servers: dict[Side, Server] = {}
         facts: dict[Side, dict] = {}
         records: list[RunRecord] = []
@@ -145,15 +151,21 @@ class Engine:
                     servers[side], facts[side] = self._prepare_side(test, side, settings)
                 except RunError as exc:
                     records.append(self._record_failure(test, side, session_id, exc))
-            for side, index in interleaved(sides, settings.runs):
-                if side not in servers:
-                    continue
-                record = self._measure(test, side, index, servers[side], facts[side], settings, session_id)
-                records.append(record)
-                if record.status != "ok" and not servers[side].alive():
-                    servers.pop(side).stop()
-                    self.observer.note(f"{side.target.label}: the server exited; "
-                                       f"the remaining runs of {test.name} are skipped")
+            planned, batch = settings.runs, interleaved(sides, settings.runs)
+            while batch and servers:
+                for side, index in batch:
+                    if side not in servers:
+                        continue
+                    record = self._measure(test, side, index, servers[side], facts[side], settings, session_id)
+                    records.append(record)
+                    if record.status != "ok" and not servers[side].alive():
+                        servers.pop(side).stop()
+                        self.observer.note(f"{side.target.label}: the server exited; "
+                                           f"the remaining runs of {test.name} are skipped")
+                extra = more_runs(test, records, planned) if more_runs and len(servers) == len(sides) else 0
+                if extra:
+                    self.observer.note(f"undecided: {extra} more runs per side")
+                planned, batch = planned + extra, interleaved(sides, planned + extra, start=planned)
         finally:
             for server in servers.values():
                 server.stop()

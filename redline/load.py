@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
+from redline.children import die_with_parent
 from redline.errors import RunError
 from redline.pinning import pinned
 
@@ -150,7 +151,7 @@ def run_load(request: LoadRequest, *, listener: LoadListener | None = None,
     launch = pinned(argv, request.cpus) if request.cpus else argv
     request.json_path.unlink(missing_ok=True)
     proc = subprocess.Popen(launch, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.PIPE, preexec_fn=die_with_parent)
     reader = _Reader(listener)
     thread = threading.Thread(target=reader.consume, args=(proc.stderr,), daemon=True)
     thread.start()

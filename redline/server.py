@@ -14,6 +14,7 @@ from pathlib import Path
 
 import redis
 
+from redline.children import die_with_parent
 from redline.errors import RunError
 from redline.pinning import pinned
 
@@ -153,7 +154,8 @@ class ManagedServer(Server):
             argv = pinned(argv, self.settings.cpus)
         with open(self.console_path, "wb") as console:
             self.process = subprocess.Popen(argv, stdout=console, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+                                            stdin=subprocess.DEVNULL, start_new_session=True,
+                                            preexec_fn=die_with_parent)
         self.port = port
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -58,6 +58,24 @@ CREATE TABLE IF NOT EXISTS series (
     value REAL,
     PRIMARY KEY (run_id, name, second)
 );
+CREATE TABLE IF NOT EXISTS comparisons (
+    session_id INTEGER NOT NULL REFERENCES sessions(id),
+    test TEXT NOT NULL,
+    metric TEXT NOT NULL,
+    verdict TEXT,
+    detail TEXT NOT NULL,
+    PRIMARY KEY (session_id, test, metric)
+);
+CREATE TABLE IF NOT EXISTS noise_floors (
+    host TEXT NOT NULL,
+    test TEXT NOT NULL,
+    metric TEXT NOT NULL,
+    floor_pct REAL NOT NULL,
+    runs INTEGER NOT NULL,
+    target TEXT NOT NULL,
+    measured_at REAL NOT NULL,
+    PRIMARY KEY (host, test, metric)
+);
 """
 
 
@@ -164,6 +182,23 @@ class Store:
             self.db.execute("ROLLBACK")
             raise
         self.db.execute("COMMIT")
+
+    def save_comparisons(self, session_id: int, rows: list[dict]) -> None:
+        """Verdicts of an A/B session: one row per test and metric, every number in `detail`."""
+        with self._transaction():
+            self.db.executemany(
+                "INSERT OR REPLACE INTO comparisons(session_id, test, metric, verdict, detail) VALUES (?,?,?,?,?)",
+                [(session_id, r["test"], r["metric"], r.get("verdict"), json.dumps(r)) for r in rows])
+
+    def save_noise_floor(self, *, test: str, metric: str, floor_pct: float, runs: int, target: str) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO noise_floors(host, test, metric, floor_pct, runs, target, measured_at)"
+            " VALUES (?,?,?,?,?,?,?)", (platform.node(), test, metric, floor_pct, runs, target, time.time()))
+
+    def noise_floors(self) -> dict[tuple[str, str], float]:
+        """This machine's noise floors from `redline calibrate`, by (test, metric)."""
+        return {(r["test"], r["metric"]): r["floor_pct"] for r in self.db.execute(
+            "SELECT test, metric, floor_pct FROM noise_floors WHERE host=?", (platform.node(),))}
 
     # -- reading ----------------------------------------------------------------------------
     def runs(self, session_id: int | None = None) -> list[sqlite3.Row]:

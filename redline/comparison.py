@@ -1,0 +1,84 @@
+"""From the runs of an A/B session to verdicts per test and metric (the numbers come from
+redline.stats; this module only decides what is compared with what)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from redline.engine import RunRecord
+from redline.stats import MetricComparison, Verdict, benjamini_hochberg, compare_metric, needs_more_runs
+
+# metric → is a higher value better?
+COMPARED_METRICS = {"ops_per_sec": True, "p50_ms": False, "p99_ms": False, "server_cpu_us_per_op": False}
+BASELINE, COMPARISON = "baseline", "comparison"
+MIN_RUNS = 5
+
+
+@dataclass
+class TestComparison:
+    test: str
+    metric: str
+    result: MetricComparison | None
+    note: str | None = None                # why there is no result (too few runs, failures)
+    survives_fdr: bool = False             # significant after Benjamini–Hochberg over the session
+
+    @property
+    def verdict(self) -> str:
+        return self.result.verdict if self.result else Verdict.INCONCLUSIVE
+
+    @property
+    def significant(self) -> bool:
+        return self.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+
+    def as_json(self) -> dict:
+        out = {"test": self.test, "metric": self.metric, "verdict": self.verdict, "note": self.note,
+               "survives_fdr": self.survives_fdr}
+        keys = ("baseline_median", "comparison_median", "delta_pct", "ci_low_pct", "ci_high_pct", "p_value")
+        if self.result:
+            detail = asdict(self.result)
+            out.update({k: detail[k] for k in keys})
+            out.update({k: v for k, v in detail.items() if k not in out})
+        else:
+            out.update({k: None for k in keys})
+        return out
+
+
+def _values(records: list[RunRecord], metric: str) -> tuple[list[float], list[float], bool]:
+    """Baseline and comparison values; paired (run i with run i) when both runs of every pair succeeded."""
+    by_side: dict[str, dict[int, float]] = {BASELINE: {}, COMPARISON: {}}
+    for r in records:
+        value = r.metrics.get(metric) if r.status == "ok" else None
+        if r.side in by_side and value is not None and value > 0:
+            by_side[r.side][r.run_index] = value
+    common = sorted(set(by_side[BASELINE]) & set(by_side[COMPARISON]))
+    if len(common) >= MIN_RUNS:
+        return ([by_side[BASELINE][i] for i in common], [by_side[COMPARISON][i] for i in common], True)
+    return list(by_side[BASELINE].values()), list(by_side[COMPARISON].values()), False
+
+
+def compare_test(test: str, records: list[RunRecord], noise_floors: dict[tuple[str, str], float]) -> list[TestComparison]:
+    out = []
+    for metric, higher_is_better in COMPARED_METRICS.items():
+        baseline, comparison, paired = _values(records, metric)
+        if min(len(baseline), len(comparison)) < MIN_RUNS:
+            out.append(TestComparison(test, metric, None, note=f"too few successful runs "
+                                      f"({len(baseline)} baseline, {len(comparison)} comparison; need {MIN_RUNS})"))
+            continue
+        result = compare_metric(baseline, comparison, paired=paired, higher_is_better=higher_is_better,
+                                noise_floor_pct=noise_floors.get((test, metric)))
+        out.append(TestComparison(test, metric, result))
+    return out
+
+
+def extra_runs_needed(comparisons: list[TestComparison], runs_so_far: int, max_runs: int) -> int:
+    """Two more runs per side (one more A B B A block) while a metric is inconclusive and the
+    budget allows; 0 when every metric is decided."""
+    undecided = any(c.result is not None and needs_more_runs(c.result) for c in comparisons)
+    return min(2, max_runs - runs_so_far) if undecided and runs_so_far < max_runs else 0
+
+
+def apply_false_discovery_control(comparisons: list[TestComparison], q: float = 0.05) -> None:
+    """Benjamini–Hochberg across every test and metric of the session."""
+    tested = [c for c in comparisons if c.result is not None]
+    for c, rejected in zip(tested, benjamini_hochberg([c.result.p_value for c in tested], q=q)):
+        c.survives_fdr = rejected and c.significant

@@ -1,0 +1,102 @@
+"""How A/B verdicts are shown: a terminal table (significant first), markdown for a pull
+request comment, JSON with every number."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.table import Table
+
+from redline.comparison import TestComparison
+from redline.engine import RunRecord
+from redline.stats import Verdict
+
+ORDER = {Verdict.REGRESSION: 0, Verdict.IMPROVEMENT: 1, Verdict.INCONCLUSIVE: 2, Verdict.NO_CHANGE: 3}
+STYLE = {Verdict.REGRESSION: "red", Verdict.IMPROVEMENT: "green", Verdict.INCONCLUSIVE: "yellow",
+         Verdict.NO_CHANGE: "dim"}
+WORDS = {Verdict.REGRESSION: "regression", Verdict.IMPROVEMENT: "improvement",
+         Verdict.INCONCLUSIVE: "inconclusive", Verdict.NO_CHANGE: "no change"}
+
+
+def sorted_comparisons(comparisons: list[TestComparison]) -> list[TestComparison]:
+    return sorted(comparisons, key=lambda c: (ORDER[c.verdict], c.result.p_value if c.result else 2.0,
+                                              c.test, c.metric))
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "–"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def _explain(c: TestComparison) -> str:
+    if c.result is None:
+        return c.note or ""
+    r = c.result
+    if c.verdict == Verdict.INCONCLUSIVE:
+        return f"{r.effect_words}; could detect ≥{r.min_detectable_pct:.1f}% (τ {r.tau_pct:.1f}%)"
+    return f"{r.effect_words}; τ {r.tau_pct:.1f}%" + ("" if c.survives_fdr or not c.significant else "; not significant after FDR")
+
+
+def terminal_table(comparisons: list[TestComparison]) -> Table:
+    table = Table(title="redline compare: comparison vs baseline", title_justify="left")
+    for column, justify in (("test", "left"), ("metric", "left"), ("baseline", "right"), ("comparison", "right"),
+                            ("Δ", "right"), ("95% CI", "right"), ("p", "right"), ("verdict", "left"),
+                            ("why", "left")):
+        table.add_column(column, justify=justify, overflow="fold")
+    for c in sorted_comparisons(comparisons):
+        r = c.result
+        style = STYLE[c.verdict]
+        table.add_row(c.test, c.metric, _num(r.baseline_median if r else None),
+                      _num(r.comparison_median if r else None),
+                      f"{r.delta_pct:+.1f}%" if r else "–",
+                      f"[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]" if r else "–",
+                      f"{r.p_value:.3f}" if r else "–", f"[{style}]{WORDS[c.verdict]}[/{style}]", _explain(c))
+    return table
+
+
+def summary_sentence(comparisons: list[TestComparison], tests: int) -> str:
+    counts = {v: sum(1 for c in comparisons if c.verdict == v) for v in ORDER}
+    parts = [f"{counts[v]} {WORDS[v]}{'s' if counts[v] != 1 and v != Verdict.NO_CHANGE else ''}"
+             for v in (Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.INCONCLUSIVE) if counts[v]]
+    if not parts:
+        return f"No change in any of {tests} tests: every metric's 95% interval lies inside its threshold."
+    return f"{', '.join(parts)} across {tests} tests × {len({c.metric for c in comparisons})} metrics."
+
+
+def markdown(comparisons: list[TestComparison], records: list[RunRecord], *, baseline: str,
+             comparison: str) -> str:
+    tests = len({c.test for c in comparisons})
+    lines = [f"**redline**: {summary_sentence(comparisons, tests)}", "",
+             f"Baseline `{baseline}` vs comparison `{comparison}`, runs interleaved A B B A on one machine.", "",
+             "| test | metric | baseline | comparison | Δ | 95% CI | p | verdict |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
+    for c in sorted_comparisons(comparisons):
+        r = c.result
+        lines.append(f"| {c.test} | {c.metric} | {_num(r.baseline_median if r else None)} | "
+                     f"{_num(r.comparison_median if r else None)} | {f'{r.delta_pct:+.1f}%' if r else '–'} | "
+                     f"{f'[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]' if r else '–'} | "
+                     f"{f'{r.p_value:.3f}' if r else '–'} | **{WORDS[c.verdict]}** {_explain(c)} |")
+    lines += ["", "Legend: Δ is the Hodges–Lehmann estimate of comparison vs baseline; the 95% interval is "
+              "distribution-free (Wilcoxon signed-rank over interleaved pairs). *regression*/*improvement*: "
+              "the interval excludes 0 and |Δ| ≥ τ = max(2%, 2 × the test's A/A noise floor); *no change*: the "
+              "interval lies inside ±τ; *inconclusive*: the data cannot tell (the smallest detectable change is "
+              "given). For ops/sec higher is better; for latency and server CPU µs/op lower is better.", "",
+              "<details><summary>Every run</summary>", "",
+              "| test | side | run | status | ops/sec | p50 ms | p99 ms | server µs/op |",
+              "|---|---|---:|---|---:|---:|---:|---:|"]
+    for r in records:
+        m = r.metrics
+        lines.append(f"| {r.test} | {r.side} | {r.run_index + 1} | {r.status} | {_num(m.get('ops_per_sec'))} | "
+                     f"{_num(m.get('p50_ms'))} | {_num(m.get('p99_ms'))} | {_num(m.get('server_cpu_us_per_op'))} |")
+    lines += ["", "</details>", ""]
+    return "\n".join(lines)
+
+
+def write_json(path: Path, comparisons: list[TestComparison], records: list[RunRecord]) -> None:
+    document = {"comparisons": [c.as_json() for c in sorted_comparisons(comparisons)],
+                "runs": [r.as_json() for r in records]}
+    path.write_text(json.dumps(document, indent=2) + "\n")

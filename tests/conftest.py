@@ -1,0 +1,21 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+REDLINE = [sys.executable, "-m", "redline.cli"]
+
+
+@pytest.fixture
+def redline_cli(tmp_path):
+    """Run the redline CLI as a user would; returns the CompletedProcess."""
+    def run(*args, timeout=300, check_exit=None):
+        proc = subprocess.run([*REDLINE, *map(str, args)], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=timeout, env={**os.environ, "COLUMNS": "200"})
+        if check_exit is not None:
+            assert proc.returncode == check_exit, (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
+        return proc
+    return run

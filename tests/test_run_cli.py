@@ -1,0 +1,148 @@
+"""`redline run` end to end: real redis-server, real redline-load, real SQLite."""
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REDLINE, REPO
+from redline.engine import METRICS
+from redline.store import Store
+
+SMALL = "--duration", "2s", "--warmup", "1s"
+
+
+def write_suite(directory: Path, name: str, arguments: str, *, config: str = "", extra: str = "") -> Path:
+    path = directory / f"{name}.yml"
+    path.write_text(textwrap.dedent(f"""\
+        version: 0.4
+        name: {name}
+        description: a test written by the test suite
+        dbconfig:
+          configuration-parameters:
+            save: '""'
+        {textwrap.indent(config, '    ').strip()}
+        tested-commands:
+        - set
+        redis-topologies:
+        - oss-standalone
+        clientconfig:
+          tool: memtier_benchmark
+          arguments: {arguments}
+        priority: 1
+        {extra}
+        """))
+    return path
+
+
+def test_runs_are_stored_and_written_as_json(tmp_path, redline_cli):
+    out = tmp_path / "out.json"
+    proc = redline_cli("run", "quick", "--name", "string-set-100B-pipeline-10$|string-get-100B-pipeline-10$",
+                       "--runs", "3", *SMALL, "--json", out, "--store", tmp_path / "r.db", check_exit=0)
+    runs = json.loads(out.read_text())
+    assert sorted({r["test"] for r in runs}) == ["quick-string-get-100B-pipeline-10", "quick-string-set-100B-pipeline-10"]
+    assert len(runs) == 6 and sorted(r["run_index"] for r in runs) == [0, 0, 1, 1, 2, 2]
+    for run in runs:
+        assert run["status"] == "ok" and run["target"].startswith("bin:")
+        for metric in METRICS:
+            assert run[metric] is not None, metric
+        assert run["ops_per_sec"] > 1000
+        assert 0 < run["p50_ms"] <= run["p99_ms"] <= run["p999_ms"]
+        assert 0 < run["server_cpu_us_per_op"] < 1000
+        assert 0 < run["client_cpu_util"] <= 1.05
+        assert run["used_memory_bytes"] > 0
+    gets = [r for r in runs if "get" in r["test"]]
+    assert all(r["keyspace_hits"] > 0 and r["keyspace_misses"] == 0 for r in gets)
+    db = sqlite3.connect(tmp_path / "r.db")
+    assert db.execute("SELECT count(*) FROM runs WHERE status='ok'").fetchone()[0] == 6
+    assert db.execute("SELECT count(DISTINCT name) FROM metrics").fetchone()[0] >= len(METRICS)
+    assert db.execute("SELECT count(*) FROM series WHERE name='ops'").fetchone()[0] >= 6
+    facts = json.loads(db.execute("SELECT facts FROM runs LIMIT 1").fetchone()[0])
+    assert facts["server_version"] == "7.0.15"
+    assert facts["machine"]["cpu_model"] and facts["machine"]["kernel"] and "load_avg" in facts["machine"]
+    assert facts["loadgen_argv"][0].endswith("redline-load") and "--warmup-time" in facts["loadgen_argv"]
+    assert facts["pinning"]["server_cpus"] != facts["pinning"]["client_cpus"]
+    assert "results" in proc.stdout and "quick-string-set-100B-pipeline-10" in proc.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["no/such/suite.yml"], "no such suite file, directory or built-in suite"),
+    (["--target", "ftp://h:1"], "unknown target scheme 'ftp'"),
+    (["--target", "bin:/nope/redis-server"], "server binary does not exist: /nope/redis-server"),
+    (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+    (["--runs", "0"], "expected a positive integer"),
+    (["--duration", "soon"], "not a duration"),
+])
+def test_bad_input_is_a_one_line_usage_error(redline_cli, args, message):
+    proc = redline_cli("run", *args, check_exit=2)
+    assert message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_malformed_yaml_names_file_and_line(tmp_path, redline_cli):
+    bad = tmp_path / "bad.yml"
+    bad.write_text("version: 0.4\nname: bad\nclientconfig:\n  arguments: [unclosed\n")
+    proc = redline_cli("run", bad, check_exit=2)
+    assert f"{bad}:" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_crashing_server_fails_its_run_and_the_next_test_still_runs(tmp_path, redline_cli):
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    write_suite(suites, "a-crash", '--command "DEBUG SEGFAULT" -c 1 -t 1 --test-time 10',
+                config="enable-debug-command: 'yes'")
+    write_suite(suites, "b-set", "--ratio 1:0 -c 5 -t 1 --test-time 2")
+    out = tmp_path / "out.json"
+    proc = redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db", check_exit=1)
+    runs = {r["test"]: r for r in json.loads(out.read_text())}
+    assert runs["a-crash"]["status"] == "failed" and "exited" in runs["a-crash"]["error"]
+    assert runs["b-set"]["status"] == "ok" and runs["b-set"]["ops_per_sec"] > 0
+    tail = sqlite3.connect(tmp_path / "r.db").execute(
+        "SELECT server_log_tail FROM runs WHERE test='a-crash'").fetchone()[0]
+    assert "crashed by signal" in tail
+    assert "failed" in proc.stderr
+
+
+def test_keyspace_check_failure_names_expected_and_found(tmp_path, redline_cli):
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    write_suite(suites, "wrong-count", "--ratio 0:1 -c 2 -t 1 --test-time 1",
+                config="check:\n  keyspacelen: 1000")
+    out = tmp_path / "out.json"
+    redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db", check_exit=1)
+    (run,) = json.loads(out.read_text())
+    assert run["status"] == "failed" and "expected 1000 keys" in run["error"] and "found 0" in run["error"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_killing_redline_keeps_finished_runs_and_marks_the_current_one(tmp_path, sig):
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen([*REDLINE, "run", "quick", "--name", "string-set-100B-pipeline-(1|10)$",
+                             "--runs", "5", "--duration", "1s", "--warmup", "0s", "--store", str(db)],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        if db.exists():
+            with sqlite3.connect(db) as check:
+                finished = check.execute("SELECT count(*) FROM runs WHERE status='ok'").fetchone()[0]
+                running = check.execute("SELECT count(*) FROM runs WHERE status='running'").fetchone()[0]
+                if finished >= 2 and running == 1:
+                    break
+    proc.send_signal(sig)
+    assert proc.wait(timeout=30) != 0
+    Store(db).close()   # opening the store again recovers what a killed process left behind
+    rows = sqlite3.connect(db).execute("SELECT status, count(*) FROM runs GROUP BY status").fetchall()
+    statuses = dict(rows)
+    assert statuses.get("ok", 0) >= 2
+    assert statuses.get("running", 0) == 0
+    assert statuses.get("interrupted", 0) == 1
+    ok_ids = [r[0] for r in sqlite3.connect(db).execute("SELECT id FROM runs WHERE status='ok'")]
+    for run_id in ok_ids:
+        assert sqlite3.connect(db).execute("SELECT count(*) FROM metrics WHERE run_id=?", (run_id,)).fetchone()[0] > 5
