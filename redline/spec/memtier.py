@@ -247,6 +247,10 @@ def _scan_options(argv: list[str], problems: list[ArgumentProblem]) -> list[_Opt
             long, reason = _resolve_long(name)
             if long is None:
                 problems.append(ArgumentProblem("error", str(reason), tok))
+                # memtier refuses to start; skip the unknown flag's likely value too so one
+                # mistake is reported once
+                if not has_eq and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+                    i += 1
                 i += 1
                 continue
             if long != name:
