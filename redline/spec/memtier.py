@@ -353,7 +353,7 @@ def _apply(opt: _Option, wl: Workload, problems: list[ArgumentProblem]) -> None:
                 "error", f"--{name} must follow the --command it applies to", opt.token))
             return
         if name == "command-ratio":
-            ratio = _parse_int(opt, problems, minimum=0)
+            ratio = _parse_int(opt, problems, minimum=1)  # memtier refuses 0
             if ratio is not None:
                 wl.command_ratios[-1] = ratio
         elif len(str(value)) == 1 and str(value) in KEY_PATTERN_LETTERS:
@@ -509,8 +509,6 @@ def parse_client_arguments(argv: list[str]) -> Workload:
             wl.requests = wl.requests // wl.connections + 1
     elif wl.requests is None and wl.test_time is None:
         wl.requests = DEFAULT_REQUESTS
-    if wl.arbitrary_commands and sum(wl.command_ratios) == 0:
-        problems.append(ArgumentProblem("error", "every --command-ratio is 0", "--command-ratio"))
     _find_placeholders(wl, problems)
     wl.read_only = _classify(wl)
     return wl
