@@ -3,10 +3,10 @@
 Method: E-Divisive means (Matteson & James, 2014) on ranks, with the split/merge structure
 of Apache Otava (Hunter, Fleming et al. 2023):
 
-1. Split. Recursive binary segmentation. In a segment, every candidate split tau (and end
-   kappa) is scored with the energy statistic
+1. Split. Recursive binary segmentation. In a segment, every candidate split tau is scored
+   with the energy statistic
        Q(X, Y) = m n / (m + n) * (2 mean|X - Y| - mean|X - X'| - mean|Y - Y'|)
-   between X = segment[:tau] and Y = segment[tau:kappa], computed on the ranks of the
+   between X = segment[:tau] and Y = segment[tau:], computed on the ranks of the
    segment's values (ranks tame heavy tails: one wild run cannot create a change point).
    The best candidate is kept if a permutation test of the maximal Q gives p <= 10x the
    final threshold ("weak" change points, as in Otava), and both halves are split again.
@@ -64,33 +64,31 @@ def _ranks(values: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def _q_grid(distances: np.ndarray, *, min_size: int, fixed_end: bool) -> np.ndarray:
-    """Q for every (tau, kappa); distances has shape (..., L, L). Invalid cells are -inf.
+def _q_scan(distances: np.ndarray, *, min_size: int) -> np.ndarray:
+    """Q(segment[:tau], segment[tau:]) for every tau; distances has shape (..., L, L).
 
-    Returns shape (..., L + 1, L + 1) indexed [tau, kappa]. With fixed_end only
-    kappa = L is allowed.
+    Returns shape (..., L + 1) indexed by tau; taus leaving fewer than min_size points on a
+    side are -inf.
     """
     length = distances.shape[-1]
-    prefix = np.zeros(distances.shape[:-2] + (length + 1, length + 1))
-    prefix[..., 1:, 1:] = distances.cumsum(axis=-1).cumsum(axis=-2)
-    diag = np.diagonal(prefix, axis1=-2, axis2=-1)  # P[t, t], shape (..., L + 1)
-    p_tau_tau = diag[..., :, None]
-    p_kappa_kappa = diag[..., None, :]
-    within_x = p_tau_tau / 2.0
-    within_y = (p_kappa_kappa - 2.0 * prefix + p_tau_tau) / 2.0
-    cross = prefix - p_tau_tau
+    lower = np.tril(np.ones((length, length), dtype=bool), k=-1)
+    # within[t] = sum of distances among the first t points; rows[t] = all distances of them
+    within = np.zeros(distances.shape[:-2] + (length + 1,))
+    within[..., 1:] = np.cumsum(np.where(lower, distances, 0.0).sum(axis=-1), axis=-1)
+    rows = np.zeros_like(within)
+    rows[..., 1:] = np.cumsum(distances.sum(axis=-1), axis=-1)
+    total = within[..., -1:]
+    cross = rows - 2.0 * within  # pairs (i < tau <= j)
+    within_y = total - within - cross
 
-    tau = np.arange(length + 1)[:, None].astype(float)
-    kappa = np.arange(length + 1)[None, :].astype(float)
-    n_x, n_y = tau, kappa - tau
+    n_x = np.arange(length + 1, dtype=float)
+    n_y = length - n_x
     valid = (n_x >= min_size) & (n_y >= min_size)
-    if fixed_end:
-        valid &= kappa == length
     safe_x = np.where(valid, n_x, 2.0)
     safe_y = np.where(valid, n_y, 2.0)
     q = (safe_x * safe_y / (safe_x + safe_y)) * (
         2.0 * cross / (safe_x * safe_y)
-        - within_x / (safe_x * (safe_x - 1) / 2.0)
+        - within / (safe_x * (safe_x - 1) / 2.0)
         - within_y / (safe_y * (safe_y - 1) / 2.0)
     )
     return np.where(valid, q, -np.inf)
@@ -118,7 +116,7 @@ def _permutation_pvalue(distances: np.ndarray, *, observed: float, min_size: int
         size = min(batch, permutations - done)
         perms = np.argsort(rng.random((size, length)), axis=1)
         shuffled = distances[perms[:, :, None], perms[:, None, :]]
-        best = _q_grid(shuffled, min_size=min_size, fixed_end=False).max(axis=(-2, -1))
+        best = _q_scan(shuffled, min_size=min_size).max(axis=-1)
         exceed += int(np.sum(best >= observed - tolerance))
         done += size
         if exceed > allowed_exceedances:
@@ -129,9 +127,9 @@ def _permutation_pvalue(distances: np.ndarray, *, observed: float, min_size: int
 def _best_split(values: np.ndarray, *, start: int, end: int, min_size: int) -> _Candidate | None:
     if end - start < 2 * min_size:
         return None
-    q = _q_grid(_distance_matrix(values[start:end]), min_size=min_size, fixed_end=False)
-    tau, _ = np.unravel_index(int(np.argmax(q)), q.shape)
-    return _Candidate(index=start + int(tau), q=float(q.max()))
+    q = _q_scan(_distance_matrix(values[start:end]), min_size=min_size)
+    tau = int(np.argmax(q))
+    return _Candidate(index=start + tau, q=float(q[tau]))
 
 
 def _split_segment(values: np.ndarray, *, start: int, end: int, min_size: int,
@@ -171,8 +169,7 @@ def _split(values: np.ndarray, *, min_size: int, p_threshold: float, window: int
 def _window_pvalue(values: np.ndarray, *, start: int, index: int, end: int, min_size: int,
                    p_threshold: float, rng: np.random.Generator) -> float:
     distances = _distance_matrix(values[start:end])
-    q = _q_grid(distances, min_size=min_size, fixed_end=True)
-    observed = float(q[index - start, end - start])
+    observed = float(_q_scan(distances, min_size=min_size)[index - start])
     return _permutation_pvalue(distances, observed=observed, min_size=min_size,
                                p_threshold=p_threshold, rng=rng)
 
