@@ -1,0 +1,132 @@
+//! redline-load: a memtier_benchmark-compatible load generator for Redis-protocol servers,
+//! designed to spend little client CPU per operation. See docs/loadgen.md.
+
+mod cli;
+mod events;
+mod keys;
+mod net;
+mod report;
+mod resp;
+mod rng;
+mod runner;
+mod stats;
+mod worker;
+mod workload;
+
+use cli::{parse_args, CliError};
+use events::Events;
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+
+const EXIT_OK: i32 = 0;
+const EXIT_RUN_FAILED: i32 = 1;
+const EXIT_USAGE: i32 = 2;
+
+fn fail(code: i32, msg: &str) -> ! {
+    eprintln!("redline-load: {msg}");
+    std::process::exit(code);
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let cfg = match parse_args(&args) {
+        Ok(c) => c,
+        Err(CliError::Info(text)) => {
+            print!("{text}");
+            std::process::exit(EXIT_OK);
+        }
+        Err(CliError::Usage(m)) => fail(EXIT_USAGE, &m),
+    };
+    let wl = match workload::build_workload(&cfg) {
+        Ok(w) => w,
+        Err(m) => fail(EXIT_USAGE, &m),
+    };
+    let events = Events { enabled: cfg.events };
+    let mut warnings = cfg.warnings.clone();
+    warnings.extend(wl.warnings.iter().cloned());
+    for w in &warnings {
+        eprintln!("redline-load: warning: {w}");
+        events.warning(w);
+    }
+    let cfg = Arc::new(cfg);
+    let wl = Arc::new(wl);
+
+    let mut runs = Vec::new();
+    for i in 0..cfg.run_count {
+        match runner::run_once(&cfg, &wl, &events) {
+            Ok(r) => {
+                let header = if cfg.run_count > 1 { format!("[RUN #{} RESULTS]", i + 1) } else { "ALL STATS".into() };
+                report::print_table(&cfg, &wl, &r, &header);
+                runs.push(r);
+            }
+            Err(runner::RunError(m)) => fail(EXIT_RUN_FAILED, &m),
+        }
+    }
+
+    if let Some(path) = &cfg.json_out_file {
+        let doc = build_json(&cfg, &wl, &runs, &warnings);
+        let text = serde_json::to_string_pretty(&doc).expect("json");
+        if let Err(e) = std::fs::write(path, text + "\n") {
+            fail(EXIT_RUN_FAILED, &format!("cannot write --json-out-file {path}: {e}"));
+        }
+    }
+    if let Some(prefix) = &cfg.hdr_file_prefix {
+        write_hdr_files(&wl, &runs, prefix);
+    }
+    std::process::exit(EXIT_OK);
+}
+
+fn write_hdr_files(wl: &workload::Workload, runs: &[report::RunResult], prefix: &str) {
+    if let Some(r) = runs.last() {
+        for (i, t) in wl.templates.iter().enumerate() {
+            let path = format!("{prefix}_{}.hgrm.b64", t.stats_name.replace(['/', ' ', '<', '>'], "_"));
+            let _ = std::fs::write(&path, report::encode_histogram(&r.stats.cmds[i].hist) + "\n");
+        }
+    }
+}
+
+fn build_json(cfg: &cli::Config, wl: &workload::Workload, runs: &[report::RunResult], warnings: &[String]) -> Value {
+    let mut root = Map::new();
+    root.insert("configuration".into(), report::config_object(cfg));
+    if runs.len() == 1 {
+        root.insert("ALL STATS".into(), report::stats_object(cfg, wl, &runs[0]));
+        root.insert("redline".into(), report::redline_object(cfg, wl, &runs[0], warnings));
+    } else {
+        // memtier with --run-count > 1: best, worst and an aggregate over all runs.
+        let best = (0..runs.len()).max_by(|a, b| runs[*a].ops_per_sec().total_cmp(&runs[*b].ops_per_sec())).unwrap();
+        let worst = (0..runs.len()).min_by(|a, b| runs[*a].ops_per_sec().total_cmp(&runs[*b].ops_per_sec())).unwrap();
+        root.insert("BEST RUN RESULTS".into(), report::stats_object(cfg, wl, &runs[best]));
+        root.insert("WORST RUN RESULTS".into(), report::stats_object(cfg, wl, &runs[worst]));
+        let agg = aggregate(runs, wl.templates.len());
+        root.insert(format!("AGGREGATED AVERAGE RESULTS ({} runs)", runs.len()), report::stats_object(cfg, wl, &agg));
+        let mut rl = report::redline_object(cfg, wl, &agg, warnings);
+        rl["runs"] = json!(runs.iter().map(|r| report::redline_object(cfg, wl, r, &[])).collect::<Vec<_>>());
+        root.insert("redline".into(), rl);
+    }
+    Value::Object(root)
+}
+
+/// Sum of all runs with the duration summed too, so rates are averages over runs.
+fn aggregate(runs: &[report::RunResult], ncmds: usize) -> report::RunResult {
+    let mut stats = stats::ThreadStats::new(ncmds);
+    let mut agg = report::RunResult {
+        stats: stats::ThreadStats::new(ncmds),
+        start_unix_ms: runs[0].start_unix_ms,
+        end_unix_ms: runs[runs.len() - 1].end_unix_ms,
+        measured_seconds: 0.0,
+        warmup_seconds: 0.0,
+        cpu_user_s: 0.0,
+        cpu_system_s: 0.0,
+        interrupted: false,
+    };
+    for r in runs {
+        stats.merge(&r.stats);
+        agg.measured_seconds += r.measured_seconds;
+        agg.warmup_seconds += r.warmup_seconds;
+        agg.cpu_user_s += r.cpu_user_s;
+        agg.cpu_system_s += r.cpu_system_s;
+    }
+    stats.seconds.clear();
+    agg.stats = stats;
+    agg
+}

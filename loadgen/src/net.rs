@@ -1,0 +1,211 @@
+//! Connections: blocking connect + handshake (AUTH, HELLO 3, SELECT), then a non-blocking
+//! stream registered with the thread's mio poll.
+
+use crate::cli::{Config, Protocol};
+use crate::resp::{parse_value, Value};
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub enum Endpoint {
+    Tcp { host: String, port: u16 },
+    Unix(String),
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Endpoint::Tcp { host, port } => write!(f, "{host}:{port}"),
+            Endpoint::Unix(p) => write!(f, "{p}"),
+        }
+    }
+}
+
+pub enum Stream {
+    Tcp(mio::net::TcpStream),
+    Unix(mio::net::UnixStream),
+}
+
+impl Stream {
+    #[inline]
+    pub fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+    #[inline]
+    pub fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write(buf),
+            Stream::Unix(s) => s.write(buf),
+        }
+    }
+    pub fn register(&mut self, reg: &mio::Registry, token: mio::Token) -> io::Result<()> {
+        let interest = mio::Interest::READABLE | mio::Interest::WRITABLE;
+        match self {
+            Stream::Tcp(s) => reg.register(s, token, interest),
+            Stream::Unix(s) => reg.register(s, token, interest),
+        }
+    }
+    pub fn deregister(&mut self, reg: &mio::Registry) {
+        let _ = match self {
+            Stream::Tcp(s) => reg.deregister(s),
+            Stream::Unix(s) => reg.deregister(s),
+        };
+    }
+}
+
+fn resolve(host: &str, port: u16) -> io::Result<SocketAddr> {
+    (host, port)
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("cannot resolve {host}")))
+}
+
+/// Commands sent right after connecting, and how many replies they produce.
+pub fn handshake_bytes(cfg: &Config) -> (Vec<u8>, usize) {
+    let mut out = Vec::new();
+    let mut n = 0;
+    let mut cmd = |args: &[&str]| {
+        out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+        for a in args {
+            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            out.extend_from_slice(a.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        n += 1;
+    };
+    if let Some(a) = &cfg.authenticate {
+        // memtier: "user:password" authenticates with ACL user, otherwise password only.
+        match a.split_once(':') {
+            Some((user, pass)) if !user.is_empty() => cmd(&["AUTH", user, pass]),
+            _ => cmd(&["AUTH", a]),
+        }
+    }
+    if cfg.protocol == Protocol::Resp3 {
+        cmd(&["HELLO", "3"]);
+    }
+    if let Some(db) = cfg.select_db {
+        cmd(&["SELECT", &db.to_string()]);
+    }
+    (out, n)
+}
+
+pub enum ConnectError {
+    /// The server could not be reached (retryable).
+    Unreachable(String),
+    /// The server answered the handshake with an error (not retryable).
+    Rejected(String),
+}
+
+/// Send `request` on a blocking stream and read `replies` complete values.
+fn blocking_exchange<S: Read + Write>(s: &mut S, request: &[u8], replies: usize) -> io::Result<Vec<Value>> {
+    s.write_all(request)?;
+    let mut buf = Vec::with_capacity(4096);
+    let mut out = Vec::new();
+    let mut tmp = [0u8; 16384];
+    let mut pos = 0;
+    while out.len() < replies {
+        match parse_value(&buf[pos..]) {
+            Ok(Some((v, used))) => {
+                out.push(v);
+                pos += used;
+                continue;
+            }
+            Ok(None) => {}
+            Err(crate::resp::ParseError::Protocol(m)) => {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, m))
+            }
+        }
+        let n = s.read(&mut tmp)?;
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed by server"));
+        }
+        buf.extend_from_slice(&tmp[..n]);
+    }
+    Ok(out)
+}
+
+fn check_handshake(replies: &[Value], what: &[u8]) -> Result<(), ConnectError> {
+    for v in replies {
+        if let Value::Error(e) = v {
+            let names = String::from_utf8_lossy(what).into_owned();
+            let _ = names;
+            return Err(ConnectError::Rejected(format!(
+                "server rejected the connection handshake: {}",
+                String::from_utf8_lossy(e)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Connect, run the handshake, and return a non-blocking stream.
+pub fn connect(cfg: &Config, ep: &Endpoint, timeout: Duration) -> Result<Stream, ConnectError> {
+    let (hs, nreplies) = handshake_bytes(cfg);
+    match ep {
+        Endpoint::Tcp { host, port } => {
+            let addr = resolve(host, *port).map_err(|e| ConnectError::Unreachable(e.to_string()))?;
+            let mut s = std::net::TcpStream::connect_timeout(&addr, timeout)
+                .map_err(|e| ConnectError::Unreachable(e.to_string()))?;
+            let _ = s.set_nodelay(true);
+            if nreplies > 0 {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+                let r = blocking_exchange(&mut s, &hs, nreplies)
+                    .map_err(|e| ConnectError::Unreachable(e.to_string()))?;
+                check_handshake(&r, &hs)?;
+                let _ = s.set_read_timeout(None);
+            }
+            s.set_nonblocking(true).map_err(|e| ConnectError::Unreachable(e.to_string()))?;
+            Ok(Stream::Tcp(mio::net::TcpStream::from_std(s)))
+        }
+        Endpoint::Unix(path) => {
+            let mut s = std::os::unix::net::UnixStream::connect(path)
+                .map_err(|e| ConnectError::Unreachable(e.to_string()))?;
+            if nreplies > 0 {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+                let r = blocking_exchange(&mut s, &hs, nreplies)
+                    .map_err(|e| ConnectError::Unreachable(e.to_string()))?;
+                check_handshake(&r, &hs)?;
+                let _ = s.set_read_timeout(None);
+            }
+            s.set_nonblocking(true).map_err(|e| ConnectError::Unreachable(e.to_string()))?;
+            Ok(Stream::Unix(mio::net::UnixStream::from_std(s)))
+        }
+    }
+}
+
+/// A blocking request/reply exchange on a fresh connection (setup-time commands).
+pub fn query(cfg: &Config, ep: &Endpoint, args: &[&str]) -> Result<Value, String> {
+    let (hs, n) = handshake_bytes(cfg);
+    let mut req = hs;
+    req.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for a in args {
+        req.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        req.extend_from_slice(a.as_bytes());
+        req.extend_from_slice(b"\r\n");
+    }
+    let run = |replies: io::Result<Vec<Value>>| -> Result<Value, String> {
+        let mut r = replies.map_err(|e| format!("{ep}: {e}"))?;
+        check_handshake(&r[..n], b"").map_err(|e| match e {
+            ConnectError::Rejected(m) | ConnectError::Unreachable(m) => m,
+        })?;
+        Ok(r.pop().unwrap_or(Value::Null))
+    };
+    match ep {
+        Endpoint::Tcp { host, port } => {
+            let addr = resolve(host, *port).map_err(|e| format!("{ep}: {e}"))?;
+            let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+                .map_err(|e| format!("cannot connect to {ep}: {e}"))?;
+            let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+            run(blocking_exchange(&mut s, &req, n + 1))
+        }
+        Endpoint::Unix(p) => {
+            let mut s = std::os::unix::net::UnixStream::connect(p).map_err(|e| format!("cannot connect to {ep}: {e}"))?;
+            let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+            run(blocking_exchange(&mut s, &req, n + 1))
+        }
+    }
+}

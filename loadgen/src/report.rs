@@ -1,0 +1,363 @@
+//! Result output: memtier's JSON shape ("ALL STATS" with per-command entries and "Totals",
+//! "Runtime", per-second "Time-Serie", percentiles, compressed HDR histograms) plus redline's
+//! own "redline" object, and a short text table on stdout.
+
+use crate::cli::Config;
+use crate::stats::{CmdStats, SecondStats, ThreadStats};
+use crate::workload::Workload;
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use serde_json::{json, Map, Value};
+
+pub struct RunResult {
+    pub stats: ThreadStats,
+    pub start_unix_ms: u64,
+    pub end_unix_ms: u64,
+    pub measured_seconds: f64,
+    pub warmup_seconds: f64,
+    pub cpu_user_s: f64,
+    pub cpu_system_s: f64,
+    pub interrupted: bool,
+}
+
+impl RunResult {
+    pub fn total(&self) -> CmdStats {
+        let mut t = CmdStats::new();
+        for c in &self.stats.cmds {
+            t.merge(c);
+        }
+        t
+    }
+    pub fn ops_per_sec(&self) -> f64 {
+        self.total().ops as f64 / self.measured_seconds.max(1e-9)
+    }
+}
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+pub fn base64(data: &[u8]) -> String {
+    let mut out = String::with_capacity((data.len() + 2) / 3 * 4);
+    for chunk in data.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = ((b[0] as u32) << 16) | ((b[1] as u32) << 8) | b[2] as u32;
+        out.push(B64[(n >> 18) as usize & 63] as char);
+        out.push(B64[(n >> 12) as usize & 63] as char);
+        out.push(if chunk.len() > 1 { B64[(n >> 6) as usize & 63] as char } else { '=' });
+        out.push(if chunk.len() > 2 { B64[n as usize & 63] as char } else { '=' });
+    }
+    out
+}
+
+/// The standard "HISTFAA..." form: V2 compressed serialization, base64.
+pub fn encode_histogram(h: &Histogram<u64>) -> String {
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new().serialize(h, &mut bytes).expect("histogram serialization");
+    base64(&bytes)
+}
+
+/// memtier's percentile key: "p%.3f" truncated to 6 characters ("p50.00", "p99.90").
+pub fn percentile_key(q: f64) -> String {
+    let s = format!("p{:.3}", q);
+    s.chars().take(6).collect()
+}
+
+fn r2(x: f64) -> Value {
+    json!((x * 100.0).round() / 100.0)
+}
+fn r3(x: f64) -> Value {
+    json!((x * 1000.0).round() / 1000.0)
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn second_json(s: &SecondStats, percentiles: &[f64]) -> Value {
+    let mut m = Map::new();
+    m.insert("Bytes RX".into(), json!(s.bytes_rx));
+    m.insert("Bytes TX".into(), json!(s.bytes_tx));
+    m.insert("Count".into(), json!(s.ops));
+    if s.ops > 0 {
+        m.insert("Average Latency".into(), r3(ms(s.latency_sum_ns) / s.ops as f64));
+        m.insert("Accumulated Latency".into(), json!(s.latency_sum_ns / 1_000_000));
+        m.insert("Min Latency".into(), r3(ms(s.latency_min_ns)));
+        m.insert("Max Latency".into(), r3(ms(s.latency_max_ns)));
+        if let Some(h) = &s.hist {
+            for q in percentiles {
+                m.insert(format!("p{:.2}", q), r3(h.value_at_quantile(q / 100.0) as f64 / 1000.0));
+            }
+        }
+    }
+    Value::Object(m)
+}
+
+pub struct CmdJsonInput<'a> {
+    pub stats: &'a CmdStats,
+    pub seconds: Vec<SecondStats>,
+    pub duration_s: f64,
+    pub percentiles: &'a [f64],
+    pub cluster: Option<(u64, u64)>,
+    pub connection_errors: u64,
+    pub hits_misses: bool,
+}
+
+fn cmd_json(i: &CmdJsonInput) -> Value {
+    let s = i.stats;
+    let d = i.duration_s.max(1e-9);
+    let mut m = Map::new();
+    m.insert("Count".into(), json!(s.ops));
+    m.insert("Ops/sec".into(), r2(s.ops as f64 / d));
+    m.insert("Hits/sec".into(), r2(if i.hits_misses { s.hits as f64 / d } else { 0.0 }));
+    m.insert("Misses/sec".into(), r2(if i.hits_misses { s.misses as f64 / d } else { 0.0 }));
+    if let Some((moved, ask)) = i.cluster {
+        m.insert("MOVED/sec".into(), r2(moved as f64 / d));
+        m.insert("ASK/sec".into(), r2(ask as f64 / d));
+    }
+    m.insert("Connection Errors/sec".into(), r2(i.connection_errors as f64 / d));
+    m.insert("Connection Errors".into(), json!(i.connection_errors));
+    let avg = if s.ops > 0 { ms(s.latency_sum_ns) / s.ops as f64 } else { 0.0 };
+    let has = s.ops > 0;
+    m.insert("Latency".into(), r3(avg));
+    m.insert("Average Latency".into(), r3(avg));
+    m.insert("Accumulated Latency".into(), json!(s.latency_sum_ns / 1_000_000));
+    m.insert("Min Latency".into(), r3(if has { ms(s.latency_min_ns) } else { 0.0 }));
+    m.insert("Max Latency".into(), r3(if has { ms(s.latency_max_ns) } else { 0.0 }));
+    let kb = (s.bytes_rx + s.bytes_tx) as f64 / 1024.0 / d;
+    m.insert("KB/sec".into(), r2(kb));
+    m.insert("KB/sec RX/TX".into(), r2(kb));
+    m.insert("KB/sec RX".into(), r2(s.bytes_rx as f64 / 1024.0 / d));
+    m.insert("KB/sec TX".into(), r2(s.bytes_tx as f64 / 1024.0 / d));
+    let mut ts = Map::new();
+    for (sec, st) in i.seconds.iter().enumerate() {
+        ts.insert(sec.to_string(), second_json(st, i.percentiles));
+    }
+    m.insert("Time-Serie".into(), Value::Object(ts));
+    let mut pl = Map::new();
+    for q in i.percentiles {
+        let v = if has { s.hist.value_at_quantile(q / 100.0) as f64 / 1000.0 } else { 0.0 };
+        pl.insert(percentile_key(*q), r3(v));
+    }
+    pl.insert(
+        "Histogram log format".into(),
+        json!({"Compressed Histogram": encode_histogram(&s.hist)}),
+    );
+    m.insert("Percentile Latencies".into(), Value::Object(pl));
+    Value::Object(m)
+}
+
+pub fn seconds_of(stats: &ThreadStats, cmd: Option<usize>, n_seconds: usize) -> Vec<SecondStats> {
+    (0..n_seconds)
+        .map(|s| {
+            let mut acc = SecondStats::empty();
+            if let Some(row) = stats.seconds.get(s) {
+                match cmd {
+                    Some(c) => acc.merge(&row[c]),
+                    None => row.iter().for_each(|x| acc.merge(x)),
+                }
+            }
+            acc
+        })
+        .collect()
+}
+
+/// The "ALL STATS"-style object for one run.
+pub fn stats_object(cfg: &Config, wl: &Workload, r: &RunResult) -> Value {
+    let mut m = Map::new();
+    m.insert(
+        "Runtime".into(),
+        json!({
+            "Start time": r.start_unix_ms,
+            "Finish time": r.end_unix_ms,
+            "Total duration": r.end_unix_ms.saturating_sub(r.start_unix_ms),
+            "Time unit": "MILLISECONDS",
+            "Interrupted": if r.interrupted { "true" } else { "false" },
+        }),
+    );
+    let n_seconds = ((r.measured_seconds - 1e-3).ceil().max(1.0)) as usize;
+    let cluster = cfg.cluster_mode;
+    for (i, t) in wl.templates.iter().enumerate() {
+        let hits_misses = t.reply_use != crate::workload::ReplyUse::None;
+        m.insert(
+            t.stats_name.clone(),
+            cmd_json(&CmdJsonInput {
+                stats: &r.stats.cmds[i],
+                seconds: seconds_of(&r.stats, Some(i), n_seconds),
+                duration_s: r.measured_seconds,
+                percentiles: &cfg.print_percentiles,
+                cluster: if cluster { Some((0, 0)) } else { None },
+                connection_errors: 0,
+                hits_misses,
+            }),
+        );
+    }
+    if wl.builtin_ratio.is_some() {
+        m.insert(
+            "Waits".into(),
+            cmd_json(&CmdJsonInput {
+                stats: &CmdStats::new(),
+                seconds: (0..n_seconds).map(|_| SecondStats::empty()).collect(),
+                duration_s: r.measured_seconds,
+                percentiles: &cfg.print_percentiles,
+                cluster: if cluster { Some((0, 0)) } else { None },
+                connection_errors: 0,
+                hits_misses: false,
+            }),
+        );
+    }
+    let total = r.total();
+    m.insert(
+        "Totals".into(),
+        cmd_json(&CmdJsonInput {
+            stats: &total,
+            seconds: seconds_of(&r.stats, None, n_seconds),
+            duration_s: r.measured_seconds,
+            percentiles: &cfg.print_percentiles,
+            cluster: if cluster { Some((r.stats.moved, r.stats.ask)) } else { None },
+            connection_errors: r.stats.conns.lost,
+            hits_misses: true,
+        }),
+    );
+    Value::Object(m)
+}
+
+pub fn redline_object(cfg: &Config, wl: &Workload, r: &RunResult, warnings: &[String]) -> Value {
+    let total = r.total();
+    let mut errors = Map::new();
+    let mut errs: Vec<_> = r.stats.errors.iter().collect();
+    errs.sort();
+    for (k, v) in errs {
+        errors.insert(String::from_utf8_lossy(k).into_owned(), json!(v));
+    }
+    let builtin = wl.builtin_ratio.is_some();
+    let (hits, misses) = if builtin {
+        (total.hits, total.misses)
+    } else {
+        (r.stats.value_replies, r.stats.null_replies)
+    };
+    json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "warmup_seconds": r.warmup_seconds,
+        "measured_seconds": r.measured_seconds,
+        "latency_measured_from": if cfg.rate_limiting.is_some() { "intended_send" } else { "send" },
+        "latency_unit_histogram": "microseconds",
+        "client_cpu": {"user_s": r.cpu_user_s, "system_s": r.cpu_system_s},
+        "connections": {
+            "configured": cfg.clients as u64 * cfg.threads as u64,
+            "opened": r.stats.conns.opened,
+            "reconnects": r.stats.conns.reconnects,
+            "lost": r.stats.conns.lost,
+        },
+        "ops": total.ops,
+        "hits": hits,
+        "misses": misses,
+        "hits_counted_as": if builtin { "GET replies that are not null (memtier)" } else { "non-null, non-error replies of every command; misses are null replies" },
+        "errors": Value::Object(errors),
+        "send_pattern": {
+            "pipeline": cfg.pipeline,
+            "threads": cfg.threads,
+            "clients_per_thread": cfg.clients,
+            "rate_limit_per_conn": cfg.rate_limiting,
+            "time_based": cfg.is_time_based(),
+            "test_time": cfg.test_time,
+            "requests": match cfg.requests {
+                crate::cli::Requests::PerClient(n) => json!(n),
+                crate::cli::Requests::AllKeys => json!("allkeys"),
+                crate::cli::Requests::Unset => Value::Null,
+            },
+            "protocol": if cfg.protocol == crate::cli::Protocol::Resp3 { "resp3" } else { "resp2" },
+            "cluster_mode": cfg.cluster_mode,
+            "commands": wl.templates.iter().filter(|t| t.executable).map(|t| json!({
+                "name": t.stats_name, "type": t.command_type, "ratio": t.ratio,
+                "key_pattern": t.key_pattern.letter().to_string()})).collect::<Vec<_>>(),
+        },
+        "warnings": warnings,
+    })
+}
+
+pub fn config_object(cfg: &Config) -> Value {
+    json!({
+        "server": cfg.server,
+        "port": cfg.port,
+        "unix socket": cfg.unix_socket,
+        "protocol": if cfg.protocol == crate::cli::Protocol::Resp3 { "resp3" } else { "redis" },
+        "clients": cfg.clients,
+        "threads": cfg.threads,
+        "pipeline": cfg.pipeline,
+        "test_time": cfg.test_time.unwrap_or(0),
+        "ratio": format!("{}:{}", cfg.ratio.0, cfg.ratio.1),
+        "key_prefix": cfg.key_prefix,
+        "key_minimum": cfg.key_minimum,
+        "key_maximum": cfg.key_maximum,
+        "key_pattern": format!("{}:{}", cfg.key_pattern.0.letter(), cfg.key_pattern.1.letter()),
+        "run_count": cfg.run_count,
+        "cluster_mode": cfg.cluster_mode,
+        "rate_limiting": cfg.rate_limiting.unwrap_or(0),
+    })
+}
+
+pub fn print_table(cfg: &Config, wl: &Workload, r: &RunResult, header: &str) {
+    let mut out = String::new();
+    out.push_str(&format!("\n{header}\n"));
+    let mut line = format!("{:<12}{:>14}{:>14}{:>14}{:>14}", "Type", "Ops/sec", "Hits/sec", "Misses/sec", "Avg. Latency");
+    for q in &cfg.print_percentiles {
+        line.push_str(&format!("{:>14}", format!("p{} Latency", q)));
+    }
+    line.push_str(&format!("{:>14}\n", "KB/sec"));
+    out.push_str(&line);
+    out.push_str(&"-".repeat(line.len().saturating_sub(1)));
+    out.push('\n');
+    let d = r.measured_seconds.max(1e-9);
+    let mut rows: Vec<(String, CmdStats, bool)> = wl
+        .templates
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.stats_name.clone(), r.stats.cmds[i].clone(), t.reply_use != crate::workload::ReplyUse::None))
+        .collect();
+    rows.push(("Totals".into(), r.total(), true));
+    for (name, s, hm) in rows {
+        let avg = if s.ops > 0 { ms(s.latency_sum_ns) / s.ops as f64 } else { 0.0 };
+        let mut l = format!(
+            "{:<12}{:>14.2}{:>14.2}{:>14.2}{:>14.5}",
+            name,
+            s.ops as f64 / d,
+            if hm { s.hits as f64 / d } else { 0.0 },
+            if hm { s.misses as f64 / d } else { 0.0 },
+            avg
+        );
+        for q in &cfg.print_percentiles {
+            let v = if s.ops > 0 { s.hist.value_at_quantile(q / 100.0) as f64 / 1000.0 } else { 0.0 };
+            l.push_str(&format!("{:>14.5}", v));
+        }
+        l.push_str(&format!("{:>14.2}\n", (s.bytes_rx + s.bytes_tx) as f64 / 1024.0 / d));
+        out.push_str(&l);
+    }
+    print!("{out}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_known_vectors() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+    }
+
+    #[test]
+    fn percentile_keys_like_memtier() {
+        assert_eq!(percentile_key(50.0), "p50.00");
+        assert_eq!(percentile_key(99.9), "p99.90");
+        assert_eq!(percentile_key(99.99), "p99.99");
+        assert_eq!(percentile_key(100.0), "p100.0");
+    }
+
+    #[test]
+    fn histogram_encoding_starts_like_hdr_tools() {
+        let mut h = crate::stats::new_histogram();
+        h.record(100).unwrap();
+        assert!(encode_histogram(&h).starts_with("HISTF"));
+    }
+}

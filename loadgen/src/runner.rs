@@ -1,0 +1,287 @@
+//! One benchmark run: plan the connections, start one worker thread per --threads, drive the
+//! phases (connect, warm-up, measure, done), report progress, and collect the statistics.
+
+use crate::cli::{Config, KeyPattern, Requests};
+use crate::events::{unix_now, Events, ProgressEvent};
+use crate::keys::parallel_share;
+use crate::net::Endpoint;
+use crate::report::RunResult;
+use crate::stats::ThreadStats;
+use crate::workload::Workload;
+use crate::worker::{self, ConnPlan, Shared, WorkerMsg, WorkerSpec, PHASE_DONE, PHASE_MEASURE, PHASE_WARMUP};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::mpsc::{channel, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub struct RunError(pub String);
+
+fn cpu_times() -> (f64, f64) {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct we own.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (tv(ru.ru_utime), tv(ru.ru_stime))
+}
+
+/// Whether the first command (or the SET side of the built-in mix) uses the parallel pattern:
+/// then each connection owns an exact share of the key range (memtier's rule).
+fn parallel_keys(cfg: &Config) -> bool {
+    match cfg.commands.first() {
+        Some(c) => c.key_pattern == KeyPattern::Parallel,
+        None => cfg.key_pattern.0 == KeyPattern::Parallel,
+    }
+}
+
+fn base_seed(cfg: &Config) -> u64 {
+    if cfg.randomize {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        (t as u64) ^ ((std::process::id() as u64) << 32)
+    } else {
+        // memtier's default: every client uses the same seed unless told otherwise.
+        0x4D45_4D54_4945_52
+    }
+}
+
+pub fn plan_connections(cfg: &Config) -> Vec<Vec<ConnPlan>> {
+    let total = cfg.clients as u64 * cfg.threads as u64;
+    let parallel = parallel_keys(cfg);
+    let seed0 = base_seed(cfg);
+    let mut out = Vec::new();
+    for t in 0..cfg.threads as u64 {
+        let mut conns = Vec::new();
+        for c in 0..cfg.clients as u64 {
+            let index = t * cfg.clients as u64 + c;
+            let (key_min, key_max, empty) = if parallel {
+                match parallel_share(cfg.key_minimum, cfg.key_maximum, index, total) {
+                    Some((lo, hi)) => (lo, hi, false),
+                    None => (cfg.key_minimum, cfg.key_minimum, true),
+                }
+            } else {
+                (cfg.key_minimum, cfg.key_maximum, false)
+            };
+            let limit = match cfg.requests {
+                Requests::Unset => None,
+                Requests::PerClient(n) => Some(n),
+                Requests::AllKeys => Some(if empty { 0 } else { key_max - key_min + 1 }),
+            };
+            let seed = if cfg.distinct_client_seed { seed0.wrapping_add(index + 1) } else { seed0 };
+            conns.push(ConnPlan { index, seed, key_min, key_max, limit });
+        }
+        out.push(conns);
+    }
+    out
+}
+
+pub fn endpoint(cfg: &Config) -> Endpoint {
+    match &cfg.unix_socket {
+        Some(p) => Endpoint::Unix(p.clone()),
+        None => Endpoint::Tcp { host: cfg.server.clone(), port: cfg.port },
+    }
+}
+
+pub fn run_once(cfg: &Arc<Config>, wl: &Arc<Workload>, events: &Events) -> Result<RunResult, RunError> {
+    let plans = plan_connections(cfg);
+    let requests_total: Option<u64> = if cfg.is_time_based() {
+        None
+    } else {
+        Some(plans.iter().flatten().map(|p| p.limit.unwrap_or(0)).sum())
+    };
+    let shared = Arc::new(Shared {
+        phase: AtomicU8::new(worker::PHASE_CONNECT),
+        base: Instant::now(),
+        measure_start_ns: AtomicU64::new(0),
+        measure_end_ns: AtomicU64::new(0),
+        progress: (0..cfg.threads).map(|_| Default::default()).collect(),
+    });
+    let (tx, rx) = channel::<WorkerMsg>();
+    events.phase("connect");
+    let ep = endpoint(cfg);
+    let mut handles = Vec::new();
+    let (waker_tx, waker_rx) = channel::<mio::Waker>();
+    for (t, conns) in plans.into_iter().enumerate() {
+        let spec = WorkerSpec {
+            thread: t,
+            cfg: cfg.clone(),
+            workload: wl.clone(),
+            endpoint: ep.clone(),
+            conns,
+            shared: shared.clone(),
+            tx: tx.clone(),
+        };
+        let wtx = waker_tx.clone();
+        let h = std::thread::Builder::new()
+            .name(format!("redline-load-{t}"))
+            .spawn(move || worker::run_with_waker(spec, wtx))
+            .map_err(|e| RunError(format!("cannot start thread: {e}")))?;
+        handles.push(h);
+    }
+    drop(tx);
+    let mut wakers = Vec::new();
+    for _ in 0..cfg.threads {
+        match waker_rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(w) => wakers.push(w),
+            Err(_) => break,
+        }
+    }
+    let wake_all = |wakers: &Vec<mio::Waker>| {
+        for w in wakers {
+            let _ = w.wake();
+        }
+    };
+    let abort = |msg: String, shared: &Arc<Shared>, wakers: &Vec<mio::Waker>| -> RunError {
+        shared.phase.store(PHASE_DONE, Ordering::Release);
+        wake_all(wakers);
+        RunError(msg)
+    };
+
+    // Connect phase: wait for every thread (or the first failure).
+    let mut connected = 0;
+    while connected < cfg.threads as usize {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(WorkerMsg::Connected { .. }) => connected += 1,
+            Ok(WorkerMsg::Fatal(m)) => return Err(abort(m, &shared, &wakers)),
+            Ok(WorkerMsg::Finished { .. }) => {}
+            Err(_) => return Err(abort("timed out connecting".into(), &shared, &wakers)),
+        }
+    }
+
+    let mut finished_threads = 0usize;
+    let mut last_finish_ns = 0u64;
+    let progress_ops = |shared: &Arc<Shared>| -> u64 { shared.progress.iter().map(|p| p.ops.load(Ordering::Relaxed)).sum() };
+
+    // Warm-up.
+    let mut warmup_seconds = 0.0;
+    if cfg.warmup_time > 0.0 {
+        shared.phase.store(PHASE_WARMUP, Ordering::Release);
+        wake_all(&wakers);
+        events.phase("warmup");
+        let start = Instant::now();
+        let end = start + Duration::from_secs_f64(cfg.warmup_time);
+        let mut last_ops = 0;
+        let mut next_tick = start + Duration::from_secs(1);
+        loop {
+            let now = Instant::now();
+            if now >= end {
+                break;
+            }
+            let wait = next_tick.min(end).saturating_duration_since(now);
+            match rx.recv_timeout(wait) {
+                Ok(WorkerMsg::Fatal(m)) => return Err(abort(m, &shared, &wakers)),
+                Ok(_) => {}
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
+            }
+            if Instant::now() >= next_tick {
+                let ops = progress_ops(&shared);
+                events.progress(&ProgressEvent {
+                    phase: "warmup",
+                    elapsed_s: start.elapsed().as_secs_f64(),
+                    ops,
+                    ops_per_sec: ops.saturating_sub(last_ops) as f64,
+                    requests_done: 0,
+                    requests_total,
+                });
+                last_ops = ops;
+                next_tick += Duration::from_secs(1);
+            }
+        }
+        warmup_seconds = start.elapsed().as_secs_f64();
+    }
+
+    // Measured window.
+    let cpu0 = cpu_times();
+    let start_ns = shared.now_ns().max(1);
+    shared.measure_start_ns.store(start_ns, Ordering::Release);
+    shared.phase.store(PHASE_MEASURE, Ordering::Release);
+    let start_unix = events.phase("measure");
+    wake_all(&wakers);
+    let start = Instant::now();
+    let deadline = cfg.test_time.map(|t| start + Duration::from_secs(t));
+    let mut next_tick = start + Duration::from_secs(1);
+    let mut last_ops = 0u64;
+    // Threads that finished their request-count work before the window opened (e.g. 0 keys).
+    loop {
+        let now = Instant::now();
+        if let Some(d) = deadline {
+            if now >= d {
+                break;
+            }
+        }
+        if !cfg.is_time_based() && finished_threads == cfg.threads as usize {
+            break;
+        }
+        let mut wait = next_tick.saturating_duration_since(now);
+        if let Some(d) = deadline {
+            wait = wait.min(d.saturating_duration_since(now));
+        }
+        match rx.recv_timeout(wait) {
+            Ok(WorkerMsg::Fatal(m)) => return Err(abort(m, &shared, &wakers)),
+            Ok(WorkerMsg::Finished { at_ns, .. }) => {
+                finished_threads += 1;
+                last_finish_ns = last_finish_ns.max(at_ns);
+                continue;
+            }
+            Ok(_) => {}
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(abort("worker threads ended unexpectedly".into(), &shared, &wakers))
+            }
+        }
+        if Instant::now() >= next_tick {
+            let ops = progress_ops(&shared);
+            events.progress(&ProgressEvent {
+                phase: "measure",
+                elapsed_s: start.elapsed().as_secs_f64(),
+                ops,
+                ops_per_sec: ops.saturating_sub(last_ops) as f64,
+                requests_done: ops,
+                requests_total,
+            });
+            last_ops = ops;
+            next_tick += Duration::from_secs(1);
+        }
+    }
+    let end_ns = if cfg.is_time_based() { shared.now_ns() } else { last_finish_ns.max(start_ns) };
+    shared.measure_end_ns.store(end_ns, Ordering::Release);
+    shared.phase.store(PHASE_DONE, Ordering::Release);
+    let cpu1 = cpu_times();
+    let end_unix = events.phase("done");
+    wake_all(&wakers);
+    let measured_seconds = (end_ns - start_ns) as f64 / 1e9;
+    let _ = end_unix;
+
+    let mut total = ThreadStats::new(wl.templates.len());
+    for h in handles {
+        match h.join() {
+            Ok(s) => {
+                if s.cmds.len() == total.cmds.len() {
+                    total.merge(&s)
+                }
+            }
+            Err(_) => return Err(RunError("a worker thread panicked".into())),
+        }
+    }
+    // A fatal error reported while the threads were stopping.
+    while let Ok(m) = rx.try_recv() {
+        if let WorkerMsg::Fatal(m) = m {
+            return Err(RunError(m));
+        }
+    }
+    let start_unix_ms = (start_unix * 1000.0) as u64;
+    Ok(RunResult {
+        stats: total,
+        start_unix_ms,
+        end_unix_ms: start_unix_ms + (measured_seconds * 1000.0) as u64,
+        measured_seconds,
+        warmup_seconds,
+        cpu_user_s: cpu1.0 - cpu0.0,
+        cpu_system_s: cpu1.1 - cpu0.1,
+        interrupted: false,
+    })
+}
+
+#[allow(dead_code)]
+fn _unused() -> f64 {
+    unix_now()
+}

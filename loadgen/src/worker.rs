@@ -1,0 +1,622 @@
+//! One thread's event loop: its connections on a mio (epoll, edge-triggered) poll, a sliding
+//! window of `--pipeline` requests per connection, replies parsed in place, completions
+//! recorded into the thread's statistics.
+
+use crate::cli::Config;
+use crate::net::{self, ConnectError, Endpoint, Stream};
+use crate::resp::{ReplyKind, ReplyParser};
+use crate::stats::{Completion, ThreadStats};
+use crate::workload::{Generator, GeneratorSpec, ReplyUse, Workload};
+use mio::{Events, Poll, Token, Waker};
+use std::collections::VecDeque;
+use std::io::ErrorKind;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub const PHASE_CONNECT: u8 = 0;
+pub const PHASE_WARMUP: u8 = 1;
+pub const PHASE_MEASURE: u8 = 2;
+pub const PHASE_DONE: u8 = 3;
+
+const WAKER_TOKEN: Token = Token(usize::MAX - 1);
+const READ_CHUNK: usize = 64 * 1024;
+/// Give up when the server cannot be reached for this long.
+const UNREACHABLE_LIMIT: Duration = Duration::from_secs(5);
+
+#[derive(Default)]
+pub struct Progress {
+    /// Completed requests in the current phase.
+    pub ops: AtomicU64,
+}
+
+pub struct Shared {
+    pub phase: AtomicU8,
+    pub base: Instant,
+    /// ns since `base` at which the measured window started / ends (0 = not yet).
+    pub measure_start_ns: AtomicU64,
+    pub measure_end_ns: AtomicU64,
+    pub progress: Vec<Progress>,
+}
+
+impl Shared {
+    #[inline]
+    pub fn now_ns(&self) -> u64 {
+        self.base.elapsed().as_nanos() as u64
+    }
+}
+
+pub enum WorkerMsg {
+    Connected { thread: usize },
+    /// All request-count work of this thread is complete (at `at_ns`).
+    Finished { thread: usize, at_ns: u64 },
+    Fatal(String),
+}
+
+/// Per-connection assignment computed by the planner.
+#[derive(Clone, Debug)]
+pub struct ConnPlan {
+    pub index: u64,
+    pub seed: u64,
+    pub key_min: u64,
+    pub key_max: u64,
+    /// Requests this connection issues in the measured window (None: time-based).
+    pub limit: Option<u64>,
+}
+
+pub struct WorkerSpec {
+    pub thread: usize,
+    pub cfg: Arc<Config>,
+    pub workload: Arc<Workload>,
+    pub endpoint: Endpoint,
+    pub conns: Vec<ConnPlan>,
+    pub shared: Arc<Shared>,
+    pub tx: Sender<WorkerMsg>,
+}
+
+#[derive(Clone, Copy)]
+struct InFlight {
+    sent_ns: u64,
+    cmd: u32,
+    size: u32,
+}
+
+#[derive(PartialEq, Eq, Clone, Copy, Debug)]
+enum State {
+    Ready,
+    /// Waiting to reconnect at `retry_ns`; unreachable since `down_since_ns`.
+    Backoff { retry_ns: u64, down_since_ns: u64, delay_ms: u64 },
+    /// Closing for --reconnect-interval once the in-flight requests are answered.
+    Draining,
+    Finished,
+}
+
+struct Conn {
+    token: Token,
+    stream: Option<Stream>,
+    state: State,
+    gen: Generator,
+    parser: ReplyParser,
+    wbuf: Vec<u8>,
+    wpos: usize,
+    rbuf: Vec<u8>,
+    rlen: usize,
+    inflight: VecDeque<InFlight>,
+    limit: Option<u64>,
+    generated: u64,
+    completed: u64,
+    since_connect: u64,
+    next_send_ns: u64,
+    interval_ns: u64,
+    writable: bool,
+}
+
+/// Thread entry point: hands its poll waker to the main thread, then runs the event loop.
+pub fn run_with_waker(spec: WorkerSpec, waker_tx: Sender<Waker>) -> ThreadStats {
+    let tx = spec.tx.clone();
+    match Worker::new(spec) {
+        Ok(mut w) => match make_waker(&w.poll).map_err(|e| format!("cannot create waker: {e}")).and_then(|wk| {
+            let _ = waker_tx.send(wk);
+            drop(waker_tx);
+            w.run()
+        }) {
+            Ok(()) => w.stats,
+            Err(msg) => {
+                let _ = tx.send(WorkerMsg::Fatal(msg));
+                w.stats
+            }
+        },
+        Err(msg) => {
+            let _ = tx.send(WorkerMsg::Fatal(msg));
+            ThreadStats::new(0)
+        }
+    }
+}
+
+pub struct Worker {
+    spec: WorkerSpec,
+    poll: Poll,
+    conns: Vec<Conn>,
+    pub stats: ThreadStats,
+    measuring: bool,
+    measure_start_ns: u64,
+    end_ns: u64,
+    phase: u8,
+    ops_in_phase: u64,
+    finished_conns: usize,
+    reported_finished: bool,
+}
+
+pub fn make_waker(poll: &Poll) -> std::io::Result<Waker> {
+    Waker::new(poll.registry(), WAKER_TOKEN)
+}
+
+impl Worker {
+    fn new(spec: WorkerSpec) -> Result<Worker, String> {
+        let poll = Poll::new().map_err(|e| format!("cannot create poll: {e}"))?;
+        let ncmds = spec.workload.templates.len();
+        Ok(Worker {
+            poll,
+            conns: Vec::new(),
+            stats: ThreadStats::new(ncmds),
+            measuring: false,
+            measure_start_ns: 0,
+            end_ns: u64::MAX,
+            phase: PHASE_CONNECT,
+            ops_in_phase: 0,
+            finished_conns: 0,
+            reported_finished: false,
+            spec,
+        })
+    }
+
+    fn connect_all(&mut self) -> Result<(), String> {
+        let cfg = self.spec.cfg.clone();
+        let mut jitter_rng = crate::rng::Rng::new(0xC0FFEE ^ self.spec.thread as u64);
+        let interval_ns = cfg.rate_limiting.map(|r| 1_000_000_000 / r as u64).unwrap_or(0);
+        let scan_mode = self.spec.workload.scan_continuation.is_some();
+        for (i, plan) in self.spec.conns.iter().enumerate() {
+            if cfg.conn_start_max_jitter_us > 0 {
+                let us = jitter_rng.range(cfg.conn_start_min_jitter_us, cfg.conn_start_max_jitter_us);
+                std::thread::sleep(Duration::from_micros(us));
+            }
+            let mut stream = match net::connect(&cfg, &self.spec.endpoint, Duration::from_secs(2)) {
+                Ok(s) => s,
+                Err(ConnectError::Unreachable(e)) => {
+                    return Err(format!("cannot connect to {}: {}", self.spec.endpoint, e))
+                }
+                Err(ConnectError::Rejected(e)) => return Err(format!("{}: {}", self.spec.endpoint, e)),
+            };
+            let token = Token(i);
+            stream.register(self.poll.registry(), token).map_err(|e| format!("register: {e}"))?;
+            let mut parser = ReplyParser::new();
+            parser.capture_first_bulk = scan_mode;
+            let gen = Generator::new(
+                &cfg,
+                &self.spec.workload,
+                &GeneratorSpec { seed: plan.seed, key_min: plan.key_min, key_max: plan.key_max },
+            );
+            let finished = plan.limit == Some(0);
+            self.conns.push(Conn {
+                token,
+                stream: Some(stream),
+                state: if finished { State::Finished } else { State::Ready },
+                gen,
+                parser,
+                wbuf: Vec::with_capacity(16 * 1024),
+                wpos: 0,
+                rbuf: vec![0u8; READ_CHUNK],
+                rlen: 0,
+                inflight: VecDeque::with_capacity(cfg.pipeline as usize),
+                limit: plan.limit,
+                generated: 0,
+                completed: 0,
+                since_connect: 0,
+                next_send_ns: 0,
+                interval_ns,
+                writable: true,
+            });
+            if finished {
+                self.finished_conns += 1;
+            }
+            self.stats.conns.opened += 1;
+        }
+        Ok(())
+    }
+
+    fn run(&mut self) -> Result<(), String> {
+        self.connect_all()?;
+        let _ = self.spec.tx.send(WorkerMsg::Connected { thread: self.spec.thread });
+        let mut events = Events::with_capacity(1024);
+        // Wait for the go signal.
+        loop {
+            let phase = self.spec.shared.phase.load(Ordering::Acquire);
+            if phase != PHASE_CONNECT {
+                break;
+            }
+            let _ = self.poll.poll(&mut events, Some(Duration::from_millis(100)));
+        }
+        let shared = self.spec.shared.clone();
+        self.sync_phase(shared.now_ns());
+        let now = shared.now_ns();
+        for c in 0..self.conns.len() {
+            self.conns[c].next_send_ns = now + self.rate_offset(c);
+            self.fill_and_flush(c, now)?;
+        }
+        loop {
+            if self.phase == PHASE_DONE {
+                break;
+            }
+            let timeout = self.poll_timeout(shared.now_ns());
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() != ErrorKind::Interrupted {
+                    return Err(format!("poll failed: {e}"));
+                }
+            }
+            let mut now = shared.now_ns();
+            if self.sync_phase(now) {
+                break;
+            }
+            for ev in events.iter() {
+                let tok = ev.token();
+                if tok == WAKER_TOKEN {
+                    continue;
+                }
+                let c = tok.0;
+                if c >= self.conns.len() || self.conns[c].stream.is_none() {
+                    continue;
+                }
+                if ev.is_writable() {
+                    self.conns[c].writable = true;
+                }
+                if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                    now = shared.now_ns();
+                    self.on_readable(c, now)?;
+                }
+                if self.conns[c].stream.is_some() && self.conns[c].state == State::Ready {
+                    self.fill_and_flush(c, now)?;
+                } else if self.conns[c].state == State::Draining && self.conns[c].inflight.is_empty() {
+                    self.reconnect_now(c, now)?;
+                }
+            }
+            self.timers(shared.now_ns())?;
+            shared.progress[self.spec.thread].ops.store(self.ops_in_phase, Ordering::Relaxed);
+            if !self.reported_finished && self.finished_conns == self.conns.len() && self.measuring {
+                self.reported_finished = true;
+                let _ = self.spec.tx.send(WorkerMsg::Finished { thread: self.spec.thread, at_ns: shared.now_ns() });
+            }
+        }
+        shared.progress[self.spec.thread].ops.store(self.ops_in_phase, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn rate_offset(&self, c: usize) -> u64 {
+        let n = self.conns.len().max(1) as u64;
+        let interval = self.conns[c].interval_ns;
+        interval * c as u64 / n
+    }
+
+    /// Apply a phase change published by the main thread. Returns true when the run is over.
+    fn sync_phase(&mut self, now: u64) -> bool {
+        let phase = self.spec.shared.phase.load(Ordering::Acquire);
+        if phase == self.phase {
+            return false;
+        }
+        if phase >= PHASE_MEASURE && !self.measuring {
+            self.measuring = true;
+            self.stats.reset();
+            self.ops_in_phase = 0;
+            self.measure_start_ns = self.spec.shared.measure_start_ns.load(Ordering::Acquire);
+            // Request counts apply to the measured window only.
+            for c in self.conns.iter_mut() {
+                c.generated = c.inflight.len() as u64;
+                c.completed = 0;
+            }
+        } else if phase == PHASE_WARMUP {
+            self.ops_in_phase = 0;
+        }
+        if phase == PHASE_DONE {
+            let end = self.spec.shared.measure_end_ns.load(Ordering::Acquire);
+            self.end_ns = if end == 0 { now } else { end };
+        }
+        self.phase = phase;
+        let _ = now;
+        phase == PHASE_DONE
+    }
+
+    fn poll_timeout(&self, now: u64) -> Option<Duration> {
+        let mut earliest: Option<u64> = None;
+        let rate = self.spec.cfg.rate_limiting.is_some();
+        for c in &self.conns {
+            let t = match c.state {
+                State::Backoff { retry_ns, .. } => Some(retry_ns),
+                State::Ready if rate && c.inflight.len() < self.spec.cfg.pipeline as usize && c.may_generate() => {
+                    Some(c.next_send_ns)
+                }
+                _ => None,
+            };
+            if let Some(t) = t {
+                earliest = Some(earliest.map_or(t, |e: u64| e.min(t)));
+            }
+        }
+        earliest.map(|t| Duration::from_nanos(t.saturating_sub(now)))
+    }
+
+    fn timers(&mut self, now: u64) -> Result<(), String> {
+        let rate = self.spec.cfg.rate_limiting.is_some();
+        for c in 0..self.conns.len() {
+            match self.conns[c].state {
+                State::Backoff { retry_ns, .. } if retry_ns <= now => self.try_reconnect(c, now)?,
+                State::Ready if rate && self.conns[c].next_send_ns <= now => self.fill_and_flush(c, now)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn on_readable(&mut self, c: usize, now: u64) -> Result<(), String> {
+        loop {
+            let conn = &mut self.conns[c];
+            let stream = match conn.stream.as_mut() {
+                Some(s) => s,
+                None => return Ok(()),
+            };
+            if conn.rlen == conn.rbuf.len() {
+                // A single header line longer than the buffer: grow.
+                let n = conn.rbuf.len() * 2;
+                conn.rbuf.resize(n, 0);
+            }
+            let want = conn.rbuf.len() - conn.rlen;
+            match stream.read(&mut conn.rbuf[conn.rlen..]) {
+                Ok(0) => return self.connection_lost(c, now, "connection closed by server"),
+                Ok(n) => {
+                    conn.rlen += n;
+                    self.consume(c, now)?;
+                    if n < want {
+                        return Ok(());
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return self.connection_lost(c, now, &e.to_string()),
+            }
+        }
+    }
+
+    /// Parse complete replies from the read buffer and record them.
+    fn consume(&mut self, c: usize, now: u64) -> Result<(), String> {
+        let wl = &self.spec.workload;
+        let measuring = self.measuring;
+        let end_ns = self.end_ns;
+        let second_base = self.measure_start_ns;
+        let stats = &mut self.stats;
+        let conn = &mut self.conns[c];
+        let inflight = &mut conn.inflight;
+        let gen = &mut conn.gen;
+        let mut done = 0u64;
+        let mut protocol_error = None;
+        let result = conn.parser.feed(&conn.rbuf[..conn.rlen], |r| {
+            if r.kind == ReplyKind::Push {
+                return;
+            }
+            let req = match inflight.pop_front() {
+                Some(q) => q,
+                None => {
+                    protocol_error = Some("reply without a request".to_string());
+                    return;
+                }
+            };
+            done += 1;
+            let t = &wl.templates[req.cmd as usize];
+            if wl.scan_continuation.is_some() {
+                gen.scan_reply(r.captured, r.kind != ReplyKind::Error, req.cmd == 1);
+            }
+            if !measuring || now > end_ns {
+                return;
+            }
+            let (mut hits, mut misses) = (0, 0);
+            match r.kind {
+                ReplyKind::Error => stats.record_error(r.error_line),
+                ReplyKind::Null => stats.null_replies += 1,
+                _ => stats.value_replies += 1,
+            }
+            match t.reply_use {
+                ReplyUse::HitIfNotNull => {
+                    if r.kind == ReplyKind::Value {
+                        hits = 1
+                    } else if r.kind == ReplyKind::Null {
+                        misses = 1
+                    }
+                }
+                ReplyUse::HitsPerElement => {
+                    hits = r.nonnull_elements as u64;
+                    misses = (t.key_count as u64).saturating_sub(hits);
+                }
+                ReplyUse::None => {}
+            }
+            let second = (now.saturating_sub(second_base) / 1_000_000_000) as usize;
+            stats.record(
+                &Completion {
+                    cmd: req.cmd as usize,
+                    latency_ns: now.saturating_sub(req.sent_ns),
+                    bytes_rx: r.bytes,
+                    bytes_tx: req.size as u64,
+                    hits,
+                    misses,
+                },
+                second,
+            );
+        });
+        let used = match result {
+            Ok(u) => u,
+            Err(crate::resp::ParseError::Protocol(m)) => {
+                return Err(format!("protocol error from {}: {m}", self.spec.endpoint))
+            }
+        };
+        if let Some(m) = protocol_error {
+            return Err(format!("protocol error from {}: {m}", self.spec.endpoint));
+        }
+        if used < conn.rlen {
+            conn.rbuf.copy_within(used..conn.rlen, 0);
+        }
+        conn.rlen -= used;
+        conn.completed += done;
+        conn.since_connect += done;
+        self.ops_in_phase += done;
+        if let Some(limit) = conn.limit {
+            if self.measuring && conn.completed >= limit && conn.state != State::Finished {
+                conn.state = State::Finished;
+                self.finished_conns += 1;
+            }
+        }
+        if let Some(ri) = self.spec.cfg.reconnect_interval {
+            if conn.state == State::Ready && conn.since_connect >= ri {
+                conn.state = State::Draining;
+            }
+        }
+        Ok(())
+    }
+
+    fn fill_and_flush(&mut self, c: usize, now: u64) -> Result<(), String> {
+        if self.phase == PHASE_CONNECT || self.phase == PHASE_DONE {
+            return Ok(());
+        }
+        let pipeline = self.spec.cfg.pipeline as usize;
+        let reconnect_interval = self.spec.cfg.reconnect_interval;
+        let wl = &self.spec.workload;
+        let conn = &mut self.conns[c];
+        if conn.state != State::Ready {
+            return Ok(());
+        }
+        let rate = conn.interval_ns > 0;
+        while conn.inflight.len() < pipeline && conn.may_generate() {
+            if let Some(ri) = reconnect_interval {
+                if conn.since_connect + conn.inflight.len() as u64 >= ri {
+                    break;
+                }
+            }
+            let sent_ns = if rate {
+                if conn.next_send_ns > now {
+                    break;
+                }
+                let t = conn.next_send_ns;
+                conn.next_send_ns += conn.interval_ns;
+                t
+            } else {
+                now
+            };
+            let idx = conn.gen.choose(wl);
+            let size = conn.gen.write_request(wl, idx, &mut conn.wbuf);
+            conn.inflight.push_back(InFlight { sent_ns, cmd: idx as u32, size: size as u32 });
+            conn.generated += 1;
+        }
+        self.flush(c, now)
+    }
+
+    fn flush(&mut self, c: usize, now: u64) -> Result<(), String> {
+        let conn = &mut self.conns[c];
+        while conn.wpos < conn.wbuf.len() {
+            let stream = match conn.stream.as_mut() {
+                Some(s) => s,
+                None => return Ok(()),
+            };
+            match stream.write(&conn.wbuf[conn.wpos..]) {
+                Ok(0) => return self.connection_lost(c, now, "write returned 0"),
+                Ok(n) => conn.wpos += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    conn.writable = false;
+                    return Ok(());
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return self.connection_lost(c, now, &e.to_string()),
+            }
+        }
+        conn.wbuf.clear();
+        conn.wpos = 0;
+        Ok(())
+    }
+
+    fn drop_stream(&mut self, c: usize) {
+        let registry = self.poll.registry();
+        let conn = &mut self.conns[c];
+        if let Some(mut s) = conn.stream.take() {
+            s.deregister(registry);
+        }
+        // Unanswered requests are not counted as done; they will be issued again.
+        conn.generated -= (conn.inflight.len() as u64).min(conn.generated);
+        conn.inflight.clear();
+        conn.wbuf.clear();
+        conn.wpos = 0;
+        conn.rlen = 0;
+        conn.parser.reset();
+        conn.since_connect = 0;
+    }
+
+    fn connection_lost(&mut self, c: usize, now: u64, why: &str) -> Result<(), String> {
+        if self.spec.cfg.debug {
+            eprintln!("redline-load: connection {} lost: {why}", c);
+        }
+        self.drop_stream(c);
+        self.stats.conns.lost += 1;
+        let conn = &mut self.conns[c];
+        if conn.state != State::Finished {
+            conn.state = State::Backoff { retry_ns: now + 10_000_000, down_since_ns: now, delay_ms: 10 };
+        }
+        Ok(())
+    }
+
+    fn reconnect_now(&mut self, c: usize, now: u64) -> Result<(), String> {
+        self.drop_stream(c);
+        self.conns[c].state = State::Backoff { retry_ns: now, down_since_ns: now, delay_ms: 10 };
+        self.try_reconnect(c, now)
+    }
+
+    fn try_reconnect(&mut self, c: usize, now: u64) -> Result<(), String> {
+        let (down_since, delay) = match self.conns[c].state {
+            State::Backoff { down_since_ns, delay_ms, .. } => (down_since_ns, delay_ms),
+            _ => return Ok(()),
+        };
+        match net::connect(&self.spec.cfg, &self.spec.endpoint, Duration::from_millis(500)) {
+            Ok(mut s) => {
+                s.register(self.poll.registry(), self.conns[c].token).map_err(|e| format!("register: {e}"))?;
+                let conn = &mut self.conns[c];
+                conn.stream = Some(s);
+                conn.state = State::Ready;
+                conn.writable = true;
+                if conn.next_send_ns < now && conn.interval_ns > 0 {
+                    // Rate limiting: intended send times keep running while disconnected.
+                }
+                if self.measuring {
+                    self.stats.conns.reconnects += 1;
+                }
+                self.fill_and_flush(c, now)
+            }
+            Err(ConnectError::Rejected(m)) => Err(format!("{}: {m}", self.spec.endpoint)),
+            Err(ConnectError::Unreachable(m)) => {
+                let now2 = self.spec.shared.now_ns();
+                if now2.saturating_sub(down_since) >= UNREACHABLE_LIMIT.as_nanos() as u64 {
+                    return Err(format!(
+                        "lost connection to {} and could not reconnect for {} s: {m}",
+                        self.spec.endpoint,
+                        UNREACHABLE_LIMIT.as_secs()
+                    ));
+                }
+                let next = (delay * 2).min(500);
+                self.conns[c].state =
+                    State::Backoff { retry_ns: now2 + delay * 1_000_000, down_since_ns: down_since, delay_ms: next };
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Conn {
+    #[inline]
+    fn may_generate(&self) -> bool {
+        match self.limit {
+            Some(l) => self.generated < l,
+            None => true,
+        }
+    }
+}
