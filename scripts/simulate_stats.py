@@ -6,7 +6,10 @@ Prints markdown tables:
      often a real 3% regression is wrongly called "no change";
   2. the upstream rule (one run per side, flag when the change exceeds 5%) on the same data;
   3. a machine that drifts 1-2% during the experiment: sequential AAAA-BBBB versus
-     interleaved ABBA.
+     interleaved ABBA;
+  4. extra runs while inconclusive (7 -> 15 pairs): the false alarms peeking causes, and
+     the per-look confidence that corrects it;
+  5. heavy tails: paired (signed-rank) versus unpaired (Mann-Whitney) analysis.
 
 Noise model: each run's value is 100000 * exp(sigma * Z) with Z standard normal and
 sigma = noise% / 100 (log-normal; noise% is the run-to-run coefficient of variation).
@@ -29,7 +32,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from redline.stats import Verdict, compare_metric  # noqa: E402
+from redline.stats import (  # noqa: E402
+    Verdict,
+    compare_metric,
+    confidence_per_look,
+    needs_more_runs,
+)
 
 BASE_VALUE = 100_000.0
 UPSTREAM_THRESHOLD_PCT = 5.0
@@ -77,6 +85,46 @@ def simulate_redline(rng: np.random.Generator, *, model: NoiseModel, n: int, shi
         counts[result.verdict] += 1
         counts["sig"] += result.ci_low_pct > 0 or result.ci_high_pct < 0
     return _fractions(counts, iterations)
+
+
+@dataclass(frozen=True)
+class AdaptivePlan:
+    """Start with start pairs; while inconclusive add step pairs, up to max_pairs."""
+
+    start: int = 7
+    step: int = 2
+    max_pairs: int = 15
+    correct_for_peeking: bool = True
+
+    @property
+    def looks(self) -> int:
+        return 1 + (self.max_pairs - self.start) // self.step
+
+    @property
+    def confidence(self) -> float:
+        return confidence_per_look(self.looks) if self.correct_for_peeking else 0.95
+
+
+def simulate_adaptive(rng: np.random.Generator, *, model: NoiseModel, shift_pct: float,
+                      plan: AdaptivePlan, iterations: int) -> tuple[CellResult, float]:
+    """Interleaved pairs with extra runs while inconclusive; returns outcomes, mean pairs."""
+    counts = dict.fromkeys(["regression", "improvement", "no_change", "inconclusive", "sig"], 0)
+    pairs_used = 0
+    level = 1 - shift_pct / 100
+    for _ in range(iterations):
+        base = list(draw_runs(rng, model=model, count=plan.start))
+        comp = list(draw_runs(rng, model=model, count=plan.start, level=level))
+        for _look in range(plan.looks):
+            result = compare_metric(base, comp, paired=True, higher_is_better=True,
+                                    confidence=plan.confidence)
+            if not needs_more_runs(result) or len(base) + plan.step > plan.max_pairs:
+                break
+            base += list(draw_runs(rng, model=model, count=plan.step))
+            comp += list(draw_runs(rng, model=model, count=plan.step, level=level))
+        counts[result.verdict] += 1
+        counts["sig"] += result.ci_low_pct > 0 or result.ci_high_pct < 0
+        pairs_used += len(base)
+    return _fractions(counts, iterations), pairs_used / iterations
 
 
 def simulate_upstream(rng: np.random.Generator, *, model: NoiseModel, shift_pct: float,
@@ -226,6 +274,34 @@ def drift_table(rng: np.random.Generator, *, iterations: int, n: int = 7) -> str
     return "\n".join(lines)
 
 
+def adaptive_table(rng: np.random.Generator, *, iterations: int) -> str:
+    lines = [
+        "| noise | heavy tails | plan | A/A false alarms | power 3% | power 5% "
+        "| mean pairs (A/A) | mean pairs (5%) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    plans = (
+        ("7 pairs, fixed", AdaptivePlan(max_pairs=7, correct_for_peeking=False)),
+        ("7 -> 15 while inconclusive, 95% at every look",
+         AdaptivePlan(correct_for_peeking=False)),
+        (f"7 -> 15 while inconclusive, {100 * AdaptivePlan().confidence:.2f}% at every look "
+         "(Pocock)", AdaptivePlan()),
+    )
+    for noise, tails in ((1.0, False), (3.0, False), (6.0, False), (3.0, True)):
+        model = NoiseModel(noise_pct=noise, heavy_tails=tails)
+        for name, plan in plans:
+            aa, aa_pairs = simulate_adaptive(rng, model=model, shift_pct=0.0, plan=plan,
+                                             iterations=iterations)
+            three, _ = simulate_adaptive(rng, model=model, shift_pct=3.0, plan=plan,
+                                         iterations=iterations)
+            five, five_pairs = simulate_adaptive(rng, model=model, shift_pct=5.0, plan=plan,
+                                                 iterations=iterations)
+            lines.append(f"| {noise:g}% | {'yes' if tails else 'no'} | {name} | "
+                         f"{_pct(aa.flagged)} | {_pct(three.regression)} | "
+                         f"{_pct(five.regression)} | {aa_pairs:.1f} | {five_pairs:.1f} |")
+    return "\n".join(lines)
+
+
 def analysis_table(rng: np.random.Generator, *, iterations: int) -> str:
     """Paired signed-rank versus unpaired Mann-Whitney on the same kind of interleaved runs."""
     lines = [
@@ -265,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     print(upstream_table(rng, iterations=max(args.iterations, 20000)))
     print("\n### drift of the machine during the experiment (A/A, 7 runs per side)\n")
     print(drift_table(rng, iterations=args.iterations))
+    print("\n### extra runs while inconclusive (interleaved pairs)\n")
+    print(adaptive_table(rng, iterations=args.iterations))
     print("\n### heavy tails: paired versus unpaired analysis of interleaved runs\n")
     print(analysis_table(rng, iterations=args.iterations))
     print(f"\n<!-- {time.perf_counter() - started:.0f} s -->")
