@@ -20,6 +20,7 @@ from redline.stats import (
     compare_metric,
     hodges_lehmann_paired,
     hodges_lehmann_shift,
+    confidence_per_look,
     mann_whitney_pvalue,
     needs_more_runs,
     noise_floor_pct,
@@ -182,6 +183,27 @@ def test_benjamini_hochberg_step_up():
     assert benjamini_hochberg([0.2, 0.3, 0.04]) == [False, False, False]
     assert benjamini_hochberg([]) == []
     assert benjamini_hochberg([0.02, 0.5], q=0.01) == [False, False]
+
+
+def test_confidence_per_look():
+    assert confidence_per_look(1) == pytest.approx(0.95)
+    assert confidence_per_look(5) == pytest.approx(1 - 0.0158)  # Pocock, 5 looks
+    assert confidence_per_look(20) == pytest.approx(1 - 0.05 / 20)  # Bonferroni beyond table
+    assert confidence_per_look(2, confidence=0.9) == pytest.approx(0.95)
+    levels = [confidence_per_look(k) for k in range(1, 11)]
+    assert levels == sorted(levels)
+    with pytest.raises(ValueError, match="looks"):
+        confidence_per_look(0)
+
+
+def test_stricter_confidence_widens_the_interval():
+    base, comp = _random_pair(4, n=9)
+    normal = compare_metric(base, comp, paired=True, higher_is_better=True)
+    strict = compare_metric(base, comp, paired=True, higher_is_better=True,
+                            confidence=confidence_per_look(5))
+    assert strict.ci_low_pct <= normal.ci_low_pct and strict.ci_high_pct >= normal.ci_high_pct
+    assert strict.p_value == normal.p_value
+    assert strict.delta_pct == normal.delta_pct
 
 
 @pytest.mark.parametrize(
@@ -415,6 +437,10 @@ def test_fast_simulation_false_alarms_and_power():
     five = sim.simulate_redline(rng, model=sim.NoiseModel(noise_pct=1.0), n=7, shift_pct=5.0,
                                 iterations=200)
     assert five.no_change == 0.0 and five.regression >= 0.95
+    # adding runs while inconclusive stays near 5% with the per-look correction
+    adaptive, _ = sim.simulate_adaptive(rng, model=sim.NoiseModel(noise_pct=3.0), shift_pct=0.0,
+                                        plan=sim.AdaptivePlan(), iterations=300)
+    assert adaptive.flagged <= 0.05 + 0.03, adaptive
     # the upstream rule on the same noise: at 6% noise it flags far more identical comparisons
     upstream = sim.simulate_upstream(rng, model=sim.NoiseModel(noise_pct=6.0), shift_pct=0.0,
                                      iterations=5000)
