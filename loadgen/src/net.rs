@@ -93,6 +93,15 @@ pub fn handshake_bytes(cfg: &Config) -> (Vec<u8>, usize) {
     (out, n)
 }
 
+/// An io::Error as text, without Rust's " (os error N)" suffix.
+pub fn io_text(e: &io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
 pub enum ConnectError {
     /// The server could not be reached (retryable).
     Unreachable(String),
@@ -147,31 +156,31 @@ pub fn connect(cfg: &Config, ep: &Endpoint, timeout: Duration) -> Result<Stream,
     let (hs, nreplies) = handshake_bytes(cfg);
     match ep {
         Endpoint::Tcp { host, port } => {
-            let addr = resolve(host, *port).map_err(|e| ConnectError::Unreachable(e.to_string()))?;
+            let addr = resolve(host, *port).map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
             let mut s = std::net::TcpStream::connect_timeout(&addr, timeout)
-                .map_err(|e| ConnectError::Unreachable(e.to_string()))?;
+                .map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
             let _ = s.set_nodelay(true);
             if nreplies > 0 {
                 let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
                 let r = blocking_exchange(&mut s, &hs, nreplies)
-                    .map_err(|e| ConnectError::Unreachable(e.to_string()))?;
+                    .map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
                 check_handshake(&r, &hs)?;
                 let _ = s.set_read_timeout(None);
             }
-            s.set_nonblocking(true).map_err(|e| ConnectError::Unreachable(e.to_string()))?;
+            s.set_nonblocking(true).map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
             Ok(Stream::Tcp(mio::net::TcpStream::from_std(s)))
         }
         Endpoint::Unix(path) => {
             let mut s = std::os::unix::net::UnixStream::connect(path)
-                .map_err(|e| ConnectError::Unreachable(e.to_string()))?;
+                .map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
             if nreplies > 0 {
                 let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
                 let r = blocking_exchange(&mut s, &hs, nreplies)
-                    .map_err(|e| ConnectError::Unreachable(e.to_string()))?;
+                    .map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
                 check_handshake(&r, &hs)?;
                 let _ = s.set_read_timeout(None);
             }
-            s.set_nonblocking(true).map_err(|e| ConnectError::Unreachable(e.to_string()))?;
+            s.set_nonblocking(true).map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
             Ok(Stream::Unix(mio::net::UnixStream::from_std(s)))
         }
     }

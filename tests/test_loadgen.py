@@ -1,0 +1,409 @@
+"""redline-load against real redis-server processes (Debian's /usr/bin/redis-server).
+
+Every test starts its own server on a free loopback port and checks the load generator's
+behaviour on the server side (key counts, command counts, value sizes) as well as its JSON.
+"""
+import json
+import os
+import socket
+import subprocess
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import redis
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = REPO / "bin" / "redline-load"
+if not BIN.exists():
+    BIN = REPO / "loadgen" / "target" / "release" / "redline-load"
+REDIS_SERVER = "/usr/bin/redis-server"
+
+pytestmark = pytest.mark.skipif(not BIN.exists(), reason="redline-load is not built (run setup.sh)")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def redis_server(*extra, port=None, unix_socket=None):
+    port = port or free_port()
+    args = [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    if unix_socket:
+        args += ["--unixsocket", str(unix_socket), "--unixsocketperm", "700"]
+    args += list(extra)
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 10
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+            except OSError:
+                if time.time() > deadline or proc.poll() is not None:
+                    raise RuntimeError(f"redis-server did not start on port {port}")
+                time.sleep(0.02)
+        proc.port = port
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture
+def server():
+    with redis_server() as proc:
+        yield proc
+
+
+def client(server, **kw):
+    return redis.Redis(host="127.0.0.1", port=server.port, **kw)
+
+
+def run_load(args, tmp_path, expect_rc=0, timeout=60):
+    out = tmp_path / f"out-{time.monotonic_ns()}.json"
+    proc = subprocess.run([str(BIN), *map(str, args), "--json-out-file", str(out)],
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == expect_rc, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    data = json.loads(out.read_text()) if out.exists() else None
+    return proc, data
+
+
+def base(server):
+    return ["-s", "127.0.0.1", "-p", server.port, "--hide-histogram"]
+
+
+def commandstats(r):
+    stats = r.info("commandstats")
+    return {k.removeprefix("cmdstat_"): v["calls"] for k, v in stats.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("clients,threads,kmin,kmax", [(7, 3, 1, 10007), (50, 2, 0, 99), (4, 1, 5, 5)])
+def test_preload_writes_exactly_the_key_range(server, tmp_path, clients, threads, kmin, kmax):
+    _, data = run_load([*base(server), "-n", "allkeys", "--key-pattern", "P:P", "--ratio", "1:0",
+                        "--key-minimum", kmin, "--key-maximum", kmax, "-c", clients, "-t", threads,
+                        "-d", 20], tmp_path)
+    r = client(server)
+    expected = kmax - kmin + 1
+    assert r.dbsize() == expected
+    assert commandstats(r)["set"] == expected          # every key written exactly once
+    assert data["ALL STATS"]["Totals"]["Count"] == expected
+    assert r.exists(f"memtier-{kmin}") and r.exists(f"memtier-{kmax}")
+    assert not r.exists(f"memtier-{kmax + 1}")
+    if kmin > 0:
+        assert not r.exists(f"memtier-{kmin - 1}")
+
+
+def test_preload_with_command_and_parallel_command_key_pattern(server, tmp_path):
+    run_load([*base(server), "-n", "allkeys", "--command", "HSET __key__ f __data__",
+              "--command-key-pattern", "P", "--key-prefix", "h:", "--key-minimum", 1, "--key-maximum", 3001,
+              "-c", 9, "-t", 2], tmp_path)
+    r = client(server)
+    assert r.dbsize() == 3001
+    assert commandstats(r)["hset"] == 3001
+    assert r.type("h:1") == b"hash"
+
+
+def test_ratio_1_10_and_hits(server, tmp_path):
+    run_load([*base(server), "-n", "allkeys", "--key-pattern", "P:P", "--ratio", "1:0",
+              "--key-minimum", 1, "--key-maximum", 1000, "-c", 4, "-t", 1], tmp_path)
+    r = client(server)
+    r.config_resetstat()
+    _, data = run_load([*base(server), "-n", 3300, "--ratio", "1:10", "--key-minimum", 1,
+                        "--key-maximum", 1000, "-c", 5, "-t", 2, "--distinct-client-seed"], tmp_path)
+    calls = commandstats(r)
+    assert abs(calls["get"] / calls["set"] - 10) / 10 <= 0.02
+    stats = data["ALL STATS"]
+    assert stats["Sets"]["Count"] + stats["Gets"]["Count"] == 33000
+    # every GET hits (the range was preloaded); hits are reported for GETs
+    assert stats["Gets"]["Hits/sec"] == pytest.approx(stats["Gets"]["Ops/sec"], rel=1e-3)
+    assert stats["Gets"]["Misses/sec"] == 0
+    assert data["redline"]["hits"] == stats["Gets"]["Count"]
+
+
+def test_get_misses_are_counted(server, tmp_path):
+    _, data = run_load([*base(server), "-n", 500, "--ratio", "0:1", "-c", 2, "-t", 1], tmp_path)
+    assert data["redline"]["misses"] == 1000
+    assert data["redline"]["hits"] == 0
+
+
+def test_command_ratio_mix(server, tmp_path):
+    r = client(server)
+    _, data = run_load([*base(server), "--test-time", 2, "-c", 4, "-t", 2,
+                        "--command", "SET __key__ __data__", "--command-ratio", 3,
+                        "--command", "GET __key__", "--command-ratio", 7,
+                        "--command", "INCR counter", "--command-ratio", 1,
+                        "--key-maximum", 1000], tmp_path)
+    calls = commandstats(r)
+    total = calls["set"] + calls["get"] + calls["incr"]
+    assert abs(calls["set"] / total - 3 / 11) <= 0.02
+    assert abs(calls["get"] / total - 7 / 11) <= 0.02
+    assert abs(calls["incr"] / total - 1 / 11) <= 0.02
+    stats = data["ALL STATS"]
+    assert set(stats) >= {"Sets", "Gets", "Incrs", "Totals", "Runtime"}
+    assert stats["Totals"]["Count"] == stats["Sets"]["Count"] + stats["Gets"]["Count"] + stats["Incrs"]["Count"]
+
+
+def test_data_sizes_and_key_ranges_on_server(server, tmp_path):
+    run_load([*base(server), "-n", 400, "--ratio", "1:0", "--data-size-range", "10-50", "-R",
+              "--key-minimum", 100, "--key-maximum", 199, "--key-prefix", "k:", "-c", 3, "-t", 1,
+              "--distinct-client-seed"], tmp_path)
+    r = client(server)
+    keys = r.keys("*")
+    assert 50 < len(keys) <= 100
+    lengths = set()
+    for k in keys:
+        assert k.startswith(b"k:")
+        assert 100 <= int(k[2:]) <= 199
+        n = r.strlen(k)
+        assert 10 <= n <= 50
+        lengths.add(n)
+    assert len(lengths) > 10
+
+
+def test_fixed_data_size_and_sequential_pattern(server, tmp_path):
+    run_load([*base(server), "-n", 50, "--ratio", "1:0", "-d", 333, "--key-pattern", "S:S",
+              "--key-minimum", 1, "--key-maximum", 10, "-c", 1, "-t", 1], tmp_path)
+    r = client(server)
+    assert sorted(int(k.split(b"-")[1]) for k in r.keys("*")) == list(range(1, 11))
+    assert {r.strlen(k) for k in r.keys("*")} == {333}
+
+
+@pytest.mark.parametrize("pattern", ["G", "Z", "R"])
+def test_key_patterns_stay_in_range(server, tmp_path, pattern):
+    run_load([*base(server), "-n", 300, "--command", "INCR __key__", "--command-key-pattern", pattern,
+              "--key-minimum", 1, "--key-maximum", 1000, "-c", 2, "-t", 1, "--distinct-client-seed"],
+             tmp_path)
+    r = client(server)
+    counts = {int(k.split(b"-")[1]): int(r.get(k)) for k in r.keys("*")}
+    assert sum(counts.values()) == 600
+    assert all(1 <= i <= 1000 for i in counts)
+    top10 = sum(v for k, v in counts.items() if k <= 10)
+    middle = sum(v for k, v in counts.items() if 400 <= k <= 600)
+    if pattern == "Z":
+        # zipf (exponent 1): P(key <= 10) = H(10)/H(1000) ~ 39%
+        assert top10 > 150
+    elif pattern == "G":
+        # gaussian around the middle (stddev = range/6): ~87% within 400..600? no: +-0.6 sd ~ 45%
+        assert middle > 200 and top10 < 10
+    else:
+        assert top10 < 30 and 80 < middle < 160
+
+
+def _reads_and_commands(r):
+    s = r.info("stats")
+    return s["total_reads_processed"], s["total_commands_processed"]
+
+
+@pytest.mark.parametrize("pipeline", [1, 32])
+def test_pipeline_depth_is_honoured(server, tmp_path, pipeline):
+    r = client(server)
+    reads0, cmds0 = _reads_and_commands(r)
+    run_load([*base(server), "-n", 20000, "--ratio", "1:1", "-c", 1, "-t", 1, "--pipeline", pipeline],
+             tmp_path)
+    reads1, cmds1 = _reads_and_commands(r)
+    per_read = (cmds1 - cmds0) / (reads1 - reads0)
+    if pipeline == 1:
+        assert per_read < 1.1
+    else:
+        # the server receives several requests per read, never more than the window
+        assert 4 < per_read <= pipeline + 0.5
+
+
+def test_resp3_protocol(server, tmp_path):
+    r = client(server)
+    r.hset("hash", mapping={f"f{i}": "v" for i in range(20)})
+    hello_before = commandstats(r).get("hello", 0)
+    _, data = run_load([*base(server), "--protocol", "resp3", "-n", 200, "-c", 3, "-t", 1,
+                        "--command", "HGETALL hash", "--command", "HELLO 3"], tmp_path)
+    assert data["ALL STATS"]["Totals"]["Count"] == 600
+    assert data["redline"]["errors"] == {}
+    assert data["redline"]["send_pattern"]["protocol"] == "resp3"
+    # 3 handshakes plus 300 HELLO commands in the workload
+    assert commandstats(r)["hello"] - hello_before == 303
+    # a RESP3 map reply is larger than its RESP2 array form would suggest: reply bytes counted
+    assert data["ALL STATS"]["Hgetalls"]["KB/sec RX"] > 0
+
+
+def test_auth_and_errors_by_type(tmp_path):
+    with redis_server("--requirepass", "s3cret") as srv:
+        _, data = run_load([*base(srv), "-a", "s3cret", "-n", 100, "-c", 2, "-t", 1, "--ratio", "1:1"],
+                           tmp_path)
+        assert data["ALL STATS"]["Totals"]["Count"] == 200
+        assert data["redline"]["errors"] == {}
+        proc, _ = run_load([*base(srv), "-a", "wrong", "-n", 10, "-c", 1, "-t", 1], tmp_path, expect_rc=1)
+        assert "WRONGPASS" in proc.stderr
+        # without a password every request gets a NOAUTH error: counted, the run completes
+        _, data = run_load([*base(srv), "-n", 50, "-c", 2, "-t", 1], tmp_path)
+        assert data["redline"]["errors"] == {"NOAUTH": 100}
+
+
+def test_server_errors_are_counted_not_fatal(server, tmp_path):
+    client(server).set("str", "x")
+    _, data = run_load([*base(server), "-n", 300, "-c", 2, "-t", 1, "--command", "LPUSH str __data__",
+                        "--command", "GET str"], tmp_path)
+    assert data["redline"]["errors"] == {"WRONGTYPE": 300}
+    assert data["ALL STATS"]["Totals"]["Count"] == 600
+
+
+def test_unknown_flag_is_a_usage_error():
+    proc = subprocess.run([str(BIN), "--foo"], capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "redline-load: unknown option '--foo'"
+    proc = subprocess.run([str(BIN), "--test-time", "1", "-n", "5"], capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 2 and "mutually exclusive" in proc.stderr
+    proc = subprocess.run([str(BIN), "--data-import", "x"], capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 2 and "'--data-import' is not supported" in proc.stderr
+
+
+def test_cannot_connect_is_exit_1():
+    port = free_port()
+    proc = subprocess.run([str(BIN), "-s", "127.0.0.1", "-p", str(port), "-n", "1"], capture_output=True,
+                          text=True, timeout=20)
+    assert proc.returncode == 1
+    assert f"redline-load: cannot connect to 127.0.0.1:{port}: Connection refused" in proc.stderr
+
+
+def test_placeholder_lookalike_is_sent_literally_and_warned(server, tmp_path):
+    proc, data = run_load([*base(server), "-n", 5, "-c", 1, "-t", 1, "--key-pattern", "S:S",
+                           "--command", "SET __key__ __value__", "--command-key-pattern", "S",
+                           "--key-minimum", 1, "--key-maximum", 5], tmp_path)
+    assert "__value__" in proc.stderr and "warning" in proc.stderr
+    assert any("__value__" in w for w in data["redline"]["warnings"])
+    assert client(server).get("memtier-1") == b"__value__"
+
+
+def test_key_placeholder_inside_an_argument(server, tmp_path):
+    run_load([*base(server), "-n", 3, "-c", 1, "-t", 1, "--key-prefix", "",
+              "--command", 'HSET "session:__key__" email user__key__@example.com',
+              "--command-key-pattern", "S", "--key-minimum", 7, "--key-maximum", 9], tmp_path)
+    r = client(server)
+    # each placeholder is drawn independently: the second one takes the next sequential key
+    assert r.hget("session:7", "email") == b"user8@example.com"
+    assert r.hget("session:9", "email") == b"user7@example.com"
+
+
+def test_histogram_decodes_with_python_hdrhistogram(server, tmp_path):
+    from hdrh.histogram import HdrHistogram
+    _, data = run_load([*base(server), "-n", 1000, "-c", 2, "-t", 1, "--print-percentiles", "50,99,99.9"],
+                       tmp_path)
+    totals = data["ALL STATS"]["Totals"]
+    pl = totals["Percentile Latencies"]
+    assert set(pl) >= {"p50.00", "p99.00", "p99.90", "Histogram log format"}
+    h = HdrHistogram.decode(pl["Histogram log format"]["Compressed Histogram"])
+    assert h.get_total_count() == totals["Count"] == 2000
+    # the histogram is in microseconds, the JSON in milliseconds
+    assert h.get_value_at_percentile(50) / 1000 == pytest.approx(pl["p50.00"], rel=0.01, abs=0.002)
+
+
+def test_time_based_run_with_warmup_and_events(server, tmp_path):
+    proc, data = run_load([*base(server), "--test-time", 2, "--warmup-time", 1, "-c", 5, "-t", 2,
+                           "--events"], tmp_path)
+    events = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
+    phases = [e["phase"] for e in events if e["event"] == "phase"]
+    assert phases == ["connect", "warmup", "measure", "done"]
+    t = {e["phase"]: e["t"] for e in events if e["event"] == "phase"}
+    assert 1.9 < t["done"] - t["measure"] < 2.3
+    assert 0.9 < t["measure"] - t["warmup"] < 1.3
+    progress = [e for e in events if e["event"] == "progress" and e["phase"] == "measure"]
+    assert progress and all(e["requests_total"] is None and e["ops"] > 0 for e in progress)
+    rl = data["redline"]
+    assert 1.95 < rl["measured_seconds"] < 2.1
+    assert rl["warmup_seconds"] == pytest.approx(1.0, abs=0.1)
+    assert rl["client_cpu"]["user_s"] + rl["client_cpu"]["system_s"] > 0
+    assert rl["connections"] == {"configured": 10, "opened": 10, "reconnects": 0, "lost": 0}
+    assert rl["latency_measured_from"] == "send"
+    totals = data["ALL STATS"]["Totals"]
+    assert len(totals["Time-Serie"]) == 2
+    assert sum(s["Count"] for s in totals["Time-Serie"].values()) == totals["Count"] == rl["ops"]
+    assert totals["Ops/sec"] == pytest.approx(totals["Count"] / rl["measured_seconds"], rel=0.01)
+
+
+def test_request_count_progress_has_total(server, tmp_path):
+    proc, data = run_load([*base(server), "-n", "allkeys", "--key-pattern", "P:P", "--ratio", "1:0",
+                           "--key-maximum", 50000, "-c", 2, "-t", 1, "--events"], tmp_path)
+    events = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
+    assert [e["phase"] for e in events if e["event"] == "phase"] == ["connect", "measure", "done"]
+    for e in events:
+        if e["event"] == "progress":
+            assert e["requests_total"] == 50001
+            assert 0 < e["requests_done"] <= 50001
+
+
+def test_rate_limiting_per_connection(server, tmp_path):
+    _, data = run_load([*base(server), "--test-time", 2, "-c", 2, "-t", 1, "--rate-limiting", 100], tmp_path)
+    assert data["ALL STATS"]["Totals"]["Count"] == pytest.approx(400, rel=0.05)
+    assert data["redline"]["latency_measured_from"] == "intended_send"
+    assert data["redline"]["send_pattern"]["rate_limit_per_conn"] == 100
+
+
+def test_unix_socket(tmp_path):
+    sock = tmp_path / "redis.sock"
+    with redis_server(unix_socket=sock) as srv:
+        _, data = run_load(["-S", sock, "-n", 100, "-c", 2, "-t", 1, "--ratio", "1:0", "--hide-histogram"],
+                           tmp_path)
+        assert data["ALL STATS"]["Totals"]["Count"] == 200
+        assert commandstats(client(srv))["set"] == 200
+
+
+def test_reconnect_interval(server, tmp_path):
+    _, data = run_load([*base(server), "-n", 100, "-c", 1, "-t", 1, "--reconnect-interval", 10], tmp_path)
+    assert data["ALL STATS"]["Totals"]["Count"] == 100
+    info = client(server).info("stats")
+    assert info["total_connections_received"] >= 10
+
+
+def test_lost_connection_reconnects_and_is_counted(tmp_path):
+    port = free_port()
+    out = tmp_path / "o.json"
+    with redis_server(port=port) as srv:
+        proc = subprocess.Popen([str(BIN), "-s", "127.0.0.1", "-p", str(port), "--test-time", "3", "-c", "2",
+                                 "-t", "1", "--json-out-file", str(out), "--hide-histogram"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.8)
+        srv.kill()
+        srv.wait()
+    time.sleep(0.3)
+    with redis_server(port=port):
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    conns = json.loads(out.read_text())["redline"]["connections"]
+    assert conns["lost"] == 2 and conns["reconnects"] == 2
+
+
+def test_dead_server_aborts_within_seconds(tmp_path):
+    port = free_port()
+    with redis_server(port=port) as srv:
+        proc = subprocess.Popen([str(BIN), "-s", "127.0.0.1", "-p", str(port), "--test-time", "60", "-c", "2",
+                                 "-t", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        srv.kill()
+        t0 = time.time()
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 1
+    assert time.time() - t0 < 8
+    assert "could not reconnect" in err
+
+
+def test_run_count_output_shape(server, tmp_path):
+    _, data = run_load([*base(server), "-n", 100, "-c", 1, "-t", 1, "--run-count", 2], tmp_path)
+    assert "BEST RUN RESULTS" in data and "WORST RUN RESULTS" in data
+    assert data["AGGREGATED AVERAGE RESULTS (2 runs)"]["Totals"]["Count"] == 200
+    assert len(data["redline"]["runs"]) == 2
+
+
+def test_scan_incremental_iteration(server, tmp_path):
+    r = client(server)
+    r.mset({f"k{i}": 1 for i in range(500)})
+    _, data = run_load([*base(server), "-n", 60, "-c", 1, "-t", 1, "--command", "SCAN 0 COUNT 100",
+                        "--scan-incremental-iteration"], tmp_path)
+    stats = data["ALL STATS"]
+    # one full iteration is SCAN 0 followed by continuations until the cursor returns to 0
+    assert stats["Scan 0s"]["Count"] > 0 and stats["Scan <cursor>s"]["Count"] > stats["Scan 0s"]["Count"]
+    assert stats["Scan 0s"]["Count"] + stats["Scan <cursor>s"]["Count"] == 60
