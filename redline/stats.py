@@ -436,20 +436,20 @@ def compare_metric(baseline: Sequence[float], comparison: Sequence[float], *,
 def noise_floor_pct(aa_baseline: Sequence[float], aa_comparison: Sequence[float]) -> float:
     """The noise floor of a test on this machine, from A/A runs (same target on both sides).
 
-    Defined as the largest change an identical comparison plausibly shows: the larger
-    magnitude of the two ends of the 95% confidence interval of the A/A change, in %.
-    Runs of equal count are treated as interleaved pairs. More A/A runs give a tighter
-    (smaller) floor; too few runs for any 95% interval raise ValueError.
+    Defined as the magnitude of the change the A/A comparison shows: |Hodges-Lehmann
+    estimate| in %. The statistical test already accounts for run-to-run noise; tau =
+    2 x this floor guards against what the test cannot see, a systematic difference between
+    two identical sides (process placement, memory layout, a side that always runs second).
+    Runs of equal count are treated as interleaved pairs. More A/A runs give a steadier floor.
     """
-    paired = len(aa_baseline) == len(aa_comparison)
-    result = compare_metric(aa_baseline, aa_comparison, paired=paired, higher_is_better=True)
-    floor = max(abs(result.ci_low_pct), abs(result.ci_high_pct))
-    if math.isinf(floor):
+    if min(len(aa_baseline), len(aa_comparison)) < 3:
         raise ValueError(
             f"too few A/A runs for a noise floor ({len(aa_baseline)} + {len(aa_comparison)}); "
             "use at least 5 per side"
         )
-    return floor
+    paired = len(aa_baseline) == len(aa_comparison)
+    result = compare_metric(aa_baseline, aa_comparison, paired=paired, higher_is_better=True)
+    return abs(result.delta_pct)
 
 
 def benjamini_hochberg(p_values: Sequence[float], q: float = 0.05) -> list[bool]:

@@ -169,10 +169,12 @@ def test_noise_floor_from_aa_runs():
     b = 1000 * np.exp(rng.normal(0, 0.01, 9))
     floor = noise_floor_pct(a, b)
     r = compare_metric(a, b, paired=True, higher_is_better=True)
-    assert floor == pytest.approx(max(abs(r.ci_low_pct), abs(r.ci_high_pct)))
-    assert 0 < floor < 5
+    assert floor == pytest.approx(abs(r.delta_pct))
+    assert 0 < floor < 2
+    # a systematic 4% difference between two "identical" sides shows up in the floor
+    assert noise_floor_pct(a, b * 1.04) == pytest.approx(abs(r.delta_pct + 4), abs=0.5)
     with pytest.raises(ValueError, match="too few A/A runs"):
-        noise_floor_pct([1, 2, 3], [1, 2, 3])
+        noise_floor_pct([1, 2], [1, 2])
 
 
 def test_benjamini_hochberg_step_up():
