@@ -391,11 +391,14 @@ def compare_metric(baseline: Sequence[float], comparison: Sequence[float], *,
             "paired comparison needs the same number of runs on both sides: "
             f"baseline has {len(base)}, comparison {len(comp)}"
         )
-    log_b, log_c = np.log(base), np.log(comp)
+    # Rounding to 1e-9 (a change of a millionth of a percent) makes equal ratios compare
+    # equal (110/100 and 220/200 can differ in the last bits of their logarithms), so ties
+    # are recognised.
+    log_b, log_c = np.round(np.log(base), 9), np.round(np.log(comp), 9)
 
     use_paired = paired and _signed_rank_critical(len(base), alpha) > 0
     if use_paired:
-        diffs = log_c - log_b
+        diffs = np.round(np.log(comp) - np.log(base), 9)
         estimate, low, high = hodges_lehmann_paired(diffs, alpha=alpha)
         p_value = signed_rank_pvalue(diffs)
     else:

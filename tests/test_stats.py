@@ -109,6 +109,18 @@ def test_identical_runs_are_no_change():
     assert r.effect_words == "no difference in any of 7 pairs"
 
 
+def test_equal_ratios_are_ties_whatever_the_level():
+    # 110/100, 220/200, ... are the same ratio; their logarithms must tie exactly
+    base = [100.0, 200.0, 300.0, 0.7, 1.3, 170.0, 90.0]
+    comp = [v * 1.1 for v in base]
+    comp[3] = base[3] / 1.1
+    r = compare_metric(base, comp, paired=True, higher_is_better=False)
+    # all seven |log ratios| tie (mid-rank 4); six up, one down: p = 2 * P(>= 6 of 7 up)
+    assert r.p_value == pytest.approx(2 * 8 / 128)
+    assert r.p_value == pytest.approx(_brute_force_signed_rank([1, 1, 1, -1, 1, 1, 1]))
+    assert r.effect_words == "comparison slower in 6 of 7 pairs"
+
+
 def test_tight_small_difference_is_no_change_even_if_significant():
     base = np.array([100.0, 100.1, 99.9, 100.05, 99.95, 100.02, 99.98])
     comp = base * 1.005
