@@ -1,0 +1,73 @@
+"""`redline build TARGET [--variant NAME] [--list-variants] [--json]`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+
+from redline.build.variants import DEFAULT_VARIANT, list_variants, load_variant
+from redline.errors import UsageError
+
+
+def add_build_parser(subparsers) -> None:
+    build = subparsers.add_parser(
+        "build", help="build redis-server from a git ref or a source tree (cached by commit and variant)",
+        description="Build a server from git:PATH@REF (any commit-ish of a local clone of redis or valkey) "
+                    "or src:DIR (an unpacked source tree). Artifacts are cached by (commit or source hash, "
+                    "variant, compiler) under $REDLINE_CACHE/builds (default ~/.cache/redline/builds).")
+    build.add_argument("target", nargs="?", metavar="TARGET", help="git:PATH@REF or src:DIR")
+    build.add_argument("--variant", default=DEFAULT_VARIANT, metavar="NAME",
+                       help=f"build variant: a shipped name or a YAML file path (default {DEFAULT_VARIANT}; "
+                            f"see --list-variants)")
+    build.add_argument("--list-variants", action="store_true", help="list the shipped build variants and exit")
+    build.add_argument("--json", action="store_true", help="print the build's facts as JSON")
+    build.set_defaults(func=build_command)
+
+
+def build_command(args) -> int:
+    if args.list_variants:
+        for name in list_variants():
+            variant = load_variant(name)
+            print(f"{name:14} {variant.description}")
+        return 0
+    if not args.target:
+        raise UsageError("redline build needs a TARGET (git:PATH@REF or src:DIR), or --list-variants")
+    from redline.build.targets import parse_build_target
+
+    target = parse_build_target(args.target)
+    variant = load_variant(args.variant)
+    with _progress_display(f"building {args.target} ({variant.name})") as progress:
+        result = target.build(variant, progress=progress)
+    if args.json:
+        print(json.dumps({**result.facts(), "seconds": round(result.seconds, 3)}, indent=2))
+        return 0
+    how = "cache hit" if result.cache_hit else f"built in {result.build_seconds:.0f}s"
+    print(f"{result.binary}")
+    print(f"  {how} ({result.seconds:.2f}s); source {result.source}; variant {variant.name}; "
+          f"{result.compiler_version}", file=sys.stderr)
+    print(f"  log: {result.build_log}", file=sys.stderr)
+    return 0
+
+
+@contextmanager
+def _progress_display(title: str):
+    """A spinner with the elapsed time and make's last line (on a terminal; silent otherwise)."""
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield None
+        return
+    display = Progress(SpinnerColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
+                       console=console, transient=True)
+    with display:
+        task = display.add_task(title)
+        width = max(20, console.width - 20)
+
+        def show(line: str) -> None:
+            text = f"{title}: {line.strip()}"
+            display.update(task, description=text[:width])
+
+        yield show

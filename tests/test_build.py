@@ -1,0 +1,346 @@
+"""The builder on a real Redis source tree (Debian's source package, from scripts/redis_source.sh).
+
+Real builds are expensive (minutes on 2 cores), so each is done once per session and shared:
+  - src: the tree with the shipped `libc-malloc` variant, built by two processes at once
+    (one compiles, the other waits on the lock and gets the cache hit);
+  - git: the two commits of a fixture repository (scripts/make_redis_fixture_repo.sh), with
+    a fast test variant (-O0, libc malloc).
+Debian's tree cannot link the bundled jemalloc (its patch renames jemalloc's symbols for the
+system library), hence libc malloc here; see docs/build.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from redline.build import (BuildFailed, Variant, build_git, build_source, list_variants, load_variant,
+                           load_variant_file, parse_build_target)
+from redline.build.cache import BuildCache
+from redline.build.sources import scan_tree
+from redline.errors import UsageError
+from redline.server import ManagedServer, ServerSettings
+
+REPO = Path(__file__).resolve().parent.parent
+REDIS_SOURCE = REPO / "scripts" / "redis_source.sh"
+FIXTURE_REPO = REPO / "scripts" / "make_redis_fixture_repo.sh"
+BUILD_TIMEOUT_S = 1500
+
+# A fast variant for the git builds: what is tested there is the git plumbing, not the code.
+QUICK_VARIANT = {"description": "tests: fast build", "cc": "cc", "cflags": "-g -fno-omit-frame-pointer",
+                 "malloc": "libc", "make_args": ["OPTIMIZATION=-O0"]}
+
+
+# -- fixtures --------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def redis_tree() -> Path:
+    """Debian's redis source tree (fetched by scripts/redis_source.sh on first use)."""
+    proc = subprocess.run(["bash", str(REDIS_SOURCE)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"scripts/redis_source.sh failed:\n{proc.stderr[-3000:]}"
+    tree = Path(proc.stdout.strip().splitlines()[-1])
+    assert (tree / "src" / "server.c").is_file(), tree
+    return tree
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> Path:
+    """A cache of this session's own: every build here really compiles once."""
+    return tmp_path_factory.mktemp("redline-cache")
+
+
+@pytest.fixture(scope="session")
+def build_cache(cache_dir) -> BuildCache:
+    return BuildCache(root=cache_dir / "builds")
+
+
+def _cli_env(cache_dir: Path) -> dict[str, str]:
+    return {**os.environ, "REDLINE_CACHE": str(cache_dir), "PYTHONPATH": str(REPO)}
+
+
+@pytest.fixture(scope="session")
+def concurrent_src_builds(redis_tree, cache_dir):
+    """Two `redline build src:TREE --variant libc-malloc --json` processes started together."""
+    command = [sys.executable, "-m", "redline.build", f"src:{redis_tree}", "--variant", "libc-malloc", "--json"]
+    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=_cli_env(cache_dir), cwd=cache_dir) for _ in range(2)]
+    outputs = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=BUILD_TIMEOUT_S)
+            assert proc.returncode == 0, f"build failed ({proc.returncode}):\n{err[-4000:]}"
+            outputs.append(json.loads(out))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return outputs
+
+
+@pytest.fixture(scope="session")
+def fixture_repo(redis_tree, tmp_path_factory):
+    """A git repository made from the tree: tags `baseline` and `patched` (GET does more work)."""
+    dest = tmp_path_factory.mktemp("fixture") / "redis"
+    proc = subprocess.run(["bash", str(FIXTURE_REPO), str(redis_tree), str(dest)], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    baseline, patched = proc.stdout.split()
+    return dest, baseline, patched
+
+
+@pytest.fixture(scope="session")
+def quick_variant(tmp_path_factory) -> Variant:
+    path = tmp_path_factory.mktemp("variants") / "quick-test.yml"
+    path.write_text(yaml.safe_dump(QUICK_VARIANT))
+    return load_variant_file(path)
+
+
+@pytest.fixture(scope="session")
+def git_builds(fixture_repo, quick_variant, build_cache):
+    repo, baseline, patched = fixture_repo
+    results = {}
+    for tag in ("baseline", "patched"):
+        lines: list[str] = []
+        result = build_git(repo, tag, quick_variant, progress=lines.append, cache=build_cache,
+                           timeout_s=BUILD_TIMEOUT_S)
+        results[tag] = (result, lines)
+    return results
+
+
+def _info_server(binary: Path) -> dict:
+    server = ManagedServer(ServerSettings(binary=binary)).start()
+    try:
+        client = server.client()
+        assert client.ping() is True
+        return client.info("server")
+    finally:
+        server.stop()
+
+
+def _tree_version(tree: Path) -> str:
+    match = re.search(r'#define REDIS_VERSION "([^"]+)"', (tree / "src" / "version.h").read_text())
+    assert match
+    return match.group(1)
+
+
+# -- variants and targets (no build) ---------------------------------------------------------
+def test_shipped_variants():
+    names = list_variants()
+    assert {"default", "libc-malloc", "O3-lto", "debug-O0"} <= set(names)
+    default = load_variant("default")
+    # The project's own -O level stays: nothing sets OPTIMIZATION; frame pointers are added.
+    assert not any(arg.startswith("OPTIMIZATION=") for arg in default.make_variables())
+    assert "CFLAGS=-g -fno-omit-frame-pointer" in default.make_variables()
+    assert load_variant("libc-malloc").malloc == "libc"
+    assert "OPTIMIZATION=-O3" in load_variant("O3-lto").make_args
+    fingerprints = {load_variant(name).fingerprint() for name in names}
+    assert len(fingerprints) == len(names)
+
+
+def test_fingerprint_follows_settings_not_name():
+    a = Variant(name="a", cc="cc", cflags="-g", ldflags="", malloc=None, build_tls=False, make_args=())
+    b = Variant(name="b", cc="cc", cflags="-g", ldflags="", malloc=None, build_tls=False, make_args=())
+    c = Variant(name="a", cc="cc", cflags="-g", ldflags="", malloc="libc", build_tls=False, make_args=())
+    assert a.fingerprint() == b.fingerprint() != c.fingerprint()
+
+
+def test_unknown_variant_lists_the_known_ones():
+    with pytest.raises(UsageError, match=r"unknown build variant 'nope': known variants are .*default"):
+        load_variant("nope")
+
+
+@pytest.mark.parametrize("document, message", [
+    ({"cc": "cc", "cflgs": "-O1"}, r"unknown key\(s\) cflgs"),
+    ({"cflags": "-O1"}, r"missing key\(s\) cc"),
+    ({"cc": "gcc -m32"}, "cc must be one compiler name"),
+    ({"cc": "cc", "build_tls": "yes"}, "build_tls must be true or false"),
+    ({"cc": "cc", "make_args": ["-j8"]}, "'-j8' is not a NAME=VALUE make variable"),
+    ({"cc": "cc", "make_args": "OPTIMIZATION=-O1"}, "make_args must be a list"),
+])
+def test_bad_variant_files_name_the_file_and_key(tmp_path, document, message):
+    path = tmp_path / "bad.yml"
+    path.write_text(yaml.safe_dump(document))
+    with pytest.raises(UsageError, match=message) as caught:
+        load_variant(str(path))
+    assert str(path) in str(caught.value)
+
+
+@pytest.mark.parametrize("text, kind, path, ref", [
+    ("git:/src/redis@7.2.4", "git", "/src/redis", "7.2.4"),
+    ("git:/src/redis", "git", "/src/redis", "HEAD"),
+    ("git:/a@b/redis@HEAD~2", "git", "/a@b/redis", "HEAD~2"),
+    ("src:/tmp/redis-7.0.15", "src", "/tmp/redis-7.0.15", None),
+])
+def test_parse_build_targets(text, kind, path, ref):
+    target = parse_build_target(text)
+    assert (target.kind, str(target.path), target.ref) == (kind, path, ref)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("bin:/usr/bin/redis-server", "cannot build target .* expected git:PATH@REF or src:DIR"),
+    ("git:@main", "needs a repository path"),
+    ("git:/repo@", "empty ref"),
+    ("src:", "needs a directory"),
+])
+def test_bad_build_targets(text, message):
+    with pytest.raises(UsageError, match=message):
+        parse_build_target(text)
+
+
+def test_git_errors_name_the_repository_and_ref(tmp_path, quick_variant, build_cache):
+    with pytest.raises(UsageError, match="is not a git repository"):
+        build_git(tmp_path, "HEAD", quick_variant, cache=build_cache)
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    with pytest.raises(UsageError, match=f"git ref 'no-such-branch' does not name a commit in {tmp_path}"):
+        build_git(tmp_path, "no-such-branch", quick_variant, cache=build_cache)
+    with pytest.raises(UsageError, match="bad git ref '--upload-pack=x'"):
+        build_git(tmp_path, "--upload-pack=x", quick_variant, cache=build_cache)
+
+
+def test_source_dir_must_be_a_source_tree(tmp_path, quick_variant, build_cache):
+    with pytest.raises(UsageError, match="does not look like a redis or valkey source tree"):
+        build_source(tmp_path, quick_variant, cache=build_cache)
+    with pytest.raises(UsageError, match="source directory does not exist"):
+        build_source(tmp_path / "missing", quick_variant, cache=build_cache)
+
+
+def test_missing_compiler_is_a_clear_error(redis_tree, tmp_path, build_cache):
+    path = tmp_path / "nocc.yml"
+    path.write_text(yaml.safe_dump({"cc": "no-such-compiler-redline"}))
+    with pytest.raises(UsageError, match="compiler 'no-such-compiler-redline' not found on PATH"):
+        build_source(redis_tree, load_variant_file(path), cache=build_cache)
+
+
+def test_cli_lists_variants(cache_dir):
+    proc = subprocess.run([sys.executable, "-m", "redline.build", "--list-variants"], capture_output=True,
+                          text=True, env=_cli_env(cache_dir), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    listed = [line.split()[0] for line in proc.stdout.splitlines()]
+    assert listed == list_variants()
+
+
+# -- source trees ----------------------------------------------------------------------------
+def test_source_hash_follows_content_and_ignores_build_outputs(tmp_path):
+    tree = tmp_path / "tree"
+    (tree / "src").mkdir(parents=True)
+    (tree / "src" / "Makefile").write_text("all:\n")
+    (tree / "src" / "server.c").write_text("int main(void) { return 0; }\n")
+    first = scan_tree(tree)
+    (tree / "src" / "server.o").write_bytes(b"\x7fELF object")
+    (tree / "src" / "redis-server").write_bytes(b"\x7fELF binary")
+    (tree / "src" / ".make-settings").write_text("OPT=-O2\n")
+    assert scan_tree(tree).digest == first.digest
+    assert scan_tree(tree).files == ("src/Makefile", "src/server.c")
+    (tree / "src" / "server.c").write_text("int main(void) { return 1; }\n")
+    assert scan_tree(tree).digest != first.digest
+    (tree / "src" / "server.c").write_text("int main(void) { return 0; }\n")
+    (tree / "src" / "server.c").chmod(0o755)
+    assert scan_tree(tree).digest != first.digest, "the exec bit is part of the content"
+
+
+def test_failed_build_reports_the_log_tail(redis_tree, tmp_path, build_cache):
+    path = tmp_path / "broken.yml"
+    path.write_text(yaml.safe_dump({"cc": "cc", "cflags": "-fredline-no-such-option", "malloc": "libc"}))
+    with pytest.raises(BuildFailed) as caught:
+        build_source(redis_tree, load_variant_file(path), cache=build_cache, timeout_s=BUILD_TIMEOUT_S)
+    failure = caught.value
+    message = str(failure)
+    assert "variant broken" in message and "make exited with status" in message
+    assert failure.log.is_file() and str(failure.log) in message
+    assert failure.log.parent == build_cache.root / "failed"
+    assert 0 < len(failure.tail) <= 20
+    assert "fredline-no-such-option" in message, message[-2000:]
+    # Nothing half-built is left: no entry for the key, no workspace.
+    assert not list(build_cache.root.glob(f"{failure.log.stem}/*"))
+    assert not list((build_cache.root / ".tmp").iterdir())
+
+
+def test_concurrent_builds_of_one_key_build_once(concurrent_src_builds):
+    first, second = concurrent_src_builds
+    assert first["cache_key"] == second["cache_key"]
+    assert first["binary"] == second["binary"]
+    assert sorted([first["cache_hit"], second["cache_hit"]]) == [False, True]
+    built = first if not first["cache_hit"] else second
+    assert built["build_seconds"] > 1
+
+
+def test_src_build_runs_and_reports_its_version(concurrent_src_builds, redis_tree):
+    facts = concurrent_src_builds[0]
+    binary = Path(facts["binary"])
+    assert binary.name == "redis-server" and os.access(binary, os.X_OK)
+    assert (binary.parent / "redis-cli").is_file()
+    info = _info_server(binary)
+    assert info["redis_version"] == _tree_version(redis_tree)
+    assert Path(info["executable"]).resolve() == binary.resolve()
+    # The recorded facts say how it was built.
+    assert facts["source"].startswith(f"src:{redis_tree}#")
+    assert facts["variant"]["name"] == "libc-malloc" and facts["variant"]["malloc"] == "libc"
+    assert "MALLOC=libc" in facts["make_command"] and "CFLAGS=-g -fno-omit-frame-pointer" in facts["make_command"]
+    assert facts["compiler_version"].split()[0] in {"gcc", "cc", "clang"} or "gcc" in facts["compiler_version"]
+    log = Path(facts["build_log"]).read_text()
+    assert "LINK" in log and "redis-server" in log
+    manifest = json.loads((binary.parent / "build.json").read_text())
+    assert manifest["source"] == facts["source"]
+
+
+def test_second_build_is_a_fast_cache_hit(concurrent_src_builds, redis_tree, build_cache):
+    started = time.monotonic()
+    result = build_source(redis_tree, load_variant("libc-malloc"), cache=build_cache)
+    elapsed = time.monotonic() - started
+    assert result.cache_hit and str(result.binary) == concurrent_src_builds[0]["binary"]
+    assert elapsed < 1.0, f"cache hit took {elapsed:.2f}s"
+    assert result.facts()["cache_hit"] is True
+
+
+def test_the_users_tree_stays_clean(concurrent_src_builds, redis_tree):
+    leftovers = [p for p in redis_tree.rglob("*") if p.suffix in {".o", ".a"} or p.name.startswith(".make-")]
+    assert leftovers == []
+    assert not (redis_tree / "src" / "redis-server").exists()
+
+
+# -- git -------------------------------------------------------------------------------------
+def test_each_commit_builds_and_reports_its_sha(git_builds, fixture_repo):
+    repo, baseline_sha, patched_sha = fixture_repo
+    (baseline, baseline_lines), (patched, patched_lines) = git_builds["baseline"], git_builds["patched"]
+    assert baseline.source == f"git:{repo.resolve()}@{baseline_sha}"
+    assert patched.source == f"git:{repo.resolve()}@{patched_sha}"
+    assert baseline.cache_key != patched.cache_key
+    assert not baseline.cache_hit and not patched.cache_hit
+    for result, sha in ((baseline, baseline_sha), (patched, patched_sha)):
+        info = _info_server(result.binary)
+        assert info["redis_git_sha1"] == sha[:8]
+        assert str(info["redis_git_dirty"]) == "0"
+    # progress got make's lines as they came
+    assert any("redis-server" in line for line in baseline_lines)
+    assert any(line.startswith("redline: cloning") for line in patched_lines)
+
+
+def test_git_build_leaves_the_repository_alone(git_builds, fixture_repo):
+    repo, baseline_sha, patched_sha = fixture_repo
+    status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--ignored"], capture_output=True,
+                            text=True, check=True).stdout
+    assert status == ""
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert head == patched_sha
+    worktrees = subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True,
+                               check=True).stdout.strip().splitlines()
+    assert len(worktrees) == 1
+
+
+def test_any_name_of_a_commit_hits_the_same_entry(git_builds, fixture_repo, quick_variant, build_cache):
+    repo, baseline_sha, _ = fixture_repo
+    baseline = git_builds["baseline"][0]
+    for ref in (baseline_sha, baseline_sha[:10], "patched~1"):
+        started = time.monotonic()
+        again = build_git(repo, ref, quick_variant, cache=build_cache)
+        assert time.monotonic() - started < 1.0
+        assert again.cache_hit and again.cache_key == baseline.cache_key and again.binary == baseline.binary
