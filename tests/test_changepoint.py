@@ -101,3 +101,13 @@ def test_bad_input_is_rejected_clearly(kwargs, message):
     values = kwargs.pop("values")
     with pytest.raises(ValueError, match=message):
         detect_change_points(values, **kwargs)
+
+
+def test_constant_and_quantised_series():
+    assert detect_change_points([5.0] * 30) == []
+    # quantised values (many ties) with a clear step: still found at the step
+    series = [1.0, 1.1, 1.0, 1.0, 1.1, 1.0, 1.1, 1.0, 1.0, 1.1, 1.0, 1.0, 1.1, 1.0, 1.0,
+              1.3, 1.2, 1.3, 1.3, 1.2, 1.3, 1.3, 1.2, 1.3, 1.3, 1.2, 1.3, 1.3, 1.2, 1.3]
+    found = detect_change_points(series)
+    assert [cp.index for cp in found] == [15]
+    assert found[0].before_median == 1.0 and found[0].after_median == 1.3
