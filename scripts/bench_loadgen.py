@@ -212,8 +212,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--client-core", type=int, default=1)
     ap.add_argument("--memtier", default=shutil.which("memtier_benchmark"),
                     help="memtier_benchmark binary (default: from PATH)")
+    ap.add_argument("--redline-load", type=Path, default=REDLINE_LOAD,
+                    help=f"redline-load binary (default {REDLINE_LOAD})")
     ap.add_argument("--out", type=Path, help="also write the markdown table here")
     args = ap.parse_args(argv)
+    global REDLINE_LOAD
+    REDLINE_LOAD = args.redline_load.resolve()
 
     if not REDLINE_LOAD.exists():
         print(f"error: {REDLINE_LOAD} not found (run setup.sh)", file=sys.stderr)

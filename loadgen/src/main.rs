@@ -1,6 +1,7 @@
 //! redline-load: a memtier_benchmark-compatible load generator for Redis-protocol servers,
 //! designed to spend little client CPU per operation. See docs/loadgen.md.
 
+mod bufwrite;
 mod cli;
 mod events;
 mod keys;

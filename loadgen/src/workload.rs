@@ -4,6 +4,7 @@
 
 use crate::cli::{Config, DataSize, KeyPattern};
 use crate::keys::{KeyGen, KeyGenSpec};
+use crate::bufwrite::{self, Writer};
 use crate::rng::Rng;
 
 const KEY_PLACEHOLDER: &str = "__key__";
@@ -457,6 +458,21 @@ pub struct Generator {
     pub scan_iterations: u64,
     scan_max_iterations: u64,
     scan_mode: bool,
+    /// Upper bound of the encoded size of each template (without the SCAN cursor).
+    bounds: Vec<usize>,
+}
+
+/// Largest encoded size of a request from template `t`.
+fn request_bound(t: &Template, key_prefix_len: usize, max_value: usize) -> usize {
+    t.segments
+        .iter()
+        .map(|s| match s {
+            Segment::Raw(b) => b.len(),
+            Segment::Key { prefix, suffix } => prefix.len() + suffix.len() + key_prefix_len + 20 + 24,
+            Segment::Data => max_value + 24,
+            Segment::Cursor => 24,
+        })
+        .sum()
 }
 
 pub struct GeneratorSpec {
@@ -492,7 +508,13 @@ impl Generator {
             scan_iterations: 0,
             scan_max_iterations: cfg.scan_incremental_max_iterations,
             scan_mode: wl.scan_continuation.is_some(),
+            bounds: Vec::new(),
         };
+        let max_value = match cfg.data_size {
+            DataSize::Fixed(n) => n,
+            DataSize::Range { max, .. } => max,
+        } as usize;
+        g.bounds = wl.templates.iter().map(|t| request_bound(t, g.key_prefix.len(), max_value)).collect();
         if wl.builtin_ratio.is_none() {
             g.advance_command(wl);
         }
@@ -541,39 +563,40 @@ impl Generator {
     /// Append template `idx` to `out`; returns the bytes written.
     #[inline]
     pub fn write_request(&mut self, wl: &Workload, idx: usize, out: &mut Vec<u8>) -> usize {
-        let start = out.len();
         let t = &wl.templates[idx];
-        let iter = if wl.builtin_ratio.is_some() { idx } else { idx };
+        let bound = self.bounds[idx] + self.scan_cursor.len();
+        let start = out.len();
+        let mut w = Writer::new(out, bound);
         let mut last_key = self.keys.min;
         for seg in &t.segments {
             match seg {
-                Segment::Raw(b) => out.extend_from_slice(b),
+                Segment::Raw(b) => w.put(b),
                 Segment::Key { prefix, suffix } => {
-                    let k = self.keys.next(t.key_pattern, iter);
+                    let k = self.keys.next(t.key_pattern, idx);
                     last_key = k;
-                    let len = prefix.len() + self.key_prefix.len() + digits(k) + suffix.len();
-                    push_bulk_header(out, len);
-                    out.extend_from_slice(prefix);
-                    out.extend_from_slice(&self.key_prefix);
-                    write_u64(out, k);
-                    out.extend_from_slice(suffix);
-                    out.extend_from_slice(b"\r\n");
+                    let len = prefix.len() + self.key_prefix.len() + bufwrite::digits(k) + suffix.len();
+                    w.put_bulk_header(len);
+                    w.put(prefix);
+                    w.put(&self.key_prefix);
+                    w.put_u64(k);
+                    w.put(suffix);
+                    w.put_crlf();
                 }
                 Segment::Data => {
                     let len = self.values.next_len(last_key, &mut self.keys.rng);
-                    push_bulk_header(out, len);
+                    w.put_bulk_header(len);
                     let v = self.values.value(len, &mut self.keys.rng);
-                    out.extend_from_slice(v);
-                    out.extend_from_slice(b"\r\n");
+                    w.put(v);
+                    w.put_crlf();
                 }
                 Segment::Cursor => {
-                    push_bulk_header(out, self.scan_cursor.len());
-                    out.extend_from_slice(&self.scan_cursor);
-                    out.extend_from_slice(b"\r\n");
+                    w.put_bulk_header(self.scan_cursor.len());
+                    w.put(&self.scan_cursor);
+                    w.put_crlf();
                 }
             }
         }
-        out.len() - start
+        w.finish() - start
     }
 
     /// SCAN incremental iteration: take the cursor from a SCAN reply.
