@@ -68,6 +68,7 @@ class Setup:
     workdir: Path
     memtier: str | None
     redis_benchmark: str | None
+    redline: Path = REDLINE_LOAD
     estimates: dict = field(default_factory=dict)
 
 
@@ -127,7 +128,7 @@ def sample_from_memtier_json(tool: str, path: Path, cpu: float) -> Sample:
 
 def run_redline(setup: Setup, cell: Cell) -> Sample:
     out = setup.workdir / "redline.json"
-    argv = pinned(setup, [str(REDLINE_LOAD), *memtier_style_args(setup, cell), "--json-out-file", str(out)])
+    argv = pinned(setup, [str(setup.redline), *memtier_style_args(setup, cell), "--json-out-file", str(out)])
     _, cpu = run_measured(argv, timeout=setup.duration * 3 + 30)
     return sample_from_memtier_json("redline-load", out, cpu)
 
@@ -162,7 +163,7 @@ RUNNERS = {"redline-load": run_redline, "redis-benchmark": run_redis_benchmark,
 
 
 def preload(setup: Setup) -> None:
-    subprocess.run([str(REDLINE_LOAD), "-s", "127.0.0.1", "-p", str(setup.port), "-n", "allkeys",
+    subprocess.run([str(setup.redline), "-s", "127.0.0.1", "-p", str(setup.port), "-n", "allkeys",
                     "--key-pattern", "P:P", "--ratio", "1:0", "-d", str(VALUE_SIZE), "--key-minimum", "1",
                     "--key-maximum", str(KEY_MAX), "-c", "10", "-t", "1", "--pipeline", "50",
                     "--hide-histogram"], check=True, capture_output=True, timeout=300)
@@ -216,11 +217,9 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"redline-load binary (default {REDLINE_LOAD})")
     ap.add_argument("--out", type=Path, help="also write the markdown table here")
     args = ap.parse_args(argv)
-    global REDLINE_LOAD
-    REDLINE_LOAD = args.redline_load.resolve()
 
-    if not REDLINE_LOAD.exists():
-        print(f"error: {REDLINE_LOAD} not found (run setup.sh)", file=sys.stderr)
+    if not args.redline_load.exists():
+        print(f"error: {args.redline_load} not found (run setup.sh)", file=sys.stderr)
         return 2
     pipelines = [int(p) for p in args.pipelines.split(",")]
     commands = [c.strip().lower() for c in args.commands.split(",")]
@@ -241,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="bench-loadgen-") as tmp:
             setup = Setup(port=port, duration=args.duration, client_core=args.client_core,
-                          workdir=Path(tmp), memtier=args.memtier, redis_benchmark=rb)
+                          workdir=Path(tmp), memtier=args.memtier, redis_benchmark=rb,
+                          redline=args.redline_load.resolve())
             preload(setup)
             for rnd in range(args.rounds):
                 order = tools if rnd % 2 == 0 else list(reversed(tools))
