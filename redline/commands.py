@@ -14,7 +14,7 @@ from redline.comparison import (COMPARED_METRICS, apply_false_discovery_control,
 from redline.engine import Engine, RunRecord, RunSettings, Side
 from redline.errors import UsageError
 from redline.pinning import plan_pinning
-from redline.report import ConsoleObserver, results_table, write_json
+from redline.report import ConsoleObserver, print_results, write_json
 from redline.spec import SpecError, resolve_suites, select
 from redline.stats import Verdict, noise_floor_pct
 from redline.store import Store
@@ -87,7 +87,7 @@ def _failures_line(session: Session, console: Console) -> int:
 def run_command(args) -> int:
     target = target_from(args.target, args.config, "--config")
     session = execute_session(args, kind="run", sides=[Side(target)])
-    Console(highlight=False).print(results_table(session.records))
+    print_results(Console(highlight=False), session.records)
     if args.json:
         write_json(args.json, session.records)
     return 1 if _failures_line(session, Console(stderr=True, highlight=False)) else 0

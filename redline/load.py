@@ -121,6 +121,7 @@ class _Reader:
 
     listener: LoadListener | None
     other_lines: list[str] = field(default_factory=list)
+    failure: BaseException | None = None      # a listener that raised; re-raised by run_load
 
     def consume(self, stream) -> None:
         for raw in stream:
@@ -135,12 +136,15 @@ class _Reader:
                 self.other_lines.append(line)
                 del self.other_lines[:-40]
                 continue
-            if self.listener is None:
-                continue
-            if event["event"] == "phase":
-                self.listener.on_phase(event.get("phase", ""), float(event.get("t", time.time())))
-            elif event["event"] == "progress":
-                self.listener.on_progress(event)
+            if self.listener is None or self.failure is not None:
+                continue       # keep draining stderr so redline-load never blocks on a full pipe
+            try:
+                if event["event"] == "phase":
+                    self.listener.on_phase(event.get("phase", ""), float(event.get("t", time.time())))
+                elif event["event"] == "progress":
+                    self.listener.on_progress(event)
+            except Exception as exc:          # surfaced in the caller's thread
+                self.failure = exc
 
 
 def run_load(request: LoadRequest, *, listener: LoadListener | None = None,
@@ -170,6 +174,8 @@ def run_load(request: LoadRequest, *, listener: LoadListener | None = None,
             proc.wait()
         thread.join(timeout=5)
     tail = "\n".join(reader.other_lines[-10:])
+    if reader.failure is not None:
+        raise reader.failure
     if server_lost:
         raise ServerGone("the server exited while load was running")
     if proc.returncode != 0:

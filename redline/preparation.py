@@ -21,6 +21,11 @@ TOPOLOGY = "oss-standalone"
 
 def unsupported_reason(test: TestSpec) -> str | None:
     """Why this machine cannot run the test as written, or None."""
+    if test.multi_client:
+        return f"runs {len(test.clients)} clients at once; redline drives one client per test"
+    if test.has_errors:
+        first = next(d for d in test.diagnostics if d.severity == "error")
+        return f"the suite has errors, e.g. {first.path}:{first.line}: {first.message}"
     if test.client.tool not in CLIENT_TOOLS:
         return f"client tool {test.client.tool!r} is not supported (redline runs memtier_benchmark command lines)"
     if test.db.preload and test.db.preload.tool not in CLIENT_TOOLS:
@@ -31,9 +36,7 @@ def unsupported_reason(test: TestSpec) -> str | None:
 
 
 def dataset_scale(test: TestSpec, requested: float | None) -> float:
-    if requested is not None:
-        return requested
-    return float(test.extensions.get("dataset-scale", 1.0))
+    return requested if requested is not None else test.dataset_scale
 
 
 class _PreloadProgress:

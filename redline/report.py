@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -42,20 +43,20 @@ class ConsoleObserver(Observer):
 
     def __init__(self, console: Console | None = None):
         self.console = console or Console(stderr=True, highlight=False)
-        self.progress = Progress(TextColumn("  {task.description:<16}"), BarColumn(),
+        self.bars = Progress(TextColumn("  {task.description:<16}"), BarColumn(),
                                  TaskProgressColumn(), TextColumn("{task.fields[detail]}"),
                                  TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
                                  console=self.console, transient=True)
         self.task = None
-        self.progress.start()
+        self.bars.start()
 
     def close(self) -> None:
         self._end_phase()
-        self.progress.stop()
+        self.bars.stop()
 
     def _end_phase(self) -> None:
         if self.task is not None:
-            self.progress.remove_task(self.task)
+            self.bars.remove_task(self.task)
             self.task = None
 
     def test_started(self, test, index: int, count: int) -> None:
@@ -68,14 +69,14 @@ class ConsoleObserver(Observer):
 
     def phase(self, name: str, *, total: float | None = None, unit: str = "s") -> None:
         self._end_phase()
-        self.task = self.progress.add_task(name, total=total, detail="")
+        self.task = self.bars.add_task(name, total=total, detail="")
         self._unit = unit
 
     def progress(self, done: float, total: float | None = None) -> None:
         if self.task is None:
             return
         detail = f"{_fmt_count(done)}/{_fmt_count(total)} {self._unit}" if total else ""
-        self.progress.update(self.task, completed=done, total=total or self.progress.tasks[0].total,
+        self.bars.update(self.task, completed=done, total=total or self.bars.tasks[0].total,
                              detail=detail)
 
     def run_finished(self, record: RunRecord) -> None:
@@ -111,18 +112,30 @@ def _spread_pct(values: list[float]) -> str:
     return f" ±{(max(values) - min(values)) / 2 / med * 100:.1f}%"
 
 
-def results_table(records: list[RunRecord]) -> Table:
-    """One row per test (and side): medians over the runs, with the half-range as spread."""
-    table = Table(title="redline results (median of runs)", title_justify="left")
-    for column, justify in (("test", "left"), ("runs", "right"), ("ops/sec", "right"),
-                            ("p50 ms", "right"), ("p99 ms", "right"), ("p99.9 ms", "right"),
-                            ("server µs/op", "right"), ("client cpu", "right"),
-                            ("memory", "right"), ("hit rate", "right"), ("notes", "left")):
-        table.add_column(column, justify=justify, overflow="fold")
+COLUMNS = ("runs", "ops/sec", "p50 ms", "p99 ms", "p99.9 ms", "µs/op", "client", "memory", "hits")
+NARROW_COLUMNS = ("ops/sec", "p50 ms", "p99 ms", "µs/op", "hits")
+
+
+def _common_prefix(names: list[str]) -> str:
+    prefix = os.path.commonprefix(names) if len(names) > 1 else ""
+    return prefix[: prefix.rfind("-") + 1] if "-" in prefix else ""
+
+
+def results_table(records: list[RunRecord], *, width: int = 200) -> tuple[Table, list[str]]:
+    """One row per test (and side): medians over the runs, with the half-range as spread; and the
+    notes (flags, failures) to print under it. Below 120 columns only the main metrics fit."""
+    prefix = _common_prefix(sorted({r.test for r in records}))
+    columns = COLUMNS if width >= 120 else NARROW_COLUMNS
+    title = "redline results (median of runs)" + (f", tests {prefix}…" if prefix else "")
+    table = Table(title=title, title_justify="left")
+    table.add_column("test", no_wrap=True)
+    for column in columns:
+        table.add_column(column, justify="right", no_wrap=True)
     groups: dict[tuple, list[RunRecord]] = defaultdict(list)
     for record in records:
         groups[(record.test, record.side or "", record.target)].append(record)
     multi_target = len({r.target for r in records}) > 1
+    notes: list[str] = []
     for (test, side, target), runs in groups.items():
         ok = [r for r in runs if r.status == "ok"]
         col = {name: [r.metrics.get(name) for r in ok] for name in METRICS}
@@ -130,16 +143,28 @@ def results_table(records: list[RunRecord]) -> Table:
         hit_rate = f"{hits / (hits + misses):.0%}" if hits is not None and misses is not None and hits + misses else "–"
         cpu = _median(col["server_cpu_us_per_op"])
         util = _median(col["client_cpu_util"])
-        notes = sorted({flag for r in ok for flag in r.flags})
-        notes += [f"run {r.run_index + 1} failed: {r.error}" for r in runs if r.status != "ok"]
-        label = test + (f" [{side or target}]" if multi_target or side else "")
-        table.add_row(label, f"{len(ok)}/{len(runs)}",
-                      _fmt_count(_median(col["ops_per_sec"])) + _spread_pct(col["ops_per_sec"]),
-                      _fmt_ms(_median(col["p50_ms"])), _fmt_ms(_median(col["p99_ms"])),
-                      _fmt_ms(_median(col["p999_ms"])), "–" if cpu is None else f"{cpu:.2f}",
-                      "–" if util is None else f"{util:.0%}", _fmt_bytes(_median(col["used_memory_bytes"])),
-                      hit_rate, "; ".join(notes))
-    return table
+        label = test[len(prefix):] + (f" [{side or target}]" if multi_target or side else "")
+        notes += [f"{label}: {flag}" for flag in sorted({flag for r in ok for flag in r.flags})]
+        notes += [f"{label}: run {r.run_index + 1} failed: {r.error}" for r in runs if r.status != "ok"]
+        cells = {"runs": f"{len(ok)}/{len(runs)}",
+                 "ops/sec": _fmt_count(_median(col["ops_per_sec"])) + _spread_pct(col["ops_per_sec"]),
+                 "p50 ms": _fmt_ms(_median(col["p50_ms"])), "p99 ms": _fmt_ms(_median(col["p99_ms"])),
+                 "p99.9 ms": _fmt_ms(_median(col["p999_ms"])), "µs/op": "–" if cpu is None else f"{cpu:.2f}",
+                 "client": "–" if util is None else f"{util:.0%}",
+                 "memory": _fmt_bytes(_median(col["used_memory_bytes"])), "hits": hit_rate}
+        table.add_row(label, *(cells[c] for c in columns))
+    return table, notes
+
+
+def print_results(console: Console, records: list[RunRecord]) -> None:
+    table, notes = results_table(records, width=console.width)
+    console.print(table)
+    if any(len({r.run_index for r in records if r.test == t}) == 1 for t in {r.test for r in records}):
+        console.print("One run per test shows no spread: use --runs N.", style="dim")
+    console.print("µs/op: server CPU per operation; client: load generator CPU use; hits: keyspace hit rate; "
+                  "all runs are in the store and in --json.", style="dim")
+    for note in notes:
+        console.print(f"[yellow]⚠[/yellow] {note}")
 
 
 def write_json(path: Path, records: list[RunRecord]) -> None:

@@ -3,6 +3,7 @@ endpoint someone else runs (no process control)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import socket
@@ -23,6 +24,9 @@ LOOPBACK = "127.0.0.1"
 # that would put fork() and disk writes into the measured window.
 BASE_CONFIG = {"save": '""', "appendonly": "no"}
 START_ATTEMPTS = 5
+
+
+CRASH_MARKERS = re.compile(r"crashed by signal|ASSERTION FAILED|Guru Meditation|Out Of Memory|FATAL")
 
 
 def free_port() -> int:
@@ -74,6 +78,9 @@ class Server:
 
     def log_tail(self, lines: int = 20) -> str:
         return ""
+
+    def crash_reason(self) -> str | None:
+        return None
 
     def client(self, **kwargs) -> redis.Redis:
         options = {"socket_timeout": 30, **kwargs}
@@ -199,14 +206,25 @@ class ManagedServer(Server):
             return f"killed by signal {signal.Signals(-code).name}"
         return f"exit status {code}"
 
-    def log_tail(self, lines: int = 20) -> str:
+    def _log_lines(self) -> list[str]:
         text = ""
         for path in (self.console_path, self.log_path):
             try:
                 text += path.read_text(errors="replace")
             except OSError:
                 pass
-        return "\n".join(text.rstrip().splitlines()[-lines:])
+        return text.rstrip().splitlines()
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The log's last lines, preceded by the lines that say why the server died, if any
+        (a crash report is longer than any tail)."""
+        all_lines = self._log_lines()
+        tail = all_lines[-lines:]
+        causes = [line for line in all_lines[:-lines] if CRASH_MARKERS.search(line)][:5]
+        return "\n".join(causes + (["..."] if causes else []) + tail)
+
+    def crash_reason(self) -> str | None:
+        return next((line.strip() for line in self._log_lines() if CRASH_MARKERS.search(line)), None)
 
 
 def start_server(*, target, config: dict[str, str], cpus: tuple[int, ...] | None,

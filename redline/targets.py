@@ -53,7 +53,8 @@ def parse_target(text: str, config: dict[str, str] | None = None) -> Target:
             raise UsageError(f"server binary does not exist: {path} (from --target {text})")
         if not path.is_file() or not os.access(path, os.X_OK):
             raise UsageError(f"server binary is not an executable file: {path} (from --target {text})")
-        return Target(spec=text, binary=path.resolve(), config=config)
+        # not resolve(): Debian's redis-server is a symlink to redis-check-rdb and argv[0] picks the role
+        return Target(spec=text, binary=path.absolute(), config=config)
     if text.startswith("tcp://"):
         parts = urlsplit(text)
         try:

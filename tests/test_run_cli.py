@@ -5,7 +5,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -18,26 +17,14 @@ from redline.store import Store
 SMALL = "--duration", "2s", "--warmup", "1s"
 
 
-def write_suite(directory: Path, name: str, arguments: str, *, config: str = "", extra: str = "") -> Path:
+def write_suite(directory: Path, name: str, arguments: str, *, db_lines: tuple[str, ...] = ()) -> Path:
+    """A suite file in the upstream format; `db_lines` go under `dbconfig:` as written."""
+    lines = ["version: 0.4", f"name: {name}", "description: a test written by the test suite",
+             "dbconfig:", "  configuration-parameters:", "    save: '\"\"'", *db_lines,
+             "tested-commands:", "- set", "redis-topologies:", "- oss-standalone",
+             "clientconfig:", "  tool: memtier_benchmark", f"  arguments: {arguments}", "priority: 1"]
     path = directory / f"{name}.yml"
-    path.write_text(textwrap.dedent(f"""\
-        version: 0.4
-        name: {name}
-        description: a test written by the test suite
-        dbconfig:
-          configuration-parameters:
-            save: '""'
-        {textwrap.indent(config, '    ').strip()}
-        tested-commands:
-        - set
-        redis-topologies:
-        - oss-standalone
-        clientconfig:
-          tool: memtier_benchmark
-          arguments: {arguments}
-        priority: 1
-        {extra}
-        """))
+    path.write_text("\n".join(lines) + "\n")
     return path
 
 
@@ -68,7 +55,7 @@ def test_runs_are_stored_and_written_as_json(tmp_path, redline_cli):
     assert facts["machine"]["cpu_model"] and facts["machine"]["kernel"] and "load_avg" in facts["machine"]
     assert facts["loadgen_argv"][0].endswith("redline-load") and "--warmup-time" in facts["loadgen_argv"]
     assert facts["pinning"]["server_cpus"] != facts["pinning"]["client_cpus"]
-    assert "results" in proc.stdout and "quick-string-set-100B-pipeline-10" in proc.stdout
+    assert "redline results" in proc.stdout and "set-100B-pipeline-10" in proc.stdout
 
 
 @pytest.mark.parametrize("args, message", [
@@ -96,7 +83,7 @@ def test_a_crashing_server_fails_its_run_and_the_next_test_still_runs(tmp_path, 
     suites = tmp_path / "suites"
     suites.mkdir()
     write_suite(suites, "a-crash", '--command "DEBUG SEGFAULT" -c 1 -t 1 --test-time 10',
-                config="enable-debug-command: 'yes'")
+                db_lines=("    enable-debug-command: 'yes'",))
     write_suite(suites, "b-set", "--ratio 1:0 -c 5 -t 1 --test-time 2")
     out = tmp_path / "out.json"
     proc = redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db", check_exit=1)
@@ -113,7 +100,7 @@ def test_keyspace_check_failure_names_expected_and_found(tmp_path, redline_cli):
     suites = tmp_path / "suites"
     suites.mkdir()
     write_suite(suites, "wrong-count", "--ratio 0:1 -c 2 -t 1 --test-time 1",
-                config="check:\n  keyspacelen: 1000")
+                db_lines=("  check:", "    keyspacelen: 1000"))
     out = tmp_path / "out.json"
     redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db", check_exit=1)
     (run,) = json.loads(out.read_text())
@@ -129,12 +116,14 @@ def test_killing_redline_keeps_finished_runs_and_marks_the_current_one(tmp_path,
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         time.sleep(0.2)
-        if db.exists():
+        try:
             with sqlite3.connect(db) as check:
                 finished = check.execute("SELECT count(*) FROM runs WHERE status='ok'").fetchone()[0]
                 running = check.execute("SELECT count(*) FROM runs WHERE status='running'").fetchone()[0]
-                if finished >= 2 and running == 1:
-                    break
+        except sqlite3.OperationalError:       # the store is still being created
+            continue
+        if finished >= 2 and running == 1:
+            break
     proc.send_signal(sig)
     assert proc.wait(timeout=30) != 0
     Store(db).close()   # opening the store again recovers what a killed process left behind
