@@ -246,6 +246,28 @@ def test_source_hash_follows_content_and_ignores_build_outputs(tmp_path):
     assert scan_tree(tree).digest != first.digest, "the exec bit is part of the content"
 
 
+def test_remembered_digests_never_hide_an_edit(tmp_path, monkeypatch):
+    from redline.build import memo
+
+    monkeypatch.setattr(memo, "RACY_S", -1.0)    # remember even files written a moment ago
+    tree = tmp_path / "tree"
+    (tree / "src").mkdir(parents=True)
+    (tree / "src" / "Makefile").write_text("all:\n")
+    source = tree / "src" / "t_string.c"
+    source.write_text("int get(void) { return 1; }\n")
+    store = tmp_path / "scans"
+    first = scan_tree(tree, memo_store=store)
+    assert list(store.iterdir()), "digests were remembered"
+    assert scan_tree(tree, memo_store=store).digest == first.digest == scan_tree(tree).digest
+    # Same size, and the old mtime put back: ctime and inode still tell.
+    before = source.stat()
+    source.write_text("int get(void) { return 2; }\n")
+    os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns))
+    edited = scan_tree(tree, memo_store=store)
+    assert edited.digest != first.digest
+    assert edited.digest == scan_tree(tree).digest
+
+
 def test_failed_build_reports_the_log_tail(redis_tree, tmp_path, build_cache):
     path = tmp_path / "broken.yml"
     path.write_text(yaml.safe_dump({"cc": "cc", "cflags": "-fredline-no-such-option", "malloc": "libc"}))
@@ -344,3 +366,10 @@ def test_any_name_of_a_commit_hits_the_same_entry(git_builds, fixture_repo, quic
         again = build_git(repo, ref, quick_variant, cache=build_cache)
         assert time.monotonic() - started < 1.0
         assert again.cache_hit and again.cache_key == baseline.cache_key and again.binary == baseline.binary
+
+
+@pytest.mark.slow
+def test_debian_tree_with_bundled_jemalloc_fails_with_a_hint(redis_tree, build_cache):
+    """Debian's patch makes the tree link only with the system jemalloc (see docs/build.md)."""
+    with pytest.raises(BuildFailed, match="hint: this tree expects the system jemalloc"):
+        build_source(redis_tree, load_variant("default"), cache=build_cache, timeout_s=BUILD_TIMEOUT_S)

@@ -101,7 +101,8 @@ def build_source(directory: Path, variant: Variant, *, progress: Progress | None
     """Build an unpacked source tree (cached by a content hash of its source files; the
     directory itself is only read). Keyword arguments as for build_git."""
     started = time.monotonic()
-    tree: SourceTree = scan_tree(Path(directory))
+    cache = cache or BuildCache.default()
+    tree: SourceTree = scan_tree(Path(directory), memo_store=cache.root / ".scans")
     compiler = compiler_version(variant.cc)
 
     def materialize(destination: Path) -> None:
@@ -112,7 +113,7 @@ def build_source(directory: Path, variant: Variant, *, progress: Progress | None
                                 compiler=compiler),
                  source=tree.source, variant=variant, compiler=compiler, materialize=materialize,
                  timeout_s=timeout_s)
-    return _build(plan, cache=cache or BuildCache.default(), started=started, progress=progress)
+    return _build(plan, cache=cache, started=started, progress=progress)
 
 
 def _say(progress: Progress | None, line: str) -> None:
@@ -164,7 +165,7 @@ def _compile(cache: BuildCache, plan: _Plan, *, workspace: Path, progress: Progr
         kept = cache.keep_failed_log(key=plan.key, log=job.log)
         tail = "\n".join(failure.tail)
         raise BuildFailed(f"build of {plan.source} (variant {plan.variant.name}) failed: {failure}\n"
-                          f"--- last {len(failure.tail)} lines of {kept} ---\n{tail}",
+                          f"--- last {len(failure.tail)} lines of {kept} ---\n{tail}{_hint(kept)}",
                           log=kept, tail=failure.tail) from None
     seconds = time.monotonic() - began
     shutil.copy2(tree / "src" / server, staged / server)
@@ -186,6 +187,16 @@ def _compile(cache: BuildCache, plan: _Plan, *, workspace: Path, progress: Progr
     (staged / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     cache.publish(key=plan.key, staged=staged)
     return manifest
+
+
+def _hint(log: Path) -> str:
+    """Advice for failures we know."""
+    text = log.read_text(errors="replace")
+    if "undefined reference to `mallctl'" in text or "undefined reference to `dallocx'" in text:
+        return ("\nhint: this tree expects the system jemalloc (Debian's patched redis does): build it with "
+                "--variant libc-malloc, or a variant with make_args [USE_SYSTEM_JEMALLOC=yes] "
+                "(needs libjemalloc-dev)")
+    return ""
 
 
 def _result(cache: BuildCache, plan: _Plan, manifest: dict, *, hit: bool, started: float) -> BuildResult:

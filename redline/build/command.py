@@ -52,22 +52,30 @@ def build_command(args) -> int:
 
 @contextmanager
 def _progress_display(title: str):
-    """A spinner with the elapsed time and make's last line (on a terminal; silent otherwise)."""
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    """A spinner with the elapsed time and make's last line, on a terminal (silent otherwise).
 
-    console = Console(stderr=True)
-    if not console.is_terminal:
+    Started by the first progress line: a cache hit shows (and imports) nothing.
+    """
+    if not sys.stderr.isatty():
         yield None
         return
-    display = Progress(SpinnerColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
-                       console=console, transient=True)
-    with display:
-        task = display.add_task(title)
-        width = max(20, console.width - 20)
+    state: dict = {}
 
-        def show(line: str) -> None:
-            text = f"{title}: {line.strip()}"
-            display.update(task, description=text[:width])
+    def show(line: str) -> None:
+        if "display" not in state:
+            from rich.console import Console
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+            console = Console(stderr=True)
+            display = Progress(SpinnerColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
+                               console=console, transient=True)
+            display.start()
+            state.update(display=display, task=display.add_task(title), width=max(20, console.width - 20))
+        text = f"{title}: {line.strip()}"
+        state["display"].update(state["task"], description=text[:state["width"]])
+
+    try:
         yield show
+    finally:
+        if "display" in state:
+            state["display"].stop()

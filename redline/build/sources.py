@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 
+from redline.build.memo import UNKNOWN, DigestMemo
 from redline.errors import UsageError
 
 # Build outputs that may sit in an unpacked tree someone already built in: never hashed, never
@@ -133,7 +134,8 @@ def _file_digest(path: Path, *, skip_elf: bool) -> str | None:
     return content.hexdigest()
 
 
-def _digest(directory: Path, files: list[str], *, skip_elf: bool = False) -> tuple[str, list[str]]:
+def _digest(directory: Path, files: list[str], *, skip_elf: bool = False,
+            memo: DigestMemo | None = None) -> tuple[str, list[str]]:
     """(hash of the tree, the files it covers): paths, exec bits, symlink targets, contents."""
     total = hashlib.sha256()
     covered: list[str] = []
@@ -143,7 +145,11 @@ def _digest(directory: Path, files: list[str], *, skip_elf: bool = False) -> tup
         if stat.S_ISLNK(info.st_mode):
             total.update(f"L {name}\0{os.readlink(path)}\0".encode())
         elif stat.S_ISREG(info.st_mode):
-            content = _file_digest(path, skip_elf=skip_elf)
+            content = memo.get(name, info) if memo is not None else UNKNOWN
+            if content is UNKNOWN:
+                content = _file_digest(path, skip_elf=skip_elf)
+                if memo is not None:
+                    memo.put(name, info, content)
             if content is None:
                 continue
             executable = "x" if info.st_mode & stat.S_IXUSR else "-"
@@ -154,12 +160,13 @@ def _digest(directory: Path, files: list[str], *, skip_elf: bool = False) -> tup
     return total.hexdigest(), covered
 
 
-def scan_tree(directory: Path) -> SourceTree:
+def scan_tree(directory: Path, *, memo_store: Path | None = None) -> SourceTree:
     """The source files of an unpacked tree and their content hash.
 
     In a git work tree: the files git tracks plus untracked ones it does not ignore (contents
     as they are on disk). Elsewhere: every file except .git/ and build outputs (*.o, *.a, …,
-    .make-* stamps, src/release.h and any ELF binary).
+    .make-* stamps, src/release.h and any ELF binary). With `memo_store`, file digests are
+    remembered there by stat() signature (see memo.py), so an unchanged tree is not re-read.
     """
     directory = directory.expanduser()
     if not directory.is_dir():
@@ -167,10 +174,13 @@ def scan_tree(directory: Path) -> SourceTree:
     directory = directory.resolve()
     if not (directory / "src").is_dir() or not (directory / "src" / "Makefile").is_file():
         raise UsageError(f"{directory} does not look like a redis or valkey source tree (no src/Makefile)")
+    memo = DigestMemo(store=memo_store, directory=directory) if memo_store is not None else None
     if _in_git_work_tree(directory):
-        digest, files = _digest(directory, _git_listed_files(directory))
+        digest, files = _digest(directory, _git_listed_files(directory), memo=memo)
     else:
-        digest, files = _digest(directory, _walked_files(directory), skip_elf=True)
+        digest, files = _digest(directory, _walked_files(directory), skip_elf=True, memo=memo)
+    if memo is not None:
+        memo.save()
     return SourceTree(directory=directory, files=tuple(files), digest=digest)
 
 
