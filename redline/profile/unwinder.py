@@ -6,7 +6,7 @@ without them, and frame-pointer stacks from such binaries are garbage, so perf m
 of the user stack with every sample and unwind it from .eh_frame afterwards ("dwarf").
 
 The decision reads the binary itself: the share of its functions whose first instructions set up
-a frame (x86-64: [endbr64] push %rbp; mov %rsp,%rbp — aarch64: mov x29, sp near the entry).
+a frame (x86-64: [endbr64] push %rbp, then mov %rsp,%rbp within a few instructions — aarch64: mov x29, sp near the entry).
 Leaf functions and tail-call stubs skip the frame even with -fno-omit-frame-pointer, so only
 functions of a reasonable size are counted and the threshold is well below 100%.
 """
@@ -24,7 +24,9 @@ DWARF = "dwarf"
 _EM_X86_64 = 62
 _EM_AARCH64 = 183
 _ENDBR64 = bytes.fromhex("f30f1efa")
-_X86_FRAME_SETUP = bytes.fromhex("554889e5")   # push %rbp; mov %rsp,%rbp
+_X86_PUSH_RBP = bytes.fromhex("55")
+_X86_MOV_RSP_RBP = bytes.fromhex("4889e5")
+_X86_WINDOW = 20
 _AARCH64_MOV_X29_SP = bytes.fromhex("fd030091")
 
 MIN_FUNCTION_BYTES = 64       # smaller functions are often leaves without a frame either way
@@ -42,7 +44,8 @@ def _sets_up_frame(machine: int, prologue: bytes) -> bool:
     if machine == _EM_X86_64:
         if prologue.startswith(_ENDBR64):
             prologue = prologue[len(_ENDBR64):]
-        return prologue.startswith(_X86_FRAME_SETUP)
+        # push %rbp first; mov %rsp,%rbp may come a few instructions later (the scheduler moves it)
+        return prologue[:1] == _X86_PUSH_RBP and _X86_MOV_RSP_RBP in prologue[1:_X86_WINDOW]
     if machine == _EM_AARCH64:
         words = [prologue[i:i + 4] for i in range(0, min(len(prologue), 24), 4)]
         return _AARCH64_MOV_X29_SP in words
