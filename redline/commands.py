@@ -10,7 +10,7 @@ from rich.console import Console
 
 from redline import machine
 from redline.comparison import (COMPARED_METRICS, apply_false_discovery_control, compare_test,
-                                extra_runs_needed)
+                                extra_runs_needed, looks_confidence)
 from redline.engine import Engine, RunRecord, RunSettings, Side
 from redline.errors import UsageError
 from redline.pinning import plan_pinning
@@ -100,19 +100,22 @@ def compare_command(args) -> int:
     if args.max_runs < args.runs:
         raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")
     floors = Store(args.store).noise_floors()
+    confidence = looks_confidence(args.runs, args.max_runs)
 
     def more_runs(test, records, runs_so_far):
-        return extra_runs_needed(compare_test(test.name, records, floors), runs_so_far, args.max_runs)
+        return extra_runs_needed(compare_test(test.name, records, floors, confidence=confidence),
+                                 runs_so_far, args.max_runs)
 
     session = execute_session(args, kind="compare", sides=[baseline, comparison], more_runs=more_runs)
     by_test: dict[str, list[RunRecord]] = {}
     for r in session.records:
         by_test.setdefault(r.test, []).append(r)
-    comparisons = [c for test, records in by_test.items() for c in compare_test(test, records, floors)]
+    comparisons = [c for test, records in by_test.items()
+                   for c in compare_test(test, records, floors, confidence=confidence)]
     apply_false_discovery_control(comparisons)
     session.store.save_comparisons(session.session_id, [c.as_json() for c in comparisons])
     out = Console(highlight=False)
-    out.print(verdict_report.terminal_table(comparisons))
+    out.print(verdict_report.terminal_table(comparisons, width=out.width))
     out.print(verdict_report.summary_sentence(comparisons, len(by_test)))
     if args.markdown:
         args.markdown.write_text(verdict_report.markdown(comparisons, session.records,

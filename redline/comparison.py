@@ -3,10 +3,12 @@ redline.stats; this module only decides what is compared with what)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 from redline.engine import RunRecord
-from redline.stats import MetricComparison, Verdict, benjamini_hochberg, compare_metric, needs_more_runs
+from redline.stats import (MetricComparison, Verdict, benjamini_hochberg, compare_metric,
+                           confidence_per_look, needs_more_runs)
 
 # metric → is a higher value better?
 COMPARED_METRICS = {"ops_per_sec": True, "p50_ms": False, "p99_ms": False, "server_cpu_us_per_op": False}
@@ -56,7 +58,15 @@ def _values(records: list[RunRecord], metric: str) -> tuple[list[float], list[fl
     return list(by_side[BASELINE].values()), list(by_side[COMPARISON].values()), False
 
 
-def compare_test(test: str, records: list[RunRecord], noise_floors: dict[tuple[str, str], float]) -> list[TestComparison]:
+def looks_confidence(runs: int, max_runs: int, confidence: float = 0.95) -> float:
+    """Confidence per look when inconclusive tests get 2 more runs per look up to max_runs, so that
+    peeking does not inflate false alarms (redline.stats.confidence_per_look)."""
+    looks = 1 + math.ceil(max(0, max_runs - runs) / 2)
+    return confidence_per_look(looks, confidence)
+
+
+def compare_test(test: str, records: list[RunRecord], noise_floors: dict[tuple[str, str], float], *,
+                 confidence: float = 0.95) -> list[TestComparison]:
     out = []
     for metric, higher_is_better in COMPARED_METRICS.items():
         baseline, comparison, paired = _values(records, metric)
@@ -65,7 +75,7 @@ def compare_test(test: str, records: list[RunRecord], noise_floors: dict[tuple[s
                                       f"({len(baseline)} baseline, {len(comparison)} comparison; need {MIN_RUNS})"))
             continue
         result = compare_metric(baseline, comparison, paired=paired, higher_is_better=higher_is_better,
-                                noise_floor_pct=noise_floors.get((test, metric)))
+                                noise_floor_pct=noise_floors.get((test, metric)), confidence=confidence)
         out.append(TestComparison(test, metric, result))
     return out
 

@@ -4,6 +4,7 @@ request comment, JSON with every number."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from rich.table import Table
@@ -41,26 +42,42 @@ def _explain(c: TestComparison) -> str:
     return f"{r.effect_words}; τ {r.tau_pct:.1f}%" + ("" if c.survives_fdr or not c.significant else "; not significant after FDR")
 
 
-def terminal_table(comparisons: list[TestComparison]) -> Table:
-    table = Table(title="redline compare: comparison vs baseline", title_justify="left")
-    for column, justify in (("test", "left"), ("metric", "left"), ("baseline", "right"), ("comparison", "right"),
-                            ("Δ", "right"), ("95% CI", "right"), ("p", "right"), ("verdict", "left"),
-                            ("why", "left")):
-        table.add_column(column, justify=justify, overflow="fold")
+def _common_prefix(names: list[str]) -> str:
+    prefix = os.path.commonprefix(names) if len(names) > 1 else ""
+    return prefix[: prefix.rfind("-") + 1] if "-" in prefix else ""
+
+
+def terminal_table(comparisons: list[TestComparison], *, width: int = 200) -> Table:
+    """Significant first. Below 140 columns the medians, p-value and explanation are left out
+    (they are in the markdown and JSON outputs)."""
+    wide = width >= 140
+    prefix = _common_prefix(sorted({c.test for c in comparisons}))
+    table = Table(title="redline compare: comparison vs baseline" + (f", tests {prefix}…" if prefix else ""),
+                  title_justify="left")
+    columns = ["test", "metric"] + (["baseline", "comparison"] if wide else []) + ["Δ", "95% CI"] \
+        + (["p"] if wide else []) + ["verdict"] + (["why"] if wide else [])
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("test", "metric", "verdict", "why") else "right",
+                         no_wrap=column != "why")
     for c in sorted_comparisons(comparisons):
         r = c.result
         style = STYLE[c.verdict]
-        table.add_row(c.test, c.metric, _num(r.baseline_median if r else None),
-                      _num(r.comparison_median if r else None),
-                      f"{r.delta_pct:+.1f}%" if r else "–",
-                      f"[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]" if r else "–",
-                      f"{r.p_value:.3f}" if r else "–", f"[{style}]{WORDS[c.verdict]}[/{style}]", _explain(c))
+        cells = {"test": c.test[len(prefix):], "metric": c.metric,
+                 "baseline": _num(r.baseline_median if r else None),
+                 "comparison": _num(r.comparison_median if r else None),
+                 "Δ": f"{r.delta_pct:+.1f}%" if r else "–",
+                 "95% CI": f"[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]" if r else "–",
+                 "p": f"{r.p_value:.3f}" if r else "–",
+                 "verdict": f"[{style}]{WORDS[c.verdict]}[/{style}]", "why": _explain(c)}
+        table.add_row(*(cells[column] for column in columns))
     return table
 
 
 def summary_sentence(comparisons: list[TestComparison], tests: int) -> str:
     counts = {v: sum(1 for c in comparisons if c.verdict == v) for v in ORDER}
-    parts = [f"{counts[v]} {WORDS[v]}{'s' if counts[v] != 1 and v != Verdict.NO_CHANGE else ''}"
+    plural = {Verdict.REGRESSION: "regressions", Verdict.IMPROVEMENT: "improvements",
+              Verdict.INCONCLUSIVE: "inconclusive"}
+    parts = [f"{counts[v]} {WORDS[v] if counts[v] == 1 else plural[v]}"
              for v in (Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.INCONCLUSIVE) if counts[v]]
     if not parts:
         return f"No change in any of {tests} tests: every metric's 95% interval lies inside its threshold."

@@ -1,0 +1,68 @@
+"""`redline compare` and `redline calibrate` on real servers: A/A must not produce verdicts of
+change; a real difference (appendonly=yes) must show up on writes and not on reads."""
+
+import json
+import sqlite3
+
+from redline.comparison import COMPARED_METRICS
+
+FAST = ("--duration", "1s", "--warmup", "0.5s")
+KEYS = {"test", "metric", "baseline_median", "comparison_median", "delta_pct", "ci_low_pct", "ci_high_pct",
+        "p_value", "verdict"}
+
+
+def test_a_real_difference_is_a_regression_on_writes_only(tmp_path, redline_cli):
+    out, md = tmp_path / "cmp.json", tmp_path / "cmp.md"
+    proc = redline_cli("compare", "quick", "--name", "string-(set|get)-100B-pipeline-10$",
+                       "--comparison-config", "appendonly=yes", "--runs", "8", "--max-runs", "8", *FAST,
+                       "--json", out, "--markdown", md, "--store", tmp_path / "r.db", "--fail-on-regression",
+                       timeout=600)
+    document = json.loads(out.read_text())
+    comparisons = document["comparisons"]
+    assert len(comparisons) == 2 * len(COMPARED_METRICS)
+    for c in comparisons:
+        assert KEYS <= set(c) and c["verdict"] in ("regression", "improvement", "no_change", "inconclusive")
+    by = {(("set" if "-set-" in c["test"] else "get"), c["metric"]): c for c in comparisons}
+    cpu_set = by[("set", "server_cpu_us_per_op")]
+    assert cpu_set["verdict"] == "regression", cpu_set
+    assert cpu_set["delta_pct"] > 5 and cpu_set["ci_low_pct"] > 0
+    # reads do not touch the AOF: the server's CPU per GET must not be called a regression
+    # (throughput on this shared 2-core machine also moves with the neighbours' load; CPU/op does not)
+    assert by[("get", "server_cpu_us_per_op")]["verdict"] != "regression", by[("get", "server_cpu_us_per_op")]
+    assert len(document["runs"]) == 2 * 2 * 8
+    assert {r["side"] for r in document["runs"]} == {"baseline", "comparison"}
+    # gating: a regression that survives false-discovery control fails the job
+    assert proc.returncode == (1 if cpu_set["survives_fdr"] else 0), proc.stderr[-2000:]
+    text = md.read_text()
+    assert text.startswith("**redline**:") and "<details>" in text and "| test | metric |" in text
+    stored = sqlite3.connect(tmp_path / "r.db").execute(
+        "SELECT verdict FROM comparisons WHERE metric='server_cpu_us_per_op' AND test LIKE '%-set-%'").fetchone()
+    assert stored == ("regression",)
+
+
+def test_identical_servers_give_no_verdict_of_change(tmp_path, redline_cli):
+    out = tmp_path / "aa.json"
+    redline_cli("compare", "quick", "--name", "string-(set|get)-100B-pipeline-1$", "--runs", "7",
+                "--max-runs", "7", *FAST, "--json", out, "--store", tmp_path / "r.db", check_exit=0, timeout=600)
+    comparisons = json.loads(out.read_text())["comparisons"]
+    assert len(comparisons) == 2 * len(COMPARED_METRICS)
+    assert not [c for c in comparisons if c["verdict"] in ("regression", "improvement")], comparisons
+
+
+def test_calibrate_stores_noise_floors_that_compare_uses(tmp_path, redline_cli):
+    db = tmp_path / "r.db"
+    proc = redline_cli("calibrate", "quick", "--name", "string-get-100B-pipeline-10$", "--runs", "5", *FAST,
+                       "--store", db, check_exit=0, timeout=600)
+    assert "noise floor" in proc.stdout
+    floors = dict(sqlite3.connect(db).execute("SELECT metric, floor_pct FROM noise_floors").fetchall())
+    assert set(floors) == set(COMPARED_METRICS) and all(v >= 0 for v in floors.values())
+    out = tmp_path / "cmp.json"
+    redline_cli("compare", "quick", "--name", "string-get-100B-pipeline-10$", "--runs", "5", "--max-runs", "5",
+                *FAST, "--json", out, "--store", db, check_exit=0, timeout=600)
+    for c in json.loads(out.read_text())["comparisons"]:
+        assert abs(c["tau_pct"] - max(2.0, 2 * floors[c["metric"]])) < 1e-6, c
+
+
+def test_max_runs_below_runs_is_a_usage_error(redline_cli):
+    proc = redline_cli("compare", "--runs", "7", "--max-runs", "5", check_exit=2)
+    assert "--max-runs (5) is smaller than --runs (7)" in proc.stderr
