@@ -339,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     print(redline_table(rng, iterations=args.iterations))
     print("\n### upstream rule: one run per side, fixed 5% threshold\n")
     print(upstream_table(rng, iterations=max(args.iterations, 20000)))
-    print("\n### drift of the machine during the experiment (A/A, 7 runs per side)\n")
+    print("\n### drift of the machine during the experiment (7 runs per side)\n")
     print(drift_table(rng, iterations=args.iterations))
     print("\n### extra runs while inconclusive (interleaved pairs)\n")
     print(adaptive_table(rng, iterations=args.iterations))
