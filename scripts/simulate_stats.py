@@ -33,7 +33,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from redline.stats import (  # noqa: E402
-    Verdict,
     compare_metric,
     confidence_per_look,
     needs_more_runs,
