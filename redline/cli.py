@@ -68,6 +68,9 @@ def add_measurement_arguments(parser: argparse.ArgumentParser, *, default_runs: 
     parser.add_argument("--store", type=Path, default=Path("redline.db"), metavar="PATH",
                         help="SQLite result store (default ./redline.db)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write every run as JSON to FILE")
+    parser.add_argument("--profile", action="store_true",
+                        help="after the measured runs, one extra run per test and side under perf: "
+                             "flame graph and top symbols (never part of a metric)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -106,6 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
     add_measurement_arguments(calibrate, default_runs=7)
     calibrate.set_defaults(func=_command("calibrate_command"))
+
+    hot = commands.add_parser("hotspots", help="the hottest symbols and stacks across every profiled test of a session")
+    hot.add_argument("session", nargs="?", default="latest", metavar="SESSION",
+                     help="session id (see `redline run` output) or 'latest' (default)")
+    hot.add_argument("--store", type=Path, default=Path("redline.db"), metavar="PATH")
+    hot.add_argument("--top", type=positive_int, default=20, help="rows per table (default 20)")
+    hot.set_defaults(func=_command("hotspots_command"))
 
     try:
         from redline.suites_cmd import add_suites_parser

@@ -14,7 +14,7 @@ from redline.comparison import (COMPARED_METRICS, apply_false_discovery_control,
 from redline.engine import Engine, RunRecord, RunSettings, Side
 from redline.errors import UsageError
 from redline.pinning import plan_pinning
-from redline.report import ConsoleObserver, print_results, write_json
+from redline.report import ConsoleObserver, print_profiles, print_results, write_json
 from redline.spec import SpecError, resolve_suites, select
 from redline.stats import Verdict, noise_floor_pct
 from redline.store import Store
@@ -68,7 +68,8 @@ def execute_session(args, *, kind: str, sides: list[Side], more_runs=None) -> Se
         engine = Engine(store=store, observer=observer, pinning=pinning)
         records = engine.execute(tests=tests, sides=sides, session_id=session_id, more_runs=more_runs,
                                  settings=RunSettings(runs=args.runs, duration_s=args.duration,
-                                                      warmup_s=args.warmup, scale=args.scale))
+                                                      warmup_s=args.warmup, scale=args.scale,
+                                                      profile=args.profile))
         status = "finished"
     finally:
         observer.close()
@@ -87,9 +88,12 @@ def _failures_line(session: Session, console: Console) -> int:
 def run_command(args) -> int:
     target = target_from(args.target, args.config, "--config")
     session = execute_session(args, kind="run", sides=[Side(target)])
-    print_results(Console(highlight=False), session.records)
+    measured = [r for r in session.records if r.purpose == "measure"]
+    out = Console(highlight=False)
+    print_results(out, measured)
+    print_profiles(out, [r for r in session.records if r.purpose == "profile"])
     if args.json:
-        write_json(args.json, session.records)
+        write_json(args.json, measured)
     return 1 if _failures_line(session, Console(stderr=True, highlight=False)) else 0
 
 
@@ -161,3 +165,28 @@ def calibrate_command(args) -> int:
         table.add_row(*row)
     out.print(table)
     return 1 if _failures_line(session, Console(stderr=True, highlight=False)) else 0
+
+
+# -- redline hotspots ----------------------------------------------------------------------------
+def hotspots_command(args) -> int:
+    from redline.profile import format_hot_stacks_table, format_hotspots_table, hotspots
+    if not args.store.exists():
+        raise UsageError(f"no result store at {args.store}")
+    store = Store(args.store)
+    if args.session == "latest":
+        session_id = store.latest_profiled_session()
+    else:
+        try:
+            session_id = int(args.session)
+        except ValueError:
+            raise UsageError(f"SESSION must be a number or 'latest', got {args.session!r}") from None
+    rows = store.profiles(session_id) if session_id is not None else []
+    if not rows:
+        raise UsageError(f"no profiled runs in session {session_id} of {args.store}: run with --profile first")
+    names = [f"{r['test']}" + (f" [{r['side']}]" if r["side"] else "") for r in rows]
+    result = hotspots([Path(r["folded_path"]) for r in rows], top=args.top, names=names)
+    out = Console(highlight=False)
+    out.print(f"session {session_id}: {len(rows)} profiled tests")
+    out.print(format_hotspots_table(result))
+    out.print(format_hot_stacks_table(result))
+    return 0

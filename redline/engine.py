@@ -46,6 +46,7 @@ class RunSettings:
     duration_s: float | None = None      # None: the suite's own --test-time
     warmup_s: float = 2.0
     scale: float | None = None           # None: the suite's own dataset-scale, else 1.0
+    profile: bool = False                # one extra, profiled run per test and side after the measured ones
 
 
 @dataclass
@@ -59,6 +60,8 @@ class RunRecord:
     metrics: dict[str, float | None] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
     error: str | None = None
+    purpose: str = "measure"             # or "profile": never part of a metric
+    profile: dict | None = None
 
     def as_json(self) -> dict:
         out = {"test": self.test, "target": self.target, "run_index": self.run_index, "status": self.status}
@@ -96,10 +99,10 @@ def interleaved(sides: list[Side], runs: int, start: int = 0) -> list[tuple[Side
 
 
 class _LoadProgress:
-    """Forwards redline-load's events to the observer and the window probe."""
+    """Forwards redline-load's events to the observer, the window probe and the profiler."""
 
-    def __init__(self, observer: Observer, probe: WindowProbe | None, settings: LoadRequest):
-        self.observer, self.probe, self.request = observer, probe, settings
+    def __init__(self, observer: Observer, probe: WindowProbe | None, settings: LoadRequest, recorder=None):
+        self.observer, self.probe, self.request, self.recorder = observer, probe, settings, recorder
 
     def on_phase(self, phase: str, at: float) -> None:
         if phase == "warmup":
@@ -107,6 +110,8 @@ class _LoadProgress:
         elif phase == "measure":
             if self.probe:
                 self.probe.mark_start()
+            if self.recorder:
+                self.recorder.start()
             self.observer.phase("measurement", total=self.request.duration_s)
         elif phase == "done" and self.probe:
             self.probe.mark_end()
@@ -174,6 +179,11 @@ class Engine:
                 if extra:
                     self.observer.note(f"undecided: {extra} more runs per side")
                 planned, batch = planned + extra, interleaved(sides, planned + extra, start=planned)
+            if settings.profile:
+                for side in sides:
+                    if side in servers:
+                        records.append(self._measure(test, side, planned, servers[side], facts[side], settings,
+                                                     session_id, purpose="profile"))
         finally:
             for server in servers.values():
                 server.stop()
@@ -217,19 +227,25 @@ class Engine:
 
     # -- one run ------------------------------------------------------------------------------
     def _measure(self, test: TestSpec, side: Side, index: int, server: Server, side_facts: dict,
-                 settings: RunSettings, session_id: int) -> RunRecord:
+                 settings: RunSettings, session_id: int, purpose: str = "measure") -> RunRecord:
         run_id = self.store.begin_run(session_id=session_id, test=test.name, suite_file=str(test.path),
-                                      target=side.target.label, side=side.name, run_index=index)
+                                      target=side.target.label, side=side.name, run_index=index, purpose=purpose)
         request = LoadRequest(arguments=test.client.arguments, host=server.host, port=server.port,
                               json_path=self.workdir / f"run-{run_id}.json", duration_s=settings.duration_s,
                               warmup_s=settings.warmup_s, cpus=self.pinning.client_cpus)
         probe = WindowProbe(pids=server.pids(), client=server.client())
         facts = {**side_facts, "machine": machine.facts(), "loadgen_argv": request.argv(),
                  "warmup_s": settings.warmup_s}
+        recorder = profile = None
         try:
             try:
-                result = run_load(request, listener=_LoadProgress(self.observer, probe, request),
+                recorder = self._recorder(test, side, server, run_id) if purpose == "profile" else None
+                result = run_load(request, listener=_LoadProgress(self.observer, probe, request, recorder),
                                   server_alive=server.alive)
+                if recorder is not None:
+                    self.observer.phase("profile: perf script, flame graph")
+                    profile = recorder.stop().as_json()
+                    recorder = None
             except ServerGone:
                 reason = server.crash_reason()
                 raise RunError(f"the server exited during the run ({server.exit_description()})"
@@ -237,20 +253,35 @@ class Engine:
             metrics, series, flags = self._metrics(test, result, probe)
             facts["flags"] = flags
             facts["loadgen"] = result.extra
-            outcome = RunOutcome(status="ok", metrics=metrics, series=series, facts=facts)
-            record = RunRecord(run_id, test.name, side.target.label, side.name, index, "ok", metrics, flags)
+            outcome = RunOutcome(status="ok", metrics=metrics, series=series, facts=facts, profile=profile)
+            record = RunRecord(run_id, test.name, side.target.label, side.name, index, "ok", metrics, flags,
+                               purpose=purpose, profile=profile)
         except RunError as exc:
             outcome = RunOutcome(status="failed", metrics={}, series={}, facts=facts, error=str(exc),
                                  server_log_tail=server.log_tail())
-            record = RunRecord(run_id, test.name, side.target.label, side.name, index, "failed", error=str(exc))
+            record = RunRecord(run_id, test.name, side.target.label, side.name, index, "failed", error=str(exc),
+                               purpose=purpose)
         except BaseException:
             self.store.mark_interrupted(run_id, "redline was interrupted during this run")
             raise
         finally:
             probe.close()
+            if recorder is not None:         # the run failed: stop perf, its output is not used
+                try:
+                    recorder.stop()
+                except Exception:
+                    pass
         self.store.finish_run(run_id, outcome)
         self.observer.run_finished(record)
         return record
+
+    def _recorder(self, test: TestSpec, side: Side, server: Server, run_id: int):
+        """perf for the profiled run; raises RunError when this server cannot be profiled."""
+        if not server.managed:
+            raise RunError("cannot profile a tcp:// target: redline does not run that server")
+        from redline.profile import Recorder   # perf tooling is only needed with --profile
+        return Recorder(pids=server.pids(), binary=side.target.binary, workdir=self.store.artifact_dir(run_id),
+                        title=f"{test.name} — {side.target.label}")
 
     def _metrics(self, test: TestSpec, result: LoadResult, probe: WindowProbe):
         ops = result.ops or 0

@@ -167,5 +167,19 @@ def print_results(console: Console, records: list[RunRecord]) -> None:
         console.print(f"[yellow]⚠[/yellow] {note}")
 
 
+def print_profiles(console: Console, records: list[RunRecord], top: int = 5) -> None:
+    """Per profiled run: the hottest symbols by self time and where the flame graph is."""
+    for record in records:
+        label = record.test + (f" [{record.side}]" if record.side else "")
+        if record.status != "ok" or not record.profile:
+            console.print(f"profile {label}: [red]failed[/red]: {record.error}")
+            continue
+        prof = record.profile
+        hottest = ", ".join(f"{s['symbol']} {s['share']:.0%}" for s in prof["top_self"][:top])
+        console.print(f"profile {label} ({prof['samples']} samples, {prof['event']}, {prof['unwinder']} unwinding): "
+                      f"{hottest}")
+        console.print(f"  flame graph: {prof['svg_path']}", style="dim")
+
+
 def write_json(path: Path, records: list[RunRecord]) -> None:
     path.write_text(json.dumps([r.as_json() for r in records], indent=2) + "\n")

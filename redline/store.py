@@ -16,7 +16,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Changes to a store written by an older redline, by the version they lead to.
+MIGRATIONS = {
+    2: ["ALTER TABLE runs ADD COLUMN purpose TEXT NOT NULL DEFAULT 'measure'"],
+}
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
     id INTEGER PRIMARY KEY,
@@ -37,6 +41,7 @@ CREATE TABLE IF NOT EXISTS runs (
     target TEXT NOT NULL,
     side TEXT,
     run_index INTEGER NOT NULL,
+    purpose TEXT NOT NULL DEFAULT 'measure' CHECK (purpose IN ('measure', 'profile')),
     status TEXT NOT NULL CHECK (status IN ('running', 'ok', 'failed', 'interrupted')),
     started_at REAL NOT NULL,
     finished_at REAL,
@@ -57,6 +62,15 @@ CREATE TABLE IF NOT EXISTS series (
     second INTEGER NOT NULL,
     value REAL,
     PRIMARY KEY (run_id, name, second)
+);
+CREATE TABLE IF NOT EXISTS profiles (
+    run_id INTEGER PRIMARY KEY REFERENCES runs(id),
+    folded_path TEXT NOT NULL,
+    svg_path TEXT NOT NULL,
+    unwinder TEXT,
+    event TEXT,
+    samples INTEGER,
+    detail TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS comparisons (
     session_id INTEGER NOT NULL REFERENCES sessions(id),
@@ -89,6 +103,7 @@ class RunOutcome:
     facts: dict
     error: str | None = None
     server_log_tail: str | None = None
+    profile: dict | None = None                   # ProfileResult.as_json() of a profiled run
 
 
 def _pid_alive(pid: int) -> bool:
@@ -114,6 +129,10 @@ class Store:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise RuntimeError(f"{self.path} was written by a newer redline (schema {version})")
+        if version:
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS.get(target, []):
+                    self.db.execute(statement)
         self.db.executescript(SCHEMA)
         self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         self.recover_interrupted()
@@ -133,12 +152,18 @@ class Store:
                         (time.time(), status, session_id))
 
     def begin_run(self, *, session_id: int, test: str, suite_file: str | None, target: str,
-                  side: str | None, run_index: int) -> int:
+                  side: str | None, run_index: int, purpose: str = "measure") -> int:
         cur = self.db.execute(
-            "INSERT INTO runs(session_id, test, suite_file, target, side, run_index, status, started_at)"
-            " VALUES (?,?,?,?,?,?,'running',?)",
-            (session_id, test, suite_file, target, side, run_index, time.time()))
+            "INSERT INTO runs(session_id, test, suite_file, target, side, run_index, purpose, status, started_at)"
+            " VALUES (?,?,?,?,?,?,?,'running',?)",
+            (session_id, test, suite_file, target, side, run_index, purpose, time.time()))
         return cur.lastrowid
+
+    def artifact_dir(self, run_id: int) -> Path:
+        """Files that belong to a run (profiles, flame graphs), next to the database file."""
+        path = self.path.with_name(self.path.stem + "-artifacts") / f"run-{run_id}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     def finish_run(self, run_id: int, outcome: RunOutcome) -> None:
         """Status, metrics and series of one run, atomically."""
@@ -153,6 +178,12 @@ class Store:
                 "INSERT OR REPLACE INTO series(run_id, name, second, value) VALUES (?,?,?,?)",
                 [(run_id, name, i, v) for name, values in outcome.series.items()
                  for i, v in enumerate(values)])
+            if outcome.profile:
+                pr = outcome.profile
+                self.db.execute(
+                    "INSERT OR REPLACE INTO profiles(run_id, folded_path, svg_path, unwinder, event, samples, detail)"
+                    " VALUES (?,?,?,?,?,?,?)", (run_id, pr["folded_path"], pr["svg_path"], pr.get("unwinder"),
+                                                pr.get("event"), pr.get("samples"), json.dumps(pr)))
 
     def mark_interrupted(self, run_id: int, reason: str) -> None:
         self.db.execute("UPDATE runs SET status='interrupted', finished_at=?, error=? "
@@ -205,6 +236,15 @@ class Store:
         if session_id is None:
             return self.db.execute("SELECT * FROM runs ORDER BY id").fetchall()
         return self.db.execute("SELECT * FROM runs WHERE session_id=? ORDER BY id", (session_id,)).fetchall()
+
+    def latest_profiled_session(self) -> int | None:
+        return self.db.execute("SELECT max(r.session_id) FROM runs r JOIN profiles p ON p.run_id = r.id").fetchone()[0]
+
+    def profiles(self, session_id: int) -> list[sqlite3.Row]:
+        """The profiled runs of a session with their profile rows."""
+        return self.db.execute(
+            "SELECT r.id, r.test, r.side, r.target, p.folded_path, p.svg_path, p.detail FROM runs r "
+            "JOIN profiles p ON p.run_id = r.id WHERE r.session_id=? ORDER BY r.id", (session_id,)).fetchall()
 
     def metrics(self, run_id: int) -> dict[str, float | None]:
         return {r["name"]: r["value"] for r in
