@@ -8,7 +8,7 @@ say() { printf '\033[1msetup:\033[0m %s\n' "$*" >&2; }
 # Debian packages: the servers redline measures, perf, build tools, Python.
 APT_PACKAGES=(redis-server redis-tools linux-perf build-essential pkg-config git
               python3 python3-venv util-linux procps ca-certificates
-)
+              chromium)   # chromium: tests render flame graphs headless and look at them
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -40,6 +40,12 @@ if [[ -f loadgen/Cargo.toml ]]; then
     "$CARGO" build --release --quiet --manifest-path loadgen/Cargo.toml
     mkdir -p bin
     ln -sf ../loadgen/target/release/redline-load bin/redline-load
+fi
+
+# Flame graphs: inferno's command-line tools from crates.io, into .tools/bin (once).
+if [[ ! -x .tools/bin/inferno-flamegraph || ! -x .tools/bin/inferno-diff-folded ]]; then
+    say "installing inferno (flame graphs) into .tools"
+    "$CARGO" install inferno --locked --quiet --root .tools
 fi
 
 # Python environment: Debian's python3 in a venv; reinstalled only when pyproject.toml changes.

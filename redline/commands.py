@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from redline import machine
-from redline.comparison import (COMPARED_METRICS, apply_false_discovery_control, compare_test,
+from redline.comparison import (COMPARED_METRICS, apply_false_discovery_control, attach_profiles, compare_test,
                                 extra_runs_needed, looks_confidence)
 from redline.engine import Engine, RunRecord, RunSettings, Side
 from redline.errors import UsageError
@@ -113,14 +113,20 @@ def compare_command(args) -> int:
     session = execute_session(args, kind="compare", sides=[baseline, comparison], more_runs=more_runs)
     by_test: dict[str, list[RunRecord]] = {}
     for r in session.records:
-        by_test.setdefault(r.test, []).append(r)
+        if r.purpose == "measure":
+            by_test.setdefault(r.test, []).append(r)
     comparisons = [c for test, records in by_test.items()
                    for c in compare_test(test, records, floors, confidence=confidence)]
     apply_false_discovery_control(comparisons)
+    if args.profile:
+        artifacts = session.store.path.with_name(session.store.path.stem + "-artifacts") / f"compare-{session.session_id}"
+        attach_profiles(comparisons, session.records, artifacts)
     session.store.save_comparisons(session.session_id, [c.as_json() for c in comparisons])
     out = Console(highlight=False)
     out.print(verdict_report.terminal_table(comparisons, width=out.width))
     out.print(verdict_report.summary_sentence(comparisons, len(by_test)))
+    for line in verdict_report.profile_lines(comparisons):
+        out.print(line)
     if args.markdown:
         args.markdown.write_text(verdict_report.markdown(comparisons, session.records,
                                                          baseline=baseline.target.label,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from redline.engine import RunRecord
 from redline.stats import (MetricComparison, Verdict, benjamini_hochberg, compare_metric,
@@ -23,6 +24,8 @@ class TestComparison:
     result: MetricComparison | None
     note: str | None = None                # why there is no result (too few runs, failures)
     survives_fdr: bool = False             # significant after Benjamini–Hochberg over the session
+    moved_symbols: list[dict] | None = None   # with --profile: symbols whose self share moved most
+    diff_flamegraph: str | None = None        # with --profile: comparison against baseline SVG
 
     @property
     def verdict(self) -> str:
@@ -34,7 +37,8 @@ class TestComparison:
 
     def as_json(self) -> dict:
         out = {"test": self.test, "metric": self.metric, "verdict": self.verdict, "note": self.note,
-               "survives_fdr": self.survives_fdr}
+               "survives_fdr": self.survives_fdr, "moved_symbols": self.moved_symbols,
+               "diff_flamegraph": self.diff_flamegraph}
         keys = ("baseline_median", "comparison_median", "delta_pct", "ci_low_pct", "ci_high_pct", "p_value")
         if self.result:
             detail = asdict(self.result)
@@ -85,6 +89,26 @@ def extra_runs_needed(comparisons: list[TestComparison], runs_so_far: int, max_r
     budget allows; 0 when every metric is decided."""
     undecided = any(c.result is not None and needs_more_runs(c.result) for c in comparisons)
     return min(2, max_runs - runs_so_far) if undecided and runs_so_far < max_runs else 0
+
+
+def attach_profiles(comparisons: list[TestComparison], records: list[RunRecord], artifacts: Path) -> None:
+    """Where both sides of a test were profiled: a differential flame graph, and for each verdict
+    the symbols whose share of the server's CPU moved most."""
+    from redline.profile import diff_flamegraph, moved_symbols
+    profiled: dict[str, dict[str, dict]] = {}
+    for r in records:
+        if r.purpose == "profile" and r.status == "ok" and r.profile:
+            profiled.setdefault(r.test, {})[r.side] = r.profile
+    for test, sides in profiled.items():
+        if set(sides) != {BASELINE, COMPARISON}:
+            continue
+        base, comp = Path(sides[BASELINE]["folded_path"]), Path(sides[COMPARISON]["folded_path"])
+        artifacts.mkdir(parents=True, exist_ok=True)
+        svg = diff_flamegraph(base, comp, artifacts / f"{test}.diff.svg", title=f"{test}: comparison against baseline")
+        moves = moved_symbols(base, comp, top=5)
+        for c in comparisons:
+            if c.test == test:
+                c.moved_symbols, c.diff_flamegraph = moves, str(svg)
 
 
 def apply_false_discovery_control(comparisons: list[TestComparison], q: float = 0.05) -> None:

@@ -67,6 +67,9 @@ class RunRecord:
         out = {"test": self.test, "target": self.target, "run_index": self.run_index, "status": self.status}
         if self.side:
             out["side"] = self.side
+        if self.purpose != "measure":
+            out["purpose"] = self.purpose
+            out["profile"] = self.profile
         out.update({k: self.metrics.get(k) for k in METRICS})
         out["flags"] = self.flags
         if self.error:

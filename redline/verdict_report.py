@@ -16,6 +16,7 @@ from redline.stats import Verdict
 ORDER = {Verdict.REGRESSION: 0, Verdict.IMPROVEMENT: 1, Verdict.INCONCLUSIVE: 2, Verdict.NO_CHANGE: 3}
 STYLE = {Verdict.REGRESSION: "red", Verdict.IMPROVEMENT: "green", Verdict.INCONCLUSIVE: "yellow",
          Verdict.NO_CHANGE: "dim"}
+SHORT_METRIC = {"ops_per_sec": "ops/s", "p50_ms": "p50", "p99_ms": "p99", "server_cpu_us_per_op": "cpu/op"}
 WORDS = {Verdict.REGRESSION: "regression", Verdict.IMPROVEMENT: "improvement",
          Verdict.INCONCLUSIVE: "inconclusive", Verdict.NO_CHANGE: "no change"}
 
@@ -62,7 +63,7 @@ def terminal_table(comparisons: list[TestComparison], *, width: int = 200) -> Ta
     for c in sorted_comparisons(comparisons):
         r = c.result
         style = STYLE[c.verdict]
-        cells = {"test": c.test[len(prefix):], "metric": c.metric,
+        cells = {"test": c.test[len(prefix):], "metric": c.metric if wide else SHORT_METRIC.get(c.metric, c.metric),
                  "baseline": _num(r.baseline_median if r else None),
                  "comparison": _num(r.comparison_median if r else None),
                  "Δ": f"{r.delta_pct:+.1f}%" if r else "–",
@@ -71,6 +72,21 @@ def terminal_table(comparisons: list[TestComparison], *, width: int = 200) -> Ta
                  "verdict": f"[{style}]{WORDS[c.verdict]}[/{style}]", "why": _explain(c)}
         table.add_row(*(cells[column] for column in columns))
     return table
+
+
+def _moves(c: TestComparison) -> str:
+    from redline.profile import describe_move
+    return ", ".join(describe_move(m) for m in (c.moved_symbols or [])[:3])
+
+
+def profile_lines(comparisons: list[TestComparison]) -> list[str]:
+    """For each test with a verdict of change and a profile: why, in symbols."""
+    lines, seen = [], set()
+    for c in sorted_comparisons(comparisons):
+        if c.significant and c.moved_symbols and c.test not in seen:
+            seen.add(c.test)
+            lines.append(f"{c.test} ({WORDS[c.verdict]} in {c.metric}): {_moves(c)}  [dim]{c.diff_flamegraph}[/dim]")
+    return lines
 
 
 def summary_sentence(comparisons: list[TestComparison], tests: int) -> str:
@@ -96,7 +112,8 @@ def markdown(comparisons: list[TestComparison], records: list[RunRecord], *, bas
         lines.append(f"| {c.test} | {c.metric} | {_num(r.baseline_median if r else None)} | "
                      f"{_num(r.comparison_median if r else None)} | {f'{r.delta_pct:+.1f}%' if r else '–'} | "
                      f"{f'[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]' if r else '–'} | "
-                     f"{f'{r.p_value:.3f}' if r else '–'} | **{WORDS[c.verdict]}** {_explain(c)} |")
+                     f"{f'{r.p_value:.3f}' if r else '–'} | **{WORDS[c.verdict]}** {_explain(c)}"
+                     + (f"; moved: {_moves(c)}" if c.significant and c.moved_symbols else "") + " |")
     lines += ["", "Legend: Δ is the Hodges–Lehmann estimate of comparison vs baseline; the 95% interval is "
               "distribution-free (Wilcoxon signed-rank over interleaved pairs). *regression*/*improvement*: "
               "the interval excludes 0 and |Δ| ≥ τ = max(2%, 2 × the test's A/A noise floor); *no change*: the "
