@@ -226,7 +226,7 @@ def bulk_load(
     host: str,
     port: int,
     total_elements: int,
-    connections: int = 4,
+    connections: int = 2,
     window_bytes: int = 4 << 20,
     progress: Progress | None = None,
     connect_timeout: float = 10.0,

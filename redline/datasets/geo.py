@@ -22,7 +22,8 @@ Coordinates are kept as integer micro-degrees (0.11 m at the equator, finer than
 server's 52-bit geohash), so a point's text form is exact and identical on every machine.
 
 Determinism: points are drawn in fixed blocks of BLOCK_SIZE, each from its own numpy
-Generator seeded with (seed, block index). Any chunk size the caller asks for is cut out of
+Generator seeded with (seed, block index); the data for a smaller count is a prefix of the
+data for a larger one. Any chunk size the caller asks for is cut out of
 the same block stream, so the data never depends on it; memory is bounded by the chunk size.
 """
 
@@ -53,8 +54,8 @@ UPSTREAM_CIRCLE_RESULTS_AT_FULL_SCALE = 100_000  # "(~100K) number of elements"
 # Calibrated by scripts/calibrate_geo.py (see docs/datasets.md): the continent weight of
 # Europe (North America = 1) and the width of the countryside clouds that make, in
 # expectation at full scale, UPSTREAM_BOX hold 11,000 points and UPSTREAM_CIRCLE 100,000.
-CALIBRATED_EUROPE_WEIGHT = 0.4696
-CALIBRATED_COUNTRYSIDE_SIGMA_KM = 65.580
+CALIBRATED_EUROPE_WEIGHT = 0.1761
+CALIBRATED_COUNTRYSIDE_SIGMA_KM = 65.318
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,8 @@ class GeoPointGenerator:
         """Micro-degree (lon, lat) arrays of block `index`; depends only on (seed, index)."""
         if not 0 <= index < self.block_count:
             raise IndexError(f"block {index} out of range 0..{self.block_count - 1}")
-        n = min(BLOCK_SIZE, self.count - index * BLOCK_SIZE)
+        keep = min(BLOCK_SIZE, self.count - index * BLOCK_SIZE)
+        n = BLOCK_SIZE  # always draw a full block: a smaller count gives a prefix of the data
         rng = np.random.Generator(
             np.random.PCG64(np.random.SeedSequence(entropy=self.seed, spawn_key=(index,)))
         )
@@ -213,8 +215,8 @@ class GeoPointGenerator:
 
         lat = np.clip(lat, -MAX_LATITUDE, MAX_LATITUDE)
         lon = np.remainder(lon + 180.0, 360.0) - 180.0
-        lon_e6 = np.rint(lon * 1e6).astype(np.int64)
-        lat_e6 = np.rint(lat * 1e6).astype(np.int64)
+        lon_e6 = np.rint(lon[:keep] * 1e6).astype(np.int64)
+        lat_e6 = np.rint(lat[:keep] * 1e6).astype(np.int64)
         return lon_e6, lat_e6
 
     def chunks(self, chunk_size: int = 1 << 20) -> Iterator[GeoChunk]:

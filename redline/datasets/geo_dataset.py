@@ -60,7 +60,7 @@ class GeoDataset(Dataset):
         scale: float,
         progress: Progress | None = None,
         seed: int | None = None,
-        connections: int = 4,
+        connections: int = 2,
         members_per_command: int = MEMBERS_PER_COMMAND,
         replace: bool = False,
     ) -> DatasetPlan:

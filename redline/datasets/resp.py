@@ -40,13 +40,24 @@ def encode_command(*args: bytes | str | int) -> bytes:
     return b"".join(parts)
 
 
+# ASCII of 000..999, three bytes a row: digits are looked up three at a time.
+_THREE_DIGITS = np.array(
+    [[48 + i // 100, 48 + i // 10 % 10, 48 + i % 10] for i in range(1000)], dtype=np.uint8
+)
+
+
 def decimal_digits(values: np.ndarray, width: int) -> np.ndarray:
     """ASCII digits of non-negative integers, zero padded to `width`: uint8 (n, width)."""
     values = np.asarray(values, dtype=np.int64)
     if values.size and (values.min() < 0 or values.max() >= 10**width):
         raise ValueError(f"values do not fit in {width} decimal digits")
-    powers = 10 ** np.arange(width - 1, -1, -1, dtype=np.int64)
-    return ((values[:, None] // powers) % 10 + 48).astype(np.uint8)
+    groups = (width + 2) // 3
+    out = np.empty((values.shape[0], groups * 3), dtype=np.uint8)
+    rest = values
+    for group in range(groups - 1, -1, -1):
+        out[:, group * 3 : group * 3 + 3] = _THREE_DIGITS[rest % 1000]
+        rest = rest // 1000
+    return out[:, groups * 3 - width :]
 
 
 def _fixed_decimal(micro: np.ndarray, int_digits: int) -> np.ndarray:
