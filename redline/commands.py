@@ -18,7 +18,7 @@ from redline.report import ConsoleObserver, print_profiles, print_results, write
 from redline.spec import SpecError, resolve_suites, select
 from redline.stats import Verdict, noise_floor_pct
 from redline.store import Store
-from redline.targets import Target, default_target, parse_config_pairs, parse_target
+from redline.targets import Target, default_target, ensure_built, parse_config_pairs, parse_target
 from redline import verdict_report
 
 DEFAULT_SUITE = "quick"
@@ -34,9 +34,23 @@ def select_tests(args) -> list:
     return tests
 
 
-def target_from(text: str | None, pairs: list[str], flag: str) -> Target:
+def target_from(text: str | None, pairs: list[str], flag: str, variant: str | None = None) -> Target:
     config = parse_config_pairs(pairs, flag)
-    return parse_target(text or default_target().spec, config)
+    return parse_target(text or default_target().spec, config, variant)
+
+
+def build_sides(sides: list[Side], observer: ConsoleObserver) -> list[Side]:
+    """Build (or fetch from the cache) every git:/src: target before anything is measured."""
+    built = []
+    for side in sides:
+        if side.target.build is not None and side.target.binary is None:
+            observer.phase(f"build {side.target.spec}")
+            target = ensure_built(side.target, progress=observer.detail)
+            facts = target.build_facts or {}
+            observer.note(f"{side.target.spec}: {'cache hit' if facts.get('cache_hit') else 'built'} → {target.binary}")
+            side = Side(target, side.name)
+        built.append(side)
+    return built
 
 
 @dataclass
@@ -65,6 +79,7 @@ def execute_session(args, *, kind: str, sides: list[Side], more_runs=None) -> Se
     observer = ConsoleObserver(console)
     status = "interrupted"
     try:
+        sides = build_sides(sides, observer)
         engine = Engine(store=store, observer=observer, pinning=pinning)
         records = engine.execute(tests=tests, sides=sides, session_id=session_id, more_runs=more_runs,
                                  settings=RunSettings(runs=args.runs, duration_s=args.duration,
@@ -86,7 +101,7 @@ def _failures_line(session: Session, console: Console) -> int:
 
 # -- redline run ---------------------------------------------------------------------------------
 def run_command(args) -> int:
-    target = target_from(args.target, args.config, "--config")
+    target = target_from(args.target, args.config, "--config", args.variant)
     session = execute_session(args, kind="run", sides=[Side(target)])
     measured = [r for r in session.records if r.purpose == "measure"]
     out = Console(highlight=False)
@@ -99,8 +114,9 @@ def run_command(args) -> int:
 
 # -- redline compare -----------------------------------------------------------------------------
 def compare_command(args) -> int:
-    baseline = Side(target_from(args.baseline, args.baseline_config, "--baseline-config"), "baseline")
-    comparison = Side(target_from(args.comparison, args.comparison_config, "--comparison-config"), "comparison")
+    baseline = Side(target_from(args.baseline, args.baseline_config, "--baseline-config", args.variant), "baseline")
+    comparison = Side(target_from(args.comparison, args.comparison_config, "--comparison-config", args.variant),
+                      "comparison")
     if args.max_runs < args.runs:
         raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")
     floors = Store(args.store).noise_floors()
@@ -143,7 +159,7 @@ def compare_command(args) -> int:
 
 # -- redline calibrate ---------------------------------------------------------------------------
 def calibrate_command(args) -> int:
-    target = target_from(args.target, args.config, "--config")
+    target = target_from(args.target, args.config, "--config", args.variant)
     session = execute_session(args, kind="calibrate", sides=[Side(target, "baseline"), Side(target, "comparison")])
     out = Console(highlight=False)
     by_test: dict[str, list[RunRecord]] = {}

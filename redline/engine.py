@@ -210,6 +210,7 @@ class Engine:
         facts = {
             "server_version": info.get("redis_version"),
             "server_binary": str(side.target.binary) if side.target.binary else None,
+            "build": side.target.build_facts,
             "server_config": {**test.db.configuration_parameters, **side.target.config},
             "server_port": server.port,
             "pinning": self.pinning.as_dict(),

@@ -79,6 +79,11 @@ class ConsoleObserver(Observer):
         self.bars.update(self.task, completed=done, total=total or self.bars.tasks[0].total,
                              detail=detail)
 
+    def detail(self, text: str) -> None:
+        """A line of text for the current phase (e.g. make's last line during a build)."""
+        if self.task is not None:
+            self.bars.update(self.task, detail=text.strip()[-60:])
+
     def run_finished(self, record: RunRecord) -> None:
         self._end_phase()
         side = f"{record.side} " if record.side else ""

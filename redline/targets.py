@@ -4,31 +4,35 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from redline.errors import UsageError
 
-SCHEMES = "bin:PATH or tcp://HOST:PORT"
+SCHEMES = "bin:PATH, git:REPO@REF, src:DIR or tcp://HOST:PORT"
 
 
 @dataclass(frozen=True)
 class Target:
     """A server to measure.
 
-    `binary` is set for targets redline starts and controls (bin:); `address` for endpoints it
-    only connects to (tcp://), where it can measure neither server CPU nor profiles.
+    `binary` is set for targets redline starts and controls (bin:, and git:/src: once built);
+    `build` for targets redline must build first (git:, src:); `address` for endpoints it only
+    connects to (tcp://), where it can measure neither server CPU nor profiles.
     """
 
     spec: str
     binary: Path | None = None
     address: tuple[str, int] | None = None
     config: dict[str, str] = field(default_factory=dict)
+    build: object | None = None            # redline.build.BuildTarget
+    variant: str | None = None             # build variant name or YAML path
+    build_facts: dict | None = None        # how the binary was built (after ensure_built)
 
     @property
     def managed(self) -> bool:
-        return self.binary is not None
+        return self.address is None
 
     @property
     def label(self) -> str:
@@ -45,8 +49,11 @@ def default_target() -> Target:
     return Target(spec=f"bin:{found}", binary=Path(found))
 
 
-def parse_target(text: str, config: dict[str, str] | None = None) -> Target:
+def parse_target(text: str, config: dict[str, str] | None = None, variant: str | None = None) -> Target:
     config = dict(config or {})
+    if text.startswith(("git:", "src:")):
+        from redline.build import parse_build_target
+        return Target(spec=text, config=config, build=parse_build_target(text), variant=variant)
     if text.startswith("bin:"):
         path = Path(text[len("bin:"):]).expanduser()
         if not path.exists():
@@ -79,3 +86,12 @@ def parse_config_pairs(pairs: list[str], flag: str) -> dict[str, str]:
             raise UsageError(f"{flag} expects NAME=VALUE, got {pair!r}")
         config[name.strip()] = value
     return config
+
+
+def ensure_built(target: Target, *, progress=None) -> Target:
+    """The same target with `binary` set: built (or taken from the build cache) for git:/src:."""
+    if target.build is None or target.binary is not None:
+        return target
+    from redline.build import DEFAULT_VARIANT, load_variant
+    result = target.build.build(load_variant(target.variant or DEFAULT_VARIANT), progress=progress)
+    return replace(target, binary=result.binary, build_facts=result.facts())
