@@ -81,6 +81,8 @@ class BuildCache:
     def publish(self, *, key: str, staged: Path) -> Path:
         """Atomically move a complete build directory into place."""
         target = self.entry(key)
+        if target.exists() and self.lookup(key) is None:
+            shutil.rmtree(target)   # an incomplete entry someone made by hand: replace it
         os.rename(staged, target)
         return target
 

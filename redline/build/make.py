@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from redline.build.sources import GIT_REDIRECTS
 from redline.children import die_with_parent
 from redline.errors import RunError, UsageError
 
@@ -28,7 +29,7 @@ SCRUBBED_ENV = ("CC", "CFLAGS", "CPPFLAGS", "LDFLAGS", "OPTIMIZATION", "MALLOC",
                 "USE_SYSTEM_JEMALLOC", "USE_TCMALLOC", "USE_TCMALLOC_MINIMAL", "BUILD_TLS", "USE_SYSTEMD",
                 "REDIS_CFLAGS", "REDIS_LDFLAGS", "SERVER_CFLAGS", "SERVER_LDFLAGS", "SANITIZER",
                 "PROG_SUFFIX", "PREFIX", "V", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "GNUMAKEFLAGS",
-                "GIT_DIR", "GIT_WORK_TREE")
+                *GIT_REDIRECTS)
 
 
 class BuildFailed(RunError):

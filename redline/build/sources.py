@@ -24,6 +24,8 @@ SKIPPED_DIRS = {".git"}
 SKIPPED_FILES = ("*.o", "*.a", "*.so", "*.gcda", "*.gcno", ".make-*", "release.h")
 ELF_MAGIC = b"\x7fELF"
 HASH_CHUNK = 1 << 20
+GIT_REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+                 "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR")
 
 
 class SourceChanged(UsageError):
@@ -32,9 +34,10 @@ class SourceChanged(UsageError):
 
 @dataclass(frozen=True)
 class GitCommit:
-    repo: Path
+    repo: Path          # as the user named it (resolved): recorded in the source string
     ref: str
     sha: str
+    git_dir: Path       # the repository's (common) git directory: what is cloned
 
     @property
     def source(self) -> str:
@@ -52,10 +55,17 @@ class SourceTree:
         return f"src:{self.directory}#{self.digest[:16]}"
 
 
+def _git_environment() -> dict[str, str]:
+    """The user's environment without the variables that would point git elsewhere."""
+    env = {k: v for k, v in os.environ.items() if k not in GIT_REDIRECTS}
+    env["LC_ALL"] = "C"
+    return env
+
+
 def _git(args: list[str], *, cwd: Path, what: str) -> str:
     try:
         proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "LC_ALL": "C"})
+                              env=_git_environment())
     except FileNotFoundError:
         raise UsageError("git is not installed (needed for git: targets)") from None
     if proc.returncode != 0:
@@ -76,7 +86,9 @@ def resolve_commit(repo: Path, ref: str) -> GitCommit:
                what=f"git ref {ref!r} does not name a commit in {repo}").strip()
     if len(sha) < 40:
         raise UsageError(f"git ref {ref!r} does not name a commit in {repo}")
-    return GitCommit(repo=repo.resolve(), ref=ref, sha=sha)
+    common = _git(["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=repo,
+                  what=f"cannot find the git directory of {repo}").strip()
+    return GitCommit(repo=repo.resolve(), ref=ref, sha=sha, git_dir=Path(common))
 
 
 def checkout_commit(commit: GitCommit, destination: Path) -> None:
@@ -86,7 +98,7 @@ def checkout_commit(commit: GitCommit, destination: Path) -> None:
     user's repository) and leaves a real .git, so redis' mkreleasehdr.sh records the commit
     in `INFO server` (redis_git_sha1) and a clean tree (redis_git_dirty:0).
     """
-    _git(["clone", "--quiet", "--shared", "--no-checkout", "--", str(commit.repo), str(destination)],
+    _git(["clone", "--quiet", "--shared", "--no-checkout", "--", str(commit.git_dir), str(destination)],
          cwd=destination.parent, what=f"cannot clone {commit.repo}")
     _git(["checkout", "--quiet", "--detach", commit.sha], cwd=destination,
          what=f"cannot check out {commit.sha} of {commit.repo}")
@@ -95,7 +107,7 @@ def checkout_commit(commit: GitCommit, destination: Path) -> None:
 def _in_git_work_tree(directory: Path) -> bool:
     try:
         proc = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=directory,
-                              capture_output=True, text=True, timeout=60)
+                              capture_output=True, text=True, timeout=60, env=_git_environment())
     except FileNotFoundError:
         return False
     return proc.returncode == 0 and proc.stdout.strip() == "true"
