@@ -10,6 +10,7 @@ mod report;
 mod resp;
 mod rng;
 mod runner;
+mod slots;
 mod stats;
 mod worker;
 mod workload;
@@ -119,6 +120,7 @@ fn aggregate(runs: &[report::RunResult], ncmds: usize) -> report::RunResult {
         cpu_user_s: 0.0,
         cpu_system_s: 0.0,
         interrupted: false,
+        configured_connections: runs[0].configured_connections,
     };
     for r in runs {
         stats.merge(&r.stats);

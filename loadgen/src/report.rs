@@ -18,6 +18,7 @@ pub struct RunResult {
     pub cpu_user_s: f64,
     pub cpu_system_s: f64,
     pub interrupted: bool,
+    pub configured_connections: u64,
 }
 
 impl RunResult {
@@ -242,7 +243,7 @@ pub fn redline_object(cfg: &Config, wl: &Workload, r: &RunResult, warnings: &[St
         "latency_unit_histogram": "microseconds",
         "client_cpu": {"user_s": r.cpu_user_s, "system_s": r.cpu_system_s},
         "connections": {
-            "configured": cfg.clients as u64 * cfg.threads as u64,
+            "configured": r.configured_connections,
             "opened": r.stats.conns.opened,
             "reconnects": r.stats.conns.reconnects,
             "lost": r.stats.conns.lost,

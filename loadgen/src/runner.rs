@@ -7,8 +7,9 @@ use crate::keys::parallel_share;
 use crate::net::Endpoint;
 use crate::report::RunResult;
 use crate::stats::ThreadStats;
-use crate::workload::Workload;
-use crate::worker::{self, ConnPlan, Shared, WorkerMsg, WorkerSpec, PHASE_DONE, PHASE_MEASURE, PHASE_WARMUP};
+use crate::slots::{key_slot, parse_cluster_slots};
+use crate::workload::{format_key, Generator, Workload};
+use crate::worker::{self, ClusterPlan, ConnPlan, Shared, WorkerMsg, WorkerSpec, PHASE_DONE, PHASE_MEASURE, PHASE_WARMUP};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::sync::Arc;
@@ -43,7 +44,20 @@ fn base_seed(cfg: &Config) -> u64 {
     }
 }
 
-pub fn plan_connections(cfg: &Config) -> Vec<Vec<ConnPlan>> {
+/// Cluster mode: how many keys of [lo, hi] hash to each shard (with the first command's key
+/// formatting), so that exact preloads stay exact.
+fn keys_per_shard(cl: &ClusterPlan, parts: (&[u8], &[u8], &[u8]), lo: u64, hi: u64) -> Vec<u64> {
+    let mut counts = vec![0u64; cl.shards.len()];
+    let mut buf = [0u8; 512];
+    for k in lo..=hi {
+        if let Some(n) = format_key(&mut buf, parts, k) {
+            counts[cl.owner[key_slot(&buf[..n]) as usize] as usize] += 1;
+        }
+    }
+    counts
+}
+
+pub fn plan_connections(cfg: &Config, wl: &Workload, cluster: Option<&ClusterPlan>) -> Vec<Vec<ConnPlan>> {
     let total = cfg.clients as u64 * cfg.threads as u64;
     let parallel = parallel_keys(cfg);
     let seed0 = base_seed(cfg);
@@ -66,7 +80,46 @@ pub fn plan_connections(cfg: &Config) -> Vec<Vec<ConnPlan>> {
                 Requests::AllKeys => Some(if empty { 0 } else { key_max - key_min + 1 }),
             };
             let seed = if cfg.distinct_client_seed { seed0.wrapping_add(index + 1) } else { seed0 };
-            conns.push(ConnPlan { index, seed, key_min, key_max, limit });
+            match cluster {
+                None => conns.push(ConnPlan {
+                    index,
+                    shard: None,
+                    group_base: conns.len(),
+                    endpoint: None,
+                    seed,
+                    key_min,
+                    key_max,
+                    limit,
+                }),
+                Some(cl) => {
+                    // memtier: each client has one connection per shard.
+                    let nshards = cl.shards.len() as u64;
+                    let group_base = conns.len();
+                    let per_shard: Option<Vec<u64>> = match cfg.requests {
+                        Requests::AllKeys if !empty => {
+                            let (p, s) = Generator::first_key_parts(wl);
+                            Some(keys_per_shard(cl, (&p, cfg.key_prefix.as_bytes(), &s), key_min, key_max))
+                        }
+                        Requests::AllKeys => Some(vec![0; cl.shards.len()]),
+                        Requests::PerClient(n) => {
+                            Some((0..nshards).map(|s| n / nshards + u64::from(s < n % nshards)).collect())
+                        }
+                        Requests::Unset => None,
+                    };
+                    for (s, shard) in cl.shards.iter().enumerate() {
+                        conns.push(ConnPlan {
+                            index,
+                            shard: Some(s as u16),
+                            group_base,
+                            endpoint: Some(Endpoint::Tcp { host: shard.host.clone(), port: shard.port }),
+                            seed: seed.wrapping_add((s as u64) << 40),
+                            key_min,
+                            key_max,
+                            limit: per_shard.as_ref().map(|v| v[s]),
+                        });
+                    }
+                }
+            }
         }
         out.push(conns);
     }
@@ -80,8 +133,21 @@ pub fn endpoint(cfg: &Config) -> Endpoint {
     }
 }
 
+pub fn discover_cluster(cfg: &Config) -> Result<ClusterPlan, RunError> {
+    let ep = endpoint(cfg);
+    let v = crate::net::query(cfg, &ep, &["CLUSTER", "SLOTS"]).map_err(RunError)?;
+    let default_host = match &ep {
+        Endpoint::Tcp { host, .. } => host.clone(),
+        Endpoint::Unix(_) => "127.0.0.1".into(),
+    };
+    let (shards, owner) = parse_cluster_slots(&v, &default_host).map_err(RunError)?;
+    Ok(ClusterPlan { shards, owner })
+}
+
 pub fn run_once(cfg: &Arc<Config>, wl: &Arc<Workload>, events: &Events) -> Result<RunResult, RunError> {
-    let plans = plan_connections(cfg);
+    let cluster = if cfg.cluster_mode { Some(Arc::new(discover_cluster(cfg)?)) } else { None };
+    let plans = plan_connections(cfg, wl, cluster.as_deref());
+    let total_conns: u64 = plans.iter().map(|p| p.len() as u64).sum();
     let requests_total: Option<u64> = if cfg.is_time_based() {
         None
     } else {
@@ -106,6 +172,7 @@ pub fn run_once(cfg: &Arc<Config>, wl: &Arc<Workload>, events: &Events) -> Resul
             workload: wl.clone(),
             endpoint: ep.clone(),
             conns,
+            cluster: cluster.clone(),
             shared: shared.clone(),
             tx: tx.clone(),
         };
@@ -193,6 +260,12 @@ pub fn run_once(cfg: &Arc<Config>, wl: &Arc<Workload>, events: &Events) -> Resul
     let cpu0 = cpu_times();
     let start_ns = shared.now_ns().max(1);
     shared.measure_start_ns.store(start_ns, Ordering::Release);
+    // Time-based runs: the window's end is known now; workers stop at that instant even if
+    // this thread is scheduled late.
+    let planned_end_ns = cfg.test_time.map(|t| start_ns + t * 1_000_000_000);
+    if let Some(e) = planned_end_ns {
+        shared.measure_end_ns.store(e, Ordering::Release);
+    }
     shared.phase.store(PHASE_MEASURE, Ordering::Release);
     let start_unix = events.phase("measure");
     wake_all(&wakers);
@@ -242,7 +315,10 @@ pub fn run_once(cfg: &Arc<Config>, wl: &Arc<Workload>, events: &Events) -> Resul
             next_tick += Duration::from_secs(1);
         }
     }
-    let end_ns = if cfg.is_time_based() { shared.now_ns() } else { last_finish_ns.max(start_ns) };
+    let end_ns = match planned_end_ns {
+        Some(e) => e.min(shared.now_ns()),
+        None => last_finish_ns.max(start_ns),
+    };
     shared.measure_end_ns.store(end_ns, Ordering::Release);
     shared.phase.store(PHASE_DONE, Ordering::Release);
     let cpu1 = cpu_times();
@@ -278,6 +354,7 @@ pub fn run_once(cfg: &Arc<Config>, wl: &Arc<Workload>, events: &Events) -> Resul
         cpu_user_s: cpu1.0 - cpu0.0,
         cpu_system_s: cpu1.1 - cpu0.1,
         interrupted: false,
+        configured_connections: total_conns,
     })
 }
 

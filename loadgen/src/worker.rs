@@ -6,7 +6,8 @@ use crate::cli::Config;
 use crate::net::{self, ConnectError, Endpoint, Stream};
 use crate::resp::{ReplyKind, ReplyParser};
 use crate::stats::{Completion, ThreadStats};
-use crate::workload::{Generator, GeneratorSpec, ReplyUse, Workload};
+use crate::slots::{Shard, SlotTable};
+use crate::workload::{Generator, GeneratorSpec, ReplyUse, Route, Workload};
 use mio::{Events, Poll, Token, Waker};
 use std::collections::VecDeque;
 use std::io::ErrorKind;
@@ -58,6 +59,11 @@ pub enum WorkerMsg {
 #[derive(Clone, Debug)]
 pub struct ConnPlan {
     pub index: u64,
+    /// Cluster mode: the shard this connection talks to, and where its client's group of
+    /// connections (one per shard) starts within the thread.
+    pub shard: Option<u16>,
+    pub group_base: usize,
+    pub endpoint: Option<Endpoint>,
     pub seed: u64,
     pub key_min: u64,
     pub key_max: u64,
@@ -71,6 +77,7 @@ pub struct WorkerSpec {
     pub workload: Arc<Workload>,
     pub endpoint: Endpoint,
     pub conns: Vec<ConnPlan>,
+    pub cluster: Option<Arc<ClusterPlan>>,
     pub shared: Arc<Shared>,
     pub tx: Sender<WorkerMsg>,
 }
@@ -78,8 +85,38 @@ pub struct WorkerSpec {
 #[derive(Clone, Copy)]
 struct InFlight {
     sent_ns: u64,
+    /// First key index (re-sent with the same key after MOVED/ASK).
+    key: u64,
+    /// Template index, or INTERNAL for an ASKING whose reply is not a result.
     cmd: u32,
     size: u32,
+    /// Connection credited with the completion (NO_ORIGIN: this one).
+    origin: u32,
+}
+
+const INTERNAL: u32 = u32::MAX;
+const NO_ORIGIN: u32 = u32::MAX;
+
+struct Redirect {
+    req: InFlight,
+    ask: bool,
+    slot: u16,
+    host: String,
+    port: u16,
+    from: usize,
+}
+
+/// Cluster mode state of one thread.
+pub struct ClusterState {
+    pub shards: Vec<Shard>,
+    pub table: SlotTable,
+}
+
+/// What the planner hands over about the cluster.
+#[derive(Clone, Debug)]
+pub struct ClusterPlan {
+    pub shards: Vec<Shard>,
+    pub owner: Vec<u16>,
 }
 
 #[derive(PartialEq, Eq, Clone, Copy, Debug)]
@@ -94,6 +131,8 @@ enum State {
 
 struct Conn {
     token: Token,
+    endpoint: Endpoint,
+    group_base: usize,
     stream: Option<Stream>,
     state: State,
     gen: Generator,
@@ -146,6 +185,10 @@ pub struct Worker {
     ops_in_phase: u64,
     finished_conns: usize,
     reported_finished: bool,
+    cluster: Option<ClusterState>,
+    redirects: Vec<Redirect>,
+    credits: Vec<u32>,
+    last_slot_refresh_ns: u64,
 }
 
 pub fn make_waker(poll: &Poll) -> std::io::Result<Waker> {
@@ -167,6 +210,13 @@ impl Worker {
             ops_in_phase: 0,
             finished_conns: 0,
             reported_finished: false,
+            cluster: spec.cluster.as_ref().map(|c| ClusterState {
+                shards: c.shards.clone(),
+                table: SlotTable::new(&c.owner),
+            }),
+            redirects: Vec::new(),
+            credits: Vec::new(),
+            last_slot_refresh_ns: 0,
             spec,
         })
     }
@@ -181,25 +231,29 @@ impl Worker {
                 let us = jitter_rng.range(cfg.conn_start_min_jitter_us, cfg.conn_start_max_jitter_us);
                 std::thread::sleep(Duration::from_micros(us));
             }
-            let mut stream = match net::connect(&cfg, &self.spec.endpoint, Duration::from_secs(2)) {
+            let endpoint = plan.endpoint.clone().unwrap_or_else(|| self.spec.endpoint.clone());
+            let mut stream = match net::connect(&cfg, &endpoint, Duration::from_secs(2)) {
                 Ok(s) => s,
-                Err(ConnectError::Unreachable(e)) => {
-                    return Err(format!("cannot connect to {}: {}", self.spec.endpoint, e))
-                }
-                Err(ConnectError::Rejected(e)) => return Err(format!("{}: {}", self.spec.endpoint, e)),
+                Err(ConnectError::Unreachable(e)) => return Err(format!("cannot connect to {endpoint}: {e}")),
+                Err(ConnectError::Rejected(e)) => return Err(format!("{endpoint}: {e}")),
             };
             let token = Token(i);
             stream.register(self.poll.registry(), token).map_err(|e| format!("register: {e}"))?;
             let mut parser = ReplyParser::new();
             parser.capture_first_bulk = scan_mode;
-            let gen = Generator::new(
+            let mut gen = Generator::new(
                 &cfg,
                 &self.spec.workload,
                 &GeneratorSpec { seed: plan.seed, key_min: plan.key_min, key_max: plan.key_max },
             );
+            if let (Some(cl), Some(shard)) = (&self.cluster, plan.shard) {
+                gen.route = Some(Route { table: cl.table.clone(), shard });
+            }
             let finished = plan.limit == Some(0);
             self.conns.push(Conn {
                 token,
+                endpoint,
+                group_base: plan.group_base,
                 stream: Some(stream),
                 state: if finished { State::Finished } else { State::Ready },
                 gen,
@@ -308,6 +362,10 @@ impl Worker {
             self.stats.reset();
             self.ops_in_phase = 0;
             self.measure_start_ns = self.spec.shared.measure_start_ns.load(Ordering::Acquire);
+            let planned_end = self.spec.shared.measure_end_ns.load(Ordering::Acquire);
+            if planned_end > 0 {
+                self.end_ns = planned_end;
+            }
             // Request counts apply to the measured window only.
             for c in self.conns.iter_mut() {
                 c.generated = c.inflight.len() as u64;
@@ -318,7 +376,7 @@ impl Worker {
         }
         if phase == PHASE_DONE {
             let end = self.spec.shared.measure_end_ns.load(Ordering::Acquire);
-            self.end_ns = if end == 0 { now } else { end };
+            self.end_ns = if end == 0 { now } else { end.min(self.end_ns) };
         }
         self.phase = phase;
         let _ = now;
@@ -394,6 +452,9 @@ impl Worker {
         let conn = &mut self.conns[c];
         let inflight = &mut conn.inflight;
         let gen = &mut conn.gen;
+        let cluster = self.cluster.is_some();
+        let redirects = &mut self.redirects;
+        let credits = &mut self.credits;
         let mut done = 0u64;
         let mut protocol_error = None;
         let result = conn.parser.feed(&conn.rbuf[..conn.rlen], |r| {
@@ -407,7 +468,23 @@ impl Worker {
                     return;
                 }
             };
-            done += 1;
+            if req.cmd == INTERNAL {
+                return;
+            }
+            if cluster && r.kind == ReplyKind::Error {
+                let ask = r.error_line.starts_with(b"ASK ");
+                if ask || r.error_line.starts_with(b"MOVED ") {
+                    if let Some((slot, host, port)) = crate::slots::parse_redirect(r.error_line) {
+                        redirects.push(Redirect { req, ask, slot, host, port, from: c });
+                        return;
+                    }
+                }
+            }
+            if req.origin == NO_ORIGIN {
+                done += 1;
+            } else {
+                credits.push(req.origin);
+            }
             let t = &wl.templates[req.cmd as usize];
             if wl.scan_continuation.is_some() {
                 gen.scan_reply(r.captured, r.kind != ReplyKind::Error, req.cmd == 1);
@@ -464,12 +541,21 @@ impl Worker {
         conn.completed += done;
         conn.since_connect += done;
         self.ops_in_phase += done;
-        if let Some(limit) = conn.limit {
-            if self.measuring && conn.completed >= limit && conn.state != State::Finished {
-                conn.state = State::Finished;
-                self.finished_conns += 1;
+        self.check_finished(c);
+        if !self.credits.is_empty() {
+            let credits = std::mem::take(&mut self.credits);
+            for &o in &credits {
+                self.conns[o as usize].completed += 1;
+                self.ops_in_phase += 1;
+                self.check_finished(o as usize);
             }
+            self.credits = credits;
+            self.credits.clear();
         }
+        if !self.redirects.is_empty() {
+            self.handle_redirects(now)?;
+        }
+        let conn = &mut self.conns[c];
         if let Some(ri) = self.spec.cfg.reconnect_interval {
             if conn.state == State::Ready && conn.since_connect >= ri {
                 conn.state = State::Draining;
@@ -480,6 +566,9 @@ impl Worker {
 
     fn fill_and_flush(&mut self, c: usize, now: u64) -> Result<(), String> {
         if self.phase == PHASE_CONNECT || self.phase == PHASE_DONE {
+            return Ok(());
+        }
+        if now >= self.end_ns {
             return Ok(());
         }
         let pipeline = self.spec.cfg.pipeline as usize;
@@ -508,7 +597,13 @@ impl Worker {
             };
             let idx = conn.gen.choose(wl);
             let size = conn.gen.write_request(wl, idx, &mut conn.wbuf);
-            conn.inflight.push_back(InFlight { sent_ns, cmd: idx as u32, size: size as u32 });
+            conn.inflight.push_back(InFlight {
+                sent_ns,
+                key: conn.gen.last_first_key,
+                cmd: idx as u32,
+                size: size as u32,
+                origin: NO_ORIGIN,
+            });
             conn.generated += 1;
         }
         self.flush(c, now)
@@ -577,7 +672,8 @@ impl Worker {
             State::Backoff { down_since_ns, delay_ms, .. } => (down_since_ns, delay_ms),
             _ => return Ok(()),
         };
-        match net::connect(&self.spec.cfg, &self.spec.endpoint, Duration::from_millis(500)) {
+        let endpoint = self.conns[c].endpoint.clone();
+        match net::connect(&self.spec.cfg, &endpoint, Duration::from_millis(500)) {
             Ok(mut s) => {
                 s.register(self.poll.registry(), self.conns[c].token).map_err(|e| format!("register: {e}"))?;
                 let conn = &mut self.conns[c];
@@ -592,13 +688,12 @@ impl Worker {
                 }
                 self.fill_and_flush(c, now)
             }
-            Err(ConnectError::Rejected(m)) => Err(format!("{}: {m}", self.spec.endpoint)),
+            Err(ConnectError::Rejected(m)) => Err(format!("{endpoint}: {m}")),
             Err(ConnectError::Unreachable(m)) => {
                 let now2 = self.spec.shared.now_ns();
                 if now2.saturating_sub(down_since) >= UNREACHABLE_LIMIT.as_nanos() as u64 {
                     return Err(format!(
-                        "lost connection to {} and could not reconnect for {} s: {m}",
-                        self.spec.endpoint,
+                        "lost connection to {endpoint} and could not reconnect for {} s: {m}",
                         UNREACHABLE_LIMIT.as_secs()
                     ));
                 }
@@ -611,12 +706,104 @@ impl Worker {
     }
 }
 
+impl Worker {
+    /// After a MOVED, reload the whole slot map (as memtier does) at most every 100 ms, so
+    /// that one redirect per moved range suffices.
+    fn refresh_slots(&mut self, host: &str, port: u16, now: u64) {
+        if now.saturating_sub(self.last_slot_refresh_ns) < 100_000_000 {
+            return;
+        }
+        self.last_slot_refresh_ns = now;
+        let ep = Endpoint::Tcp { host: host.to_string(), port };
+        let v = match net::query(&self.spec.cfg, &ep, &["CLUSTER", "SLOTS"]) {
+            Ok(v) => v,
+            Err(_) => return,
+        };
+        let (shards, owner) = match crate::slots::parse_cluster_slots(&v, host) {
+            Ok(x) => x,
+            Err(_) => return,
+        };
+        if let Some(cl) = &self.cluster {
+            let map: Vec<Option<u16>> = shards
+                .iter()
+                .map(|s| cl.shards.iter().position(|k| k == s).map(|i| i as u16))
+                .collect();
+            for (slot, o) in owner.iter().enumerate() {
+                if let Some(Some(local)) = map.get(*o as usize) {
+                    cl.table.set_owner(slot as u16, *local);
+                }
+            }
+        }
+    }
+
+    fn check_finished(&mut self, c: usize) {
+        let conn = &mut self.conns[c];
+        if let Some(limit) = conn.limit {
+            if self.measuring && conn.completed >= limit && conn.state != State::Finished {
+                conn.state = State::Finished;
+                self.finished_conns += 1;
+            }
+        }
+    }
+
+    /// Re-send requests answered with MOVED / ASK on the connection of the right shard.
+    fn handle_redirects(&mut self, now: u64) -> Result<(), String> {
+        let redirects = std::mem::take(&mut self.redirects);
+        for rd in redirects {
+            let origin = if rd.req.origin == NO_ORIGIN { rd.from as u32 } else { rd.req.origin };
+            if self.measuring {
+                if rd.ask {
+                    self.stats.ask += 1;
+                } else {
+                    self.stats.moved += 1;
+                }
+            }
+            let cl = match &self.cluster {
+                Some(cl) => cl,
+                None => continue,
+            };
+            let shard = cl.shards.iter().position(|s| s.port == rd.port && (s.host == rd.host || rd.host.is_empty()));
+            let target = shard.map(|s| self.conns[rd.from].group_base + s);
+            let usable = matches!(target, Some(t) if t < self.conns.len() && self.conns[t].stream.is_some());
+            if !usable {
+                // A shard this client has no connection to: count it and move on.
+                if self.measuring {
+                    self.stats.record_error(b"MOVED-UNROUTABLE");
+                }
+                self.conns[origin as usize].completed += 1;
+                self.check_finished(origin as usize);
+                continue;
+            }
+            let (s, t) = (shard.unwrap(), target.unwrap());
+            if !rd.ask {
+                cl.table.set_owner(rd.slot, s as u16);
+                self.refresh_slots(&rd.host, rd.port, now);
+            }
+            let cl = self.cluster.as_ref().expect("cluster state");
+            let _ = cl;
+            let wl = self.spec.workload.clone();
+            let conn = &mut self.conns[t];
+            if rd.ask {
+                conn.wbuf.extend_from_slice(b"*1\r\n$6\r\nASKING\r\n");
+                conn.inflight.push_back(InFlight { sent_ns: now, key: 0, cmd: INTERNAL, size: 0, origin: NO_ORIGIN });
+            }
+            conn.gen.forced_key = Some(rd.req.key);
+            let size = conn.gen.write_request(&wl, rd.req.cmd as usize, &mut conn.wbuf);
+            conn.gen.forced_key = None;
+            conn.inflight.push_back(InFlight { size: size as u32, origin, ..rd.req });
+            self.flush(t, now)?;
+        }
+        Ok(())
+    }
+}
+
 impl Conn {
     #[inline]
     fn may_generate(&self) -> bool {
-        match self.limit {
+        let within = match self.limit {
             Some(l) => self.generated < l,
             None => true,
-        }
+        };
+        within && self.gen.route.as_ref().map_or(true, |r| r.has_slots())
     }
 }

@@ -6,6 +6,7 @@ use crate::cli::{Config, DataSize, KeyPattern};
 use crate::keys::{KeyGen, KeyGenSpec};
 use crate::bufwrite::{self, Writer};
 use crate::rng::Rng;
+use crate::slots::{key_slot, SlotTable};
 
 const KEY_PLACEHOLDER: &str = "__key__";
 const DATA_PLACEHOLDER: &str = "__data__";
@@ -445,6 +446,23 @@ impl ValueGen {
     }
 }
 
+/// Draw keys until one hashes to a slot that `route.shard` owns (bounded number of tries).
+fn routed_key(keys: &mut KeyGen, route: &Route, pattern: KeyPattern, iter: usize, parts: (&[u8], &[u8], &[u8])) -> u64 {
+    let mut buf = [0u8; 512];
+    let tries = match pattern {
+        KeyPattern::Sequential | KeyPattern::Parallel => (keys.max - keys.min).saturating_add(1).min(1 << 24),
+        _ => 1000,
+    };
+    let mut k = keys.next(pattern, iter);
+    for _ in 0..tries {
+        match format_key(&mut buf, parts, k) {
+            Some(n) if route.table.owner(key_slot(&buf[..n])) != route.shard => k = keys.next(pattern, iter),
+            _ => return k,
+        }
+    }
+    k
+}
+
 /// Per-connection request generator (memtier's per-client state).
 pub struct Generator {
     pub keys: KeyGen,
@@ -460,6 +478,49 @@ pub struct Generator {
     scan_mode: bool,
     /// Upper bound of the encoded size of each template (without the SCAN cursor).
     bounds: Vec<usize>,
+    /// Cluster mode: only draw keys whose slot this connection's shard owns.
+    pub route: Option<Route>,
+    /// Use this key index for every key of the next request (MOVED/ASK re-sends).
+    pub forced_key: Option<u64>,
+    /// The first key index of the last request written.
+    pub last_first_key: u64,
+}
+
+pub struct Route {
+    pub table: SlotTable,
+    pub shard: u16,
+}
+
+impl Route {
+    /// False once every slot of this connection's shard moved elsewhere.
+    #[inline]
+    pub fn has_slots(&self) -> bool {
+        self.table.owned(self.shard) > 0
+    }
+}
+
+/// Format `prefix + key_prefix + k + suffix` into `buf`; returns the length (None if too long).
+#[inline]
+pub fn format_key(buf: &mut [u8; 512], parts: (&[u8], &[u8], &[u8]), k: u64) -> Option<usize> {
+    let (prefix, key_prefix, suffix) = parts;
+    let n = prefix.len() + key_prefix.len() + bufwrite::digits(k) + suffix.len();
+    if n > buf.len() {
+        return None;
+    }
+    let mut pos = 0;
+    for part in [prefix, key_prefix] {
+        buf[pos..pos + part.len()].copy_from_slice(part);
+        pos += part.len();
+    }
+    let d = bufwrite::digits(k);
+    let mut x = k;
+    for i in (0..d).rev() {
+        buf[pos + i] = b'0' + (x % 10) as u8;
+        x /= 10;
+    }
+    pos += d;
+    buf[pos..pos + suffix.len()].copy_from_slice(suffix);
+    Some(n)
 }
 
 /// Largest encoded size of a request from template `t`.
@@ -509,6 +570,9 @@ impl Generator {
             scan_max_iterations: cfg.scan_incremental_max_iterations,
             scan_mode: wl.scan_continuation.is_some(),
             bounds: Vec::new(),
+            route: None,
+            forced_key: None,
+            last_first_key: 0,
         };
         let max_value = match cfg.data_size {
             DataSize::Fixed(n) => n,
@@ -568,11 +632,22 @@ impl Generator {
         let start = out.len();
         let mut w = Writer::new(out, bound);
         let mut last_key = self.keys.min;
+        let mut first = true;
         for seg in &t.segments {
             match seg {
                 Segment::Raw(b) => w.put(b),
                 Segment::Key { prefix, suffix } => {
-                    let k = self.keys.next(t.key_pattern, idx);
+                    let k = match (self.forced_key, &self.route) {
+                        (Some(k), _) => k,
+                        (None, None) => self.keys.next(t.key_pattern, idx),
+                        (None, Some(route)) => {
+                            routed_key(&mut self.keys, route, t.key_pattern, idx, (prefix, &self.key_prefix, suffix))
+                        }
+                    };
+                    if first {
+                        self.last_first_key = k;
+                        first = false;
+                    }
                     last_key = k;
                     let len = prefix.len() + self.key_prefix.len() + bufwrite::digits(k) + suffix.len();
                     w.put_bulk_header(len);
@@ -597,6 +672,16 @@ impl Generator {
             }
         }
         w.finish() - start
+    }
+
+    /// Key parts (argument prefix, --key-prefix, argument suffix) of the first key of template 0.
+    pub fn first_key_parts(wl: &Workload) -> (Vec<u8>, Vec<u8>) {
+        for seg in &wl.templates[0].segments {
+            if let Segment::Key { prefix, suffix } = seg {
+                return (prefix.clone(), suffix.clone());
+            }
+        }
+        (Vec::new(), Vec::new())
     }
 
     /// SCAN incremental iteration: take the cursor from a SCAN reply.
