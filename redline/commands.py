@@ -93,8 +93,10 @@ def execute_session(args, *, kind: str, sides: list[Side], more_runs=None) -> Se
 
 
 def _failures_line(session: Session, console: Console) -> int:
-    failed = [r for r in session.records if r.status != "ok"]
-    console.print(f"stored {len(session.records)} runs in {session.store.path} (session {session.session_id})"
+    failed = [r for r in session.records if r.status == "failed"]
+    skipped = {r.test for r in session.records if r.status == "skipped"}
+    console.print(f"stored {len(session.records) - len(skipped)} runs in {session.store.path} (session {session.session_id})"
+                  + (f"; {len(skipped)} tests skipped" if skipped else "")
                   + (f"; [red]{len(failed)} failed[/red]" if failed else ""))
     return len(failed)
 

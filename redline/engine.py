@@ -150,7 +150,7 @@ class Engine:
             self.observer.test_started(test, number, len(tests))
             reason = preparation.unsupported_reason(test)
             if reason:
-                self.observer.test_skipped(test, reason)
+                records += [self._record_skip(test, side, session_id, reason) for side in sides]
                 continue
             records += self._execute_test(test, sides, settings, session_id, more_runs)
         return records
@@ -165,6 +165,8 @@ class Engine:
             for side in sides:
                 try:
                     servers[side], facts[side] = self._prepare_side(test, side, settings)
+                except preparation.SkipTest as exc:
+                    records.append(self._record_skip(test, side, session_id, str(exc)))
                 except RunError as exc:
                     records.append(self._record_failure(test, side, session_id, exc))
             planned, batch = settings.runs, interleaved(sides, settings.runs)
@@ -203,6 +205,9 @@ class Engine:
             exc.server_log_tail = server.log_tail()
             server.stop()
             raise
+        except preparation.SkipTest:
+            server.stop()
+            raise
         except BaseException:
             server.stop()
             raise
@@ -229,6 +234,15 @@ class Engine:
         self.observer.run_finished(record)
         return record
 
+    def _record_skip(self, test: TestSpec, side: Side, session_id: int, reason: str) -> RunRecord:
+        """A test this machine or server cannot run: stored, so that history says why it is missing."""
+        run_id = self.store.begin_run(session_id=session_id, test=test.name, suite_file=str(test.path),
+                                      target=side.target.label, side=side.name, run_index=0)
+        self.store.finish_run(run_id, RunOutcome(status="skipped", metrics={}, series={},
+                                                 facts={"machine": machine.facts()}, error=reason))
+        self.observer.test_skipped(test, reason)
+        return RunRecord(run_id, test.name, side.target.label, side.name, 0, "skipped", error=reason)
+
     # -- one run ------------------------------------------------------------------------------
     def _measure(self, test: TestSpec, side: Side, index: int, server: Server, side_facts: dict,
                  settings: RunSettings, session_id: int, purpose: str = "measure") -> RunRecord:
@@ -245,7 +259,7 @@ class Engine:
             try:
                 recorder = self._recorder(test, side, server, run_id) if purpose == "profile" else None
                 result = run_load(request, listener=_LoadProgress(self.observer, probe, request, recorder),
-                                  server_alive=server.alive)
+                                  server_alive=server.alive, timeout_s=self._run_timeout(test, settings))
                 if recorder is not None:
                     self.observer.phase("profile: perf script, flame graph")
                     profile = recorder.stop().as_json()
@@ -278,6 +292,13 @@ class Engine:
         self.store.finish_run(run_id, outcome)
         self.observer.run_finished(record)
         return record
+
+    @staticmethod
+    def _run_timeout(test: TestSpec, settings: RunSettings) -> float:
+        """Generous: the run's own length plus two minutes (a run that hangs must not hang redline)."""
+        workload = getattr(test.client, "workload", None)
+        own = settings.duration_s or (workload.test_time if workload and workload.test_time else 600)
+        return settings.warmup_s + own + 120.0
 
     def _recorder(self, test: TestSpec, side: Side, server: Server, run_id: int):
         """perf for the profiled run; raises RunError when this server cannot be profiled."""

@@ -148,9 +148,10 @@ class _Reader:
 
 
 def run_load(request: LoadRequest, *, listener: LoadListener | None = None,
-             server_alive: Callable[[], bool] | None = None, poll_s: float = 0.1) -> LoadResult:
+             server_alive: Callable[[], bool] | None = None, poll_s: float = 0.1,
+             timeout_s: float | None = None) -> LoadResult:
     """Run redline-load to completion. Raises ServerGone if `server_alive` turns false meanwhile,
-    RunError if redline-load fails."""
+    RunError if redline-load fails or runs past `timeout_s`."""
     argv = request.argv()
     launch = pinned(argv, request.cpus) if request.cpus else argv
     request.json_path.unlink(missing_ok=True)
@@ -159,11 +160,16 @@ def run_load(request: LoadRequest, *, listener: LoadListener | None = None,
     reader = _Reader(listener)
     thread = threading.Thread(target=reader.consume, args=(proc.stderr,), daemon=True)
     thread.start()
-    server_lost = False
+    server_lost = timed_out = False
+    deadline = time.monotonic() + timeout_s if timeout_s else None
     try:
         while proc.poll() is None:
             if server_alive is not None and not server_alive():
                 server_lost = True
+                proc.kill()
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                timed_out = True
                 proc.kill()
                 break
             time.sleep(poll_s)
@@ -178,6 +184,8 @@ def run_load(request: LoadRequest, *, listener: LoadListener | None = None,
         raise reader.failure
     if server_lost:
         raise ServerGone("the server exited while load was running")
+    if timed_out:
+        raise RunError(f"redline-load did not finish within {timeout_s:.0f}s and was stopped")
     if proc.returncode != 0:
         last = reader.other_lines[-1] if reader.other_lines else f"exit status {proc.returncode}"
         raise RunError(f"redline-load failed: {last}")

@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from redline.spec import TestSpec
 
 CLIENT_TOOLS = ("memtier_benchmark", "redline-load")
+PRELOAD_TIMEOUT_S = 1800.0
+
+
+class SkipTest(Exception):
+    """This server cannot run the test as written (not a failure of the server)."""
 TOPOLOGY = "oss-standalone"
 
 
@@ -33,6 +38,30 @@ def unsupported_reason(test: TestSpec) -> str | None:
     if test.topologies and TOPOLOGY not in test.topologies:
         return f"needs topology {', '.join(test.topologies)}; this build runs {TOPOLOGY} only"
     return None
+
+
+def used_commands(test: TestSpec) -> list[str]:
+    """The command names the measured client and the preload send (memtier's default mix: SET, GET)."""
+    names: list[str] = []
+    for invocation in (test.client, test.db.preload):
+        workload = getattr(invocation, "workload", None) if invocation else None
+        if workload is None:
+            continue
+        if workload.arbitrary_commands:
+            names += [command[0].upper() for command in workload.commands if command]
+        else:
+            names += ["SET", "GET"]
+    names += [command[0].upper() for command in test.db.init_commands if command]
+    return sorted(set(names))
+
+
+def unknown_commands(test: TestSpec, client: redis.Redis) -> list[str]:
+    """Commands the test sends that this server does not know (by COMMAND INFO)."""
+    names = used_commands(test)
+    if not names:
+        return []
+    info = client.execute_command("COMMAND", "INFO", *names)
+    return [name for name, entry in zip(names, info) if entry is None]
 
 
 def dataset_scale(test: TestSpec, requested: float | None) -> float:
@@ -78,6 +107,12 @@ def prepare(test: TestSpec, server: Server, *, scale: float | None, observer,
     """Fill the server for `test`; returns the facts about the data to record with each run."""
     facts: dict = {}
     scale = dataset_scale(test, scale)
+    try:
+        missing = unknown_commands(test, server.client())
+    except redis.RedisError:
+        missing = []          # a server without COMMAND INFO: let the run tell
+    if missing:
+        raise SkipTest(f"the server does not know {', '.join(missing)} (COMMAND INFO)")
     if test.db.dataset_name:
         facts = _generated_dataset(test, server, scale, observer)
     client = server.client()
@@ -85,7 +120,8 @@ def prepare(test: TestSpec, server: Server, *, scale: float | None, observer,
         observer.phase("preload", unit="requests")
         run_load(LoadRequest(arguments=test.db.preload.arguments, host=server.host, port=server.port,
                              json_path=workdir / f"preload-{server.port}.json", cpus=client_cpus),
-                 listener=_PreloadProgress(observer), server_alive=server.alive)
+                 listener=_PreloadProgress(observer), server_alive=server.alive,
+                 timeout_s=test.db.preload.timeout_seconds or PRELOAD_TIMEOUT_S)
     try:
         for command in test.db.init_commands:
             client.execute_command(*command)

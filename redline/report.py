@@ -137,10 +137,13 @@ def results_table(records: list[RunRecord], *, width: int = 200) -> tuple[Table,
     for column in columns:
         table.add_column(column, justify="right", no_wrap=True)
     groups: dict[tuple, list[RunRecord]] = defaultdict(list)
-    for record in records:
-        groups[(record.test, record.side or "", record.target)].append(record)
-    multi_target = len({r.target for r in records}) > 1
     notes: list[str] = []
+    for record in records:
+        if record.status == "skipped":
+            notes.append(f"{record.test[len(prefix):]}: skipped: {record.error}")
+        else:
+            groups[(record.test, record.side or "", record.target)].append(record)
+    multi_target = len({r.target for r in records}) > 1
     for (test, side, target), runs in groups.items():
         ok = [r for r in runs if r.status == "ok"]
         col = {name: [r.metrics.get(name) for r in ok] for name in METRICS}
@@ -150,7 +153,7 @@ def results_table(records: list[RunRecord], *, width: int = 200) -> tuple[Table,
         util = _median(col["client_cpu_util"])
         label = test[len(prefix):] + (f" [{side or target}]" if multi_target or side else "")
         notes += [f"{label}: {flag}" for flag in sorted({flag for r in ok for flag in r.flags})]
-        notes += [f"{label}: run {r.run_index + 1} failed: {r.error}" for r in runs if r.status != "ok"]
+        notes += [f"{label}: run {r.run_index + 1} {r.status}: {r.error}" for r in runs if r.status != "ok"]
         cells = {"runs": f"{len(ok)}/{len(runs)}",
                  "ops/sec": _fmt_count(_median(col["ops_per_sec"])) + _spread_pct(col["ops_per_sec"]),
                  "p50 ms": _fmt_ms(_median(col["p50_ms"])), "p99 ms": _fmt_ms(_median(col["p99_ms"])),

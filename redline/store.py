@@ -42,7 +42,7 @@ CREATE TABLE IF NOT EXISTS runs (
     side TEXT,
     run_index INTEGER NOT NULL,
     purpose TEXT NOT NULL DEFAULT 'measure' CHECK (purpose IN ('measure', 'profile')),
-    status TEXT NOT NULL CHECK (status IN ('running', 'ok', 'failed', 'interrupted')),
+    status TEXT NOT NULL CHECK (status IN ('running', 'ok', 'failed', 'interrupted', 'skipped')),
     started_at REAL NOT NULL,
     finished_at REAL,
     error TEXT,
@@ -97,7 +97,7 @@ CREATE TABLE IF NOT EXISTS noise_floors (
 class RunOutcome:
     """Everything a finished (or failed) run leaves behind."""
 
-    status: str                                   # 'ok' | 'failed'
+    status: str                                   # 'ok' | 'failed' | 'skipped'
     metrics: dict[str, float | None]
     series: dict[str, list[float]]
     facts: dict

@@ -135,3 +135,17 @@ def test_killing_redline_keeps_finished_runs_and_marks_the_current_one(tmp_path,
     ok_ids = [r[0] for r in sqlite3.connect(db).execute("SELECT id FROM runs WHERE status='ok'")]
     for run_id in ok_ids:
         assert sqlite3.connect(db).execute("SELECT count(*) FROM metrics WHERE run_id=?", (run_id,)).fetchone()[0] > 5
+
+
+def test_a_command_the_server_does_not_know_is_skipped_with_the_reason(tmp_path, redline_cli):
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    write_suite(suites, "a-future-command", '--command "HSETEX __key__ EX 100 FIELDS 1 f __data__" -c 1 -t 1 --test-time 1')
+    write_suite(suites, "b-set", "--ratio 1:0 -c 2 -t 1 --test-time 1")
+    out = tmp_path / "out.json"
+    proc = redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db", check_exit=0)
+    runs = {r["test"]: r for r in json.loads(out.read_text())}
+    assert runs["a-future-command"]["status"] == "skipped"
+    assert "does not know HSETEX (COMMAND INFO)" in runs["a-future-command"]["error"]
+    assert runs["b-set"]["status"] == "ok"
+    assert "1 tests skipped" in proc.stderr
