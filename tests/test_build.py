@@ -115,6 +115,19 @@ def git_builds(fixture_repo, quick_variant, build_cache):
     return results
 
 
+def _processes_working_in(directory: Path) -> list[int]:
+    """Processes whose current directory is under `directory` (make and its compilers)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if os.readlink(proc / "cwd").startswith(str(directory)):
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
+
+
 def _info_server(binary: Path) -> dict:
     server = ManagedServer(ServerSettings(binary=binary)).start()
     try:
@@ -283,6 +296,29 @@ def test_failed_build_reports_the_log_tail(redis_tree, tmp_path, build_cache):
     # Nothing half-built is left: no entry for the key, no workspace.
     assert not list(build_cache.root.glob(f"{failure.log.stem}/*"))
     assert not list((build_cache.root / ".tmp").iterdir())
+
+
+def test_a_build_past_its_timeout_is_stopped_with_its_compilers(redis_tree, quick_variant, tmp_path):
+    cache = BuildCache(root=tmp_path / "builds")
+    started = time.monotonic()
+    with pytest.raises(BuildFailed, match=r"make ran longer than 3s and was stopped") as caught:
+        build_source(redis_tree, quick_variant, cache=cache, timeout_s=3)
+    assert time.monotonic() - started < 60
+    assert "last" in str(caught.value) and caught.value.log.is_file()
+    # No make or compiler of that build is left running, and no workspace.
+    assert _processes_working_in(cache.root / ".tmp") == []
+    assert not list((cache.root / ".tmp").iterdir())
+    assert not list(cache.root.glob("src-*"))
+
+
+def test_valkey_trees_build_valkey_binaries(tmp_path):
+    from redline.build.builder import _server_names
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "Makefile").write_text("ENGINE_NAME=valkey\nSERVER_NAME=$(ENGINE_NAME)-server\n")
+    assert _server_names(tmp_path) == ("valkey-server", "valkey-cli")
+    (tmp_path / "src" / "Makefile").write_text("REDIS_SERVER_NAME=redis-server$(PROG_SUFFIX)\n")
+    assert _server_names(tmp_path) == ("redis-server", "redis-cli")
 
 
 def test_concurrent_builds_of_one_key_build_once(concurrent_src_builds):

@@ -70,9 +70,9 @@ def _progress_display(title: str):
             display = Progress(SpinnerColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
                                console=console, transient=True)
             display.start()
-            state.update(display=display, task=display.add_task(title), width=max(20, console.width - 20))
-        text = f"{title}: {line.strip()}"
-        state["display"].update(state["task"], description=text[:state["width"]])
+            display.console.print(title)
+            state.update(display=display, task=display.add_task(""), width=max(20, console.width - 16))
+        state["display"].update(state["task"], description=line.strip()[:state["width"]])
 
     try:
         yield show
