@@ -24,6 +24,29 @@ class SkipTest(Exception):
 TOPOLOGY = "oss-standalone"
 
 
+BYTES_PER_KEY_OVERHEAD = 80          # rough per-key/element cost in redis beyond the value itself
+MEMORY_SHARE = 0.6                   # a dataset may take at most this share of the available memory
+
+
+def estimated_preload_bytes(test: TestSpec) -> int:
+    """A rough size of what the preload writes (keys × (value + overhead)); 0 when unknown."""
+    workload = getattr(test.db.preload, "workload", None) if test.db.preload else None
+    if workload is None:
+        return 0
+    if workload.requests_allkeys:
+        writes = workload.key_maximum - workload.key_minimum + 1
+    else:
+        writes = (workload.requests or 0) * workload.clients * workload.threads
+    return writes * ((workload.data_size or 0) + BYTES_PER_KEY_OVERHEAD)
+
+
+def available_memory_bytes() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
 def unsupported_reason(test: TestSpec) -> str | None:
     """Why this machine cannot run the test as written, or None."""
     if test.multi_client:
@@ -37,6 +60,10 @@ def unsupported_reason(test: TestSpec) -> str | None:
         return f"preload tool {test.db.preload.tool!r} is not supported"
     if test.topologies and TOPOLOGY not in test.topologies:
         return f"needs topology {', '.join(test.topologies)}; this build runs {TOPOLOGY} only"
+    needed, available = estimated_preload_bytes(test), available_memory_bytes()
+    if available and needed > MEMORY_SHARE * available:
+        return (f"its preload needs about {needed / 2**30:.1f} GiB; this machine has "
+                f"{available / 2**30:.1f} GiB available")
     return None
 
 

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""The long check: run every upstream suite through `redline run` unchanged, then summarise.
+
+    .venv/bin/python scripts/upstream_check.py [--suites DIR] [--duration 3s] [--out docs/upstream-check.md]
+
+Each suite is run for --duration (default 3s, after a 1s warm-up) against Debian's redis-server.
+Suites this machine cannot run (other topologies, several clients at once, commands the server
+does not know, datasets larger than memory) are skipped by redline with the reason. The summary
+counts, of the runnable suites, how many completed with valid results (status ok, operations
+measured, no error replies) and lists every failure with its reason. Not part of the CI run: it
+takes about an hour.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_SUITES = REPO.parent / "shared" / "upstream-suites" / "test-suites"
+
+
+def classify(run: dict) -> str:
+    if run["status"] == "skipped":
+        return "skipped"
+    if run["status"] != "ok":
+        return "failed"
+    if not run.get("ops_per_sec") or any("error replies" in flag for flag in run.get("flags", [])):
+        return "invalid"
+    return "valid"
+
+
+def summarise(runs: list[dict], seconds: float, command: list[str]) -> str:
+    kinds = collections.Counter(classify(r) for r in runs)
+    runnable = len(runs) - kinds["skipped"]
+    valid_share = kinds["valid"] / runnable if runnable else 0.0
+    lines = [f"# Upstream suites on this machine", "",
+             f"Command: `{' '.join(command)}` ({seconds / 60:.0f} minutes).", "",
+             "| suites | runnable here | valid results | failed | ran but invalid | skipped |",
+             "|---:|---:|---:|---:|---:|---:|",
+             f"| {len(runs)} | {runnable} | {kinds['valid']} ({valid_share:.0%}) | {kinds['failed']} | "
+             f"{kinds['invalid']} | {kinds['skipped']} |", ""]
+    reasons = collections.Counter(_reason_class(r["error"]) for r in runs if r["status"] == "skipped")
+    lines += ["Skipped, by reason:", "", "| reason | suites |", "|---|---:|"]
+    lines += [f"| {reason} | {count} |" for reason, count in reasons.most_common()]
+    lines += ["", "Failed or invalid, each with its reason:", "", "| suite | reason |", "|---|---|"]
+    for r in runs:
+        kind = classify(r)
+        if kind in ("failed", "invalid"):
+            why = r.get("error") or "; ".join(r.get("flags", [])) or "no operations measured"
+            lines.append(f"| {r['test']} | {why.splitlines()[0][:200]} |")
+    flagged = [r for r in runs if classify(r) == "valid" and any("miss path" in f for f in r.get("flags", []))]
+    lines += ["", f"Valid but measuring the miss path (more than half of the reads missed): {len(flagged)}", ""]
+    lines += [f"- {r['test']}: {next(f for f in r['flags'] if 'miss path' in f)}" for r in flagged]
+    return "\n".join(lines) + "\n"
+
+
+def _reason_class(reason: str) -> str:
+    for prefix in ("needs topology", "runs ", "the server does not know", "its preload needs",
+                   "client tool", "preload tool", "the suite has errors"):
+        if reason.startswith(prefix):
+            return reason if prefix == "the server does not know" else prefix + " …"
+    return reason
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suites", type=Path, default=DEFAULT_SUITES)
+    parser.add_argument("--duration", default="3s")
+    parser.add_argument("--store", type=Path, default=Path("upstream-check.db"))
+    parser.add_argument("--json", type=Path, default=Path("upstream-check.json"))
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "upstream-check.md")
+    args = parser.parse_args()
+    command = [str(REPO / ".venv" / "bin" / "redline"), "run", str(args.suites), "--duration", args.duration,
+               "--warmup", "1s", "--store", str(args.store), "--json", str(args.json)]
+    started = time.monotonic()
+    subprocess.run(command)            # exit status 1 when some runs failed: the summary says which
+    runs = json.loads(args.json.read_text())
+    args.out.write_text(summarise(runs, time.monotonic() - started,
+                                  ["redline", "run", "<upstream test-suites>", "--duration", args.duration,
+                                   "--warmup", "1s"]))
+    print(args.out.read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
