@@ -19,17 +19,20 @@ _FRAME = re.compile(r"^\s+(?P<address>[0-9a-fA-F]+)\s+(?P<symbol>.*?)(?:\s+\((?P
 _OFFSET = re.compile(r"\+0x[0-9a-fA-F]+$")
 _VERSION = re.compile(r"@@?[A-Za-z0-9_.]+$")
 UNKNOWN = "[unknown]"
+KERNEL_SUFFIX = "_[k]"     # the flame-graph convention for kernel frames
 
 
 def frame_name(symbol: str, dso: str | None) -> str:
     """A readable, stable frame name: offsets and symbol versions dropped; unresolved frames are
-    named after their object file so they still group (e.g. "[redis-check-rdb]")."""
+    named after their object file so they still group (e.g. "[redis-check-rdb]"); kernel frames
+    end in "_[k]" (e.g. "tcp_sendmsg_[k]")."""
     name = _OFFSET.sub("", symbol.strip())
     name = _VERSION.sub("", name)
     if not name or name == UNKNOWN:
         base = Path(dso).name if dso else ""
         return f"[{base}]" if base and base not in (UNKNOWN, "unknown") else UNKNOWN
-    return name.replace(";", ":")
+    name = name.replace(";", ":")
+    return name + KERNEL_SUFFIX if dso and dso.startswith("[kernel") else name
 
 
 def fold_perf_script(lines: Iterable[str]) -> Counter[str]:

@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 
 from redline.errors import UsageError
@@ -115,8 +116,8 @@ def format_hotspots_table(h: Hotspots) -> Table:
     table.add_column("tests", justify="right")
     table.add_column("hottest in")
     for rank, hot in enumerate(h.symbols, start=1):
-        table.add_row(str(rank), hot.symbol, f"{hot.share:.1%}", f"{hot.tests}/{len(h.tests)}",
-                      f"{hot.peak_test} ({hot.peak_share:.1%})")
+        table.add_row(str(rank), escape(hot.symbol), f"{hot.share:.1%}", f"{hot.tests}/{len(h.tests)}",
+                      escape(f"{hot.peak_test} ({hot.peak_share:.1%})"))
     return table
 
 
@@ -130,5 +131,5 @@ def format_hot_stacks_table(h: Hotspots) -> Table:
     for rank, hot in enumerate(h.stacks, start=1):
         frames = hot.stack.split(";")
         shown = ("… ; " if len(frames) > STACK_FRAMES_SHOWN else "") + " ; ".join(frames[-STACK_FRAMES_SHOWN:])
-        table.add_row(str(rank), shown, f"{hot.share:.1%}", f"{hot.tests}/{len(h.tests)}")
+        table.add_row(str(rank), escape(shown), f"{hot.share:.1%}", f"{hot.tests}/{len(h.tests)}")
     return table

@@ -23,7 +23,7 @@ from redline.profile.folding import fold_perf_script, write_folded
 from redline.profile.perf_process import PerfProcess, check_pids
 from redline.profile.symbols import symbol_shares
 from redline.profile.tools import find_perf
-from redline.profile.unwinder import DWARF, UnwinderChoice, choose_unwinder
+from redline.profile.unwinder import DWARF, FRAME_POINTER, UnwinderChoice, choose_unwinder
 
 TOP_SYMBOLS = 20
 DWARF_STACK_BYTES = 16384      # user stack copied per sample for DWARF unwinding
@@ -79,7 +79,7 @@ class Recorder:
     """perf record (+ perf stat where counters exist) of `pids` between start() and stop()."""
 
     def __init__(self, *, pids: list[int], binary: Path | None, workdir: Path, frequency_hz: int = 999,
-                 title: str | None = None, keep_perf_data: bool = False) -> None:
+                 title: str | None = None, keep_perf_data: bool = False, unwinder: str | None = None) -> None:
         self.pids = check_pids(pids)
         if not isinstance(frequency_hz, int) or not 1 <= frequency_hz <= 100_000:
             raise RunError(f"profiling: frequency_hz must be an integer in 1..100000, got {frequency_hz!r}")
@@ -91,7 +91,12 @@ class Recorder:
         self.frequency_hz = frequency_hz
         self.title = title or f"{self.binary.name} (pid {','.join(map(str, self.pids))})"
         self.keep_perf_data = keep_perf_data
-        self.unwinder: UnwinderChoice = choose_unwinder(self.binary)
+        if unwinder is None:
+            self.unwinder: UnwinderChoice = choose_unwinder(self.binary)
+        elif unwinder in (DWARF, FRAME_POINTER):
+            self.unwinder = UnwinderChoice(unwinder, f"{unwinder} unwinding requested by the caller", None)
+        else:
+            raise RunError(f"profiling: unwinder must be 'fp' or 'dwarf', got {unwinder!r}")
         self.event = choose_sampling_event()
         availability = hardware_counters_available()
         self._counters_reason = availability.reason
