@@ -124,7 +124,7 @@ def geo_and_set_profiles(tmp_path_factory):
     with redis_server(tmp) as (proc, port, client):
         load_geo_points(client, port)
         assert client.zcard("geo") > 50_000
-        assert len(client.execute_command(*GEO_QUERY)) > 500
+        assert len(client.execute_command(*GEO_QUERY)) >= 10
         with benchmark_load(port, GEO_QUERY):
             geo = profile_window(pid=proc.pid, workdir=tmp / "geo", title="GEOSEARCH BYBOX 200 km")
         with benchmark_load(port, ["SET", "key:__rand_int__", "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"]):
