@@ -105,16 +105,19 @@ def test_hotspots_weights_each_test_equally(tmp_path):
     h = hotspots([long_run, short_run, empty], top=10)
     assert h.tests == ["set", "geo", "idle"]
     by_symbol = {s.symbol: s for s in h.symbols}
-    assert by_symbol["memcpy"].share == pytest.approx(0.9 / 3)
-    assert by_symbol["[libc.so.6]"].share == pytest.approx((0.1 + 0.7) / 3)
+    assert h.profiled == 2                                     # the idle test neither weighs nor dilutes
+    assert by_symbol["memcpy"].share == pytest.approx(0.9 / 2)
+    assert by_symbol["[libc.so.6]"].share == pytest.approx((0.1 + 0.7) / 2)
     assert by_symbol["[libc.so.6]"].tests == 2 and by_symbol["[libc.so.6]"].peak_test == "geo"
     assert [s.symbol for s in h.symbols] == ["memcpy", "[libc.so.6]", "sin"]
-    assert h.stacks[0].stack == "main;set;memcpy" and h.stacks[0].share == pytest.approx(0.3)
+    assert h.stacks[0].stack == "main;set;memcpy" and h.stacks[0].share == pytest.approx(0.45)
     console = Console(width=160, record=True)
     console.print(format_hotspots_table(h))
     console.print(format_hot_stacks_table(h))
     text = console.export_text()
-    assert "memcpy" in text and "[libc.so.6]" in text and "26.7%" in text and "geo (70.0%)" in text and "2/3" in text
+    assert "memcpy" in text and "[libc.so.6]" in text and "40.0%" in text and "geo (70.0%)" in text
+    assert "2/2" in text and "1 without samples left out" in text
+    assert hotspots([empty]).symbols == []
     with pytest.raises(UsageError):
         hotspots([])
 

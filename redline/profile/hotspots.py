@@ -41,10 +41,12 @@ class Hotspots:
     tests: list[str]
     symbols: list[HotSymbol]
     stacks: list[HotStack]
+    profiled: int = 0     # tests with samples: the shares are means over these
 
     def as_json(self) -> dict:
         return {
             "tests": list(self.tests),
+            "profiled": self.profiled,
             "symbols": [vars(s) for s in self.symbols],
             "stacks": [vars(s) for s in self.stacks],
         }
@@ -67,8 +69,9 @@ def _names(paths: list[Path]) -> list[str]:
 
 
 def hotspots(folded_files: list[Path], top: int = 20, *, names: list[str] | None = None) -> Hotspots:
-    """Aggregate folded stacks of several tests, each weighted equally. Empty profiles are skipped
-    (they carry no information about where CPU goes) but still listed in `tests`."""
+    """Aggregate folded stacks of several tests, each weighted equally. Profiles without samples
+    carry no information about where CPU goes: they are listed in `tests` but neither weigh nor
+    dilute the shares (`profiled` counts the tests that do)."""
     if not folded_files:
         raise UsageError("hotspots: no folded stack files given")
     if top < 1:
@@ -77,16 +80,20 @@ def hotspots(folded_files: list[Path], top: int = 20, *, names: list[str] | None
     names = list(names) if names is not None else _names(paths)
     if len(names) != len(paths):
         raise UsageError(f"hotspots: {len(names)} names for {len(paths)} files")
+    if len(set(names)) != len(names):
+        raise UsageError(f"hotspots: test names must be unique, got {names}")
     symbol_sum: Counter[str] = Counter()
     symbol_tests: Counter[str] = Counter()
     symbol_peak: dict[str, tuple[float, str]] = {}
     stack_sum: Counter[str] = Counter()
     stack_tests: Counter[str] = Counter()
+    profiled: set[str] = set()
     for path, name in zip(paths, names):
         stacks = read_folded(path)
         samples = sum(stacks.values())
         if samples == 0:
             continue
+        profiled.add(name)
         self_counts: defaultdict[str, int] = defaultdict(int)
         for stack, count in stacks.items():
             self_counts[stack.rsplit(";", 1)[-1]] += count
@@ -98,32 +105,39 @@ def hotspots(folded_files: list[Path], top: int = 20, *, names: list[str] | None
             symbol_tests[symbol] += 1
             if share > symbol_peak.get(symbol, (-1.0, ""))[0]:
                 symbol_peak[symbol] = (share, name)
-    weight = len(paths)
+    weight = sum(1 for name in names if name in profiled)
+    if weight == 0:
+        return Hotspots(tests=names, symbols=[], stacks=[], profiled=0)
     symbols = [HotSymbol(symbol=s, share=total / weight, tests=symbol_tests[s],
                          peak_test=symbol_peak[s][1], peak_share=symbol_peak[s][0])
                for s, total in sorted(symbol_sum.items(), key=lambda item: (-item[1], item[0]))[:top]]
     stacks = [HotStack(stack=s, share=total / weight, tests=stack_tests[s])
               for s, total in sorted(stack_sum.items(), key=lambda item: (-item[1], item[0]))[:top]]
-    return Hotspots(tests=names, symbols=symbols, stacks=stacks)
+    return Hotspots(tests=names, symbols=symbols, stacks=stacks, profiled=weight)
+
+
+def _tests_phrase(h: Hotspots) -> str:
+    missing = len(h.tests) - h.profiled
+    return f"{h.profiled} tests" + (f" ({missing} without samples left out)" if missing else "")
 
 
 def format_hotspots_table(h: Hotspots) -> Table:
     """Ranked self-time symbols across the suite."""
-    table = Table(title=f"Hot symbols across {len(h.tests)} tests (self time, each test weighted equally)")
+    table = Table(title=f"Hot symbols across {_tests_phrase(h)} (self time, each test weighted equally)")
     table.add_column("#", justify="right")
     table.add_column("symbol")
     table.add_column("suite share", justify="right")
     table.add_column("tests", justify="right")
     table.add_column("hottest in")
     for rank, hot in enumerate(h.symbols, start=1):
-        table.add_row(str(rank), escape(hot.symbol), f"{hot.share:.1%}", f"{hot.tests}/{len(h.tests)}",
+        table.add_row(str(rank), escape(hot.symbol), f"{hot.share:.1%}", f"{hot.tests}/{h.profiled}",
                       escape(f"{hot.peak_test} ({hot.peak_share:.1%})"))
     return table
 
 
 def format_hot_stacks_table(h: Hotspots) -> Table:
     """Ranked whole stacks across the suite (leaf-most frames shown)."""
-    table = Table(title=f"Hot stacks across {len(h.tests)} tests (each test weighted equally)")
+    table = Table(title=f"Hot stacks across {_tests_phrase(h)} (each test weighted equally)")
     table.add_column("#", justify="right")
     table.add_column(f"stack (last {STACK_FRAMES_SHOWN} frames, leaf last)")
     table.add_column("suite share", justify="right")
@@ -131,5 +145,5 @@ def format_hot_stacks_table(h: Hotspots) -> Table:
     for rank, hot in enumerate(h.stacks, start=1):
         frames = hot.stack.split(";")
         shown = ("… ; " if len(frames) > STACK_FRAMES_SHOWN else "") + " ; ".join(frames[-STACK_FRAMES_SHOWN:])
-        table.add_row(str(rank), escape(shown), f"{hot.share:.1%}", f"{hot.tests}/{len(h.tests)}")
+        table.add_row(str(rank), escape(shown), f"{hot.share:.1%}", f"{hot.tests}/{h.profiled}")
     return table
