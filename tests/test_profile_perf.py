@@ -336,3 +336,22 @@ def test_recorder_reports_missing_process(tmp_path):
         Recorder(pids=[proc.pid], binary=None, workdir=tmp_path)
     with pytest.raises(RunError, match="at least one"):
         Recorder(pids=[], binary=None, workdir=tmp_path)
+
+
+def test_two_server_processes_are_recorded_together(tmp_path):
+    """Cluster topologies profile several servers at once (perf record -p A,B)."""
+    with redis_server(tmp_path) as (first, first_port, _), redis_server(tmp_path) as (second, second_port, _):
+        with benchmark_load(first_port, ["SET", "a", "1"]), benchmark_load(second_port, ["INCR", "counter"]):
+            recorder = Recorder(pids=[first.pid, second.pid], binary=None, workdir=tmp_path / "both",
+                                title="two servers", keep_perf_data=True)
+            recorder.start()
+            time.sleep(2.0)
+            profile = recorder.stop()
+        incr_calls = int(redis.Redis(port=second_port).get("counter"))
+    assert incr_calls > 0
+    assert profile.pids == [first.pid, second.pid] and profile.samples >= 100
+    script = subprocess.run(["perf", "script", "-i", str(tmp_path / "both" / "perf.data"), "-F", "pid"],
+                            capture_output=True, text=True, timeout=120, check=True).stdout
+    per_pid = {pid: script.split().count(str(pid)) for pid in (first.pid, second.pid)}
+    assert sum(per_pid.values()) == profile.samples        # every sample belongs to one of the two
+    assert all(count >= 20 for count in per_pid.values()), per_pid
