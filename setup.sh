@@ -45,7 +45,7 @@ fi
 # Flame graphs: inferno's command-line tools from crates.io, into .tools/bin (once).
 if [[ ! -x .tools/bin/inferno-flamegraph || ! -x .tools/bin/inferno-diff-folded ]]; then
     say "installing inferno (flame graphs) into .tools"
-    "$CARGO" install inferno --locked --quiet --root .tools
+    "$CARGO" install inferno --locked --version 0.12.8 --quiet --root "$PWD/.tools"
 fi
 
 # Python environment: Debian's python3 in a venv; reinstalled only when pyproject.toml changes.

@@ -284,11 +284,8 @@ class Engine:
             raise
         finally:
             probe.close()
-            if recorder is not None:         # the run failed: stop perf, its output is not used
-                try:
-                    recorder.stop()
-                except Exception:
-                    pass
+            if recorder is not None:         # the run failed: perf's output is not used
+                recorder.abort()
         self.store.finish_run(run_id, outcome)
         self.observer.run_finished(record)
         return record
