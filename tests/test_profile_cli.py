@@ -1,0 +1,45 @@
+"""--profile through the CLI: profiled runs, flame graphs, `redline hotspots`, and profiles
+explaining compare verdicts. Real perf, real servers."""
+
+import json
+import sqlite3
+from pathlib import Path
+
+
+def test_run_profile_then_hotspots_ranks_the_suites_hot_symbols(tmp_path, redline_cli):
+    db, out = tmp_path / "r.db", tmp_path / "out.json"
+    proc = redline_cli("run", "quick", "--name", "geo|string-get-100B-pipeline-1$", "--duration", "2s",
+                       "--warmup", "1s", "--scale", "0.002", "--profile", "--json", out, "--store", db,
+                       check_exit=0, timeout=600)
+    runs = json.loads(out.read_text())
+    assert len(runs) == 2 and all("purpose" not in r for r in runs)     # profiled runs are not measurements
+    assert "flame graph:" in proc.stdout
+    rows = sqlite3.connect(db).execute("SELECT r.test, p.svg_path, p.folded_path, p.detail FROM profiles p "
+                                       "JOIN runs r ON r.id = p.run_id").fetchall()
+    assert len(rows) == 2
+    for test, svg, folded, detail in rows:
+        assert (tmp_path / svg).exists() or Path(svg).exists()
+        assert json.loads(detail)["samples"] > 0
+    geo = json.loads(next(d for t, _, _, d in rows if "geo" in t))
+    top = [s["symbol"] for s in geo["top_self"][:10]]
+    assert any(s.startswith(("geohash", "geoGetPointsInRange", "__cos", "__sin", "geoWithin")) for s in top), top
+    hot = redline_cli("hotspots", "latest", "--store", db, "--top", "10", check_exit=0)
+    assert "Hot symbols across 2 tests" in hot.stdout and "Hot stacks" in hot.stdout
+    assert "geo" in hot.stdout
+
+
+def test_hotspots_without_profiles_is_a_clear_error(tmp_path, redline_cli):
+    proc = redline_cli("hotspots", "--store", tmp_path / "none.db", check_exit=2)
+    assert "no result store" in proc.stderr
+
+
+def test_compare_profile_names_the_symbols_behind_a_regression(tmp_path, redline_cli):
+    out = tmp_path / "cmp.json"
+    redline_cli("compare", "quick", "--name", "string-set-100B-pipeline-10$", "--comparison-config",
+                "appendonly=yes", "--runs", "6", "--max-runs", "6", "--duration", "1s", "--warmup", "0.5s",
+                "--profile", "--json", out, "--store", tmp_path / "r.db", timeout=600)
+    comparisons = json.loads(out.read_text())["comparisons"]
+    cpu = next(c for c in comparisons if c["metric"] == "server_cpu_us_per_op")
+    assert cpu["diff_flamegraph"] and Path(cpu["diff_flamegraph"]).exists()
+    assert cpu["moved_symbols"], cpu
+    assert all({"symbol", "baseline_share", "comparison_share"} <= set(m) for m in cpu["moved_symbols"])
