@@ -6,8 +6,8 @@ A plan has one side (run) or two (compare); runs of the sides are interleaved A 
 
 from __future__ import annotations
 
+import shutil
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -146,13 +146,16 @@ class Engine:
         """Every test, every side, interleaved. `more_runs(test, records, runs_so_far)` may ask
         for extra runs per side after the planned ones (adaptive A/B)."""
         records: list[RunRecord] = []
-        for number, test in enumerate(tests, 1):
-            self.observer.test_started(test, number, len(tests))
-            reason = preparation.unsupported_reason(test)
-            if reason:
-                records += [self._record_skip(test, side, session_id, reason) for side in sides]
-                continue
-            records += self._execute_test(test, sides, settings, session_id, more_runs)
+        try:
+            for number, test in enumerate(tests, 1):
+                self.observer.test_started(test, number, len(tests))
+                reason = preparation.unsupported_reason(test)
+                if reason:
+                    records += [self._record_skip(test, side, session_id, reason) for side in sides]
+                    continue
+                records += self._execute_test(test, sides, settings, session_id, more_runs)
+        finally:
+            shutil.rmtree(self.workdir, ignore_errors=True)
         return records
 
     # -- one test -----------------------------------------------------------------------------
@@ -201,14 +204,9 @@ class Engine:
         try:
             dataset = preparation.prepare(test, server, scale=settings.scale, observer=self.observer,
                                           client_cpus=self.pinning.client_cpus, workdir=self.workdir)
-        except RunError as exc:
-            exc.server_log_tail = server.log_tail()
-            server.stop()
-            raise
-        except preparation.SkipTest:
-            server.stop()
-            raise
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, RunError):
+                exc.server_log_tail = server.log_tail()
             server.stop()
             raise
         info = server.info("server")
