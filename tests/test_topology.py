@@ -247,8 +247,12 @@ def test_replicas_attached_after_preload_do_a_timed_full_sync():
         assert seconds > 0 and deployment.facts["replication"]["full_sync_s"] == round(seconds, 3)
         assert replica.dbsize() == 10000 and replica.hget("h9999", "a") == b"9999"
         assert primary.info("stats")["sync_full"] == 1
+        # the replica's AOF rewrite after the sync is part of the sync: done before we return
+        assert replica.info("persistence")["aof_rewrite_in_progress"] == 0
+        started = time.monotonic()
     finally:
         deployment.stop()
+    assert time.monotonic() - started < 5          # no server had to be waited out and killed
 
 
 @needs_server

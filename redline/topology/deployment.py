@@ -110,10 +110,15 @@ class Deployment(Server):
         return "\n".join(f"--- {role} (port {server.port}) ---\n{server.log_tail(lines)}" for role, server in chosen)
 
     def stop(self) -> None:
-        for server in reversed(self.servers):
+        """Replicas first, each until it has exited: a primary told to shut down while a replica
+        is still connected but no longer acknowledging waits shutdown-timeout (10 s) for it.
+        Then the primaries, all signalled at once."""
+        for server in self.replicas:
+            server.stop()
+        for server in self.primaries:
             if server.alive():
                 server.process.terminate()
-        for server in reversed(self.servers):
+        for server in self.primaries:
             server.stop()
         if not self._stopped:
             shutil.rmtree(self.workdir, ignore_errors=True)
