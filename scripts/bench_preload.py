@@ -14,14 +14,20 @@ Reported per method: wall seconds, elements/s, and the server's own CPU seconds 
 stime from /proc): a server at ~100% CPU is at its ceiling. The verdict compares redline's
 preload with the best ceiling method (median rate over the repetitions).
 
+With --restore (or --restore-only), the data is also preloaded once into a server with a
+data directory, SAVEd into an RDB snapshot cache (redline/datasets/snapshot.py), and restored
+`--reps` times: copy the cached file, start redis-server on it, wait for the first PING.
+
     .venv/bin/python scripts/bench_preload.py --geo-points 10000000 --string-keys 1000000
     .venv/bin/python scripts/bench_preload.py --geo-points 1000000 --string-keys 200000 --reps 1
+    .venv/bin/python scripts/bench_preload.py --restore-only     # snapshot restore vs preload
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -39,7 +45,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from redline.datasets import geo  # noqa: E402
 from redline.datasets.bulkload import bulk_load  # noqa: E402
 from redline.datasets.geo_dataset import GeoDataset  # noqa: E402
+from redline.datasets.base import DatasetPlan  # noqa: E402
 from redline.datasets.resp import Batch, set_batches  # noqa: E402
+from redline.datasets.snapshot import SnapshotCache, rdb_version_of_file  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -50,22 +58,28 @@ class Server:
     port: int
 
     @classmethod
-    def start(cls, binary: str) -> "Server":
+    def start(cls, binary: str, directory: Path | None = None) -> "Server":
+        """Start and wait until it answers PING (i.e. has finished loading any RDB)."""
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
+        where = ["--dir", str(directory), "--dbfilename", "dump.rdb"] if directory else []
+        if directory:
+            directory.mkdir(parents=True, exist_ok=True)
         process = subprocess.Popen(
             [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no"],
+             "--appendonly", "no", *where],
             stdout=subprocess.DEVNULL,
         )
         client = redis.Redis(port=port)
-        for _ in range(500):
+        for _ in range(60_000):
             try:
                 client.ping()
                 break
-            except redis.ConnectionError:
-                time.sleep(0.02)
+            except (redis.ConnectionError, redis.BusyLoadingError):
+                if process.poll() is not None:
+                    raise SystemExit(f"{binary} exited with {process.returncode} on port {port}")
+                time.sleep(0.005)
         else:
             process.kill()
             raise SystemExit(f"{binary} did not answer on port {port}")
@@ -196,6 +210,49 @@ def run_workload(workload: Workload, *, reps: int, binary: str) -> list[Result]:
     return results
 
 
+def run_restore(workload: Workload, *, reps: int, binary: str, preload_seconds: float) -> None:
+    """Preload once into a server with a data dir, cache its RDB, then time restores:
+    copy the cached file + start a server on it + first PING answered."""
+    with tempfile.TemporaryDirectory(prefix="redline-snapshot-") as tmp:
+        tmp_dir = Path(tmp)
+        cache = SnapshotCache(tmp_dir / "cache")
+        plan = DatasetPlan(name=f"bench-{workload.kind}", scale=1.0, key_count=0,
+                           element_count=workload.elements, seed=0)
+        server = Server.start(binary, tmp_dir / "source")
+        try:
+            workload.redline_load(server.port)
+            started = time.perf_counter()
+            entry = cache.store_from_server(plan, host="127.0.0.1", port=server.port)
+            save_seconds = time.perf_counter() - started
+        finally:
+            server.stop()
+        version = rdb_version_of_file(entry)
+        size_mb = entry.stat().st_size / 1e6
+        print(f"  snapshot: SAVE + copy into the cache {save_seconds:.2f} s, {size_mb:,.0f} MB RDB "
+              f"(format {version})")
+        times = []
+        for rep in range(reps):
+            target = tmp_dir / f"restore-{rep}"
+            started = time.perf_counter()
+            cache.restore_to(plan, version, target)
+            server = Server.start(binary, target)
+            seconds = time.perf_counter() - started
+            try:
+                load_cpu = server.cpu_seconds()
+                found = server.count(workload.kind)
+            finally:
+                server.stop()
+            if found != workload.elements:
+                raise SystemExit(f"restore: expected {workload.elements:,}, found {found:,}")
+            shutil.rmtree(target)
+            times.append(seconds)
+            print(f"  rep {rep + 1} restore          {seconds:7.2f} s  server CPU {load_cpu:6.2f} s "
+                  f"({load_cpu / seconds:4.0%} of wall)")
+        restore = statistics.median(times)
+        print(f"  restore {restore:.2f} s vs redline preload {preload_seconds:.2f} s: "
+              f"{preload_seconds / restore:.1f}x faster (goal >= 10x)")
+
+
 def summarize(kind: str, results: list[Result]) -> None:
     by_method: dict[str, list[Result]] = {}
     for result in results:
@@ -215,6 +272,10 @@ def summarize(kind: str, results: list[Result]) -> None:
     print(f"  redline preload = {ratio:.0%} of the ceiling ({ceiling_method}); goal >= 80%")
 
 
+def preload_seconds(results: list[Result]) -> float:
+    return statistics.median(r.seconds for r in results if r.method == "redline preload")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     parser.add_argument("--geo-points", type=int, default=10_000_000)
@@ -223,18 +284,40 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--server", default="/usr/bin/redis-server")
+    parser.add_argument("--restore", action="store_true",
+                        help="also cache an RDB snapshot and time restoring it")
+    parser.add_argument("--restore-only", action="store_true",
+                        help="only one preload (timed) and the snapshot restores")
     args = parser.parse_args()
     if args.reps < 1:
         parser.error("--reps must be >= 1")
     print(f"server {args.server}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    workloads = []
     if args.string_keys > 0:
-        results = run_workload(strings_workload(args.string_keys, args.value_size),
-                               reps=args.reps, binary=args.server)
-        summarize(f"strings ({args.string_keys:,} SET, {args.value_size} B values)", results)
+        workloads.append((strings_workload(args.string_keys, args.value_size),
+                          f"strings ({args.string_keys:,} SET, {args.value_size} B values)"))
     if args.geo_points > 0:
-        results = run_workload(geo_workload(args.geo_points, args.seed), reps=args.reps,
-                               binary=args.server)
-        summarize(f"geo ({args.geo_points:,} points, 1000 per GEOADD)", results)
+        workloads.append((geo_workload(args.geo_points, args.seed),
+                          f"geo ({args.geo_points:,} points, 1000 per GEOADD)"))
+    for workload, title in workloads:
+        results = [] if args.restore_only else run_workload(
+            workload, reps=args.reps, binary=args.server)
+        if results:
+            summarize(title, results)
+        if args.restore or args.restore_only:
+            print(f"\n{title}: snapshot restore")
+            seconds = preload_seconds(results) if results else _time_one_preload(workload, args.server)
+            run_restore(workload, reps=args.reps, binary=args.server, preload_seconds=seconds)
+
+
+def _time_one_preload(workload: Workload, binary: str) -> float:
+    server = Server.start(binary)
+    try:
+        started = time.perf_counter()
+        workload.redline_load(server.port)
+        return time.perf_counter() - started
+    finally:
+        server.stop()
 
 
 if __name__ == "__main__":
