@@ -343,3 +343,26 @@ def test_set_and_get_load_in_cluster_mode_spreads_over_all_three_primaries(tmp_p
         assert json.loads(out.read_text())["redline"]["errors"] == {}
     finally:
         deployment.stop()
+
+
+@needs_server
+def test_info_client_sums_keyspace_counters_over_the_cluster_shards():
+    deployment = deploy_named("oss-cluster-3-primaries")
+    try:
+        cluster = RedisCluster(host=deployment.host, port=deployment.port)
+        for i in range(90):
+            cluster.set(f"k{i}", "v")
+        for i in range(120):
+            cluster.get(f"k{i}")                        # 90 hits, 30 misses over three shards
+        cluster.close()
+        info = deployment.info_client()
+        total = info.info("all")
+        shards = [server.client().info("all") for server in deployment.servers]
+        assert (total["keyspace_hits"], total["keyspace_misses"]) == (90, 30)
+        assert min(s["keyspace_hits"] for s in shards) > 0        # really spread, really summed
+        assert total["db0"]["keys"] == 90 and total["cmdstat_set"]["calls"] == 90
+        assert total["redis_version"] == shards[0]["redis_version"]
+        assert total["used_memory"] == pytest.approx(sum(s["used_memory"] for s in shards), rel=0.05)
+        info.close()
+    finally:
+        deployment.stop()

@@ -15,6 +15,7 @@ from redline.server import ManagedServer, Server, ServerSettings
 from redline.topology import cluster as cluster_ops
 from redline.topology import replication
 from redline.topology.cpus import CpuPlan
+from redline.topology.info import SummedInfo
 from redline.topology.spec import TopologySpec
 
 Progress = Callable[[str], None]
@@ -66,6 +67,11 @@ class Deployment(Server):
 
     def client(self, **kwargs) -> redis.Redis:
         return self.entry.client(**kwargs)
+
+    def info_client(self) -> SummedInfo:
+        """INFO summed over the primaries (one for standalone, all shards of a cluster): give it
+        to a run probe instead of client() so hits, misses and memory count every shard."""
+        return SummedInfo([server.client() for server in self.primaries])
 
     @property
     def primaries(self) -> list[ManagedServer]:
