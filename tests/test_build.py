@@ -410,3 +410,34 @@ def test_debian_tree_with_bundled_jemalloc_fails_with_a_hint(redis_tree, build_c
     """Debian's patch makes the tree link only with the system jemalloc (see docs/build.md)."""
     with pytest.raises(BuildFailed, match="hint: this tree expects the system jemalloc"):
         build_source(redis_tree, load_variant("default"), cache=build_cache, timeout_s=BUILD_TIMEOUT_S)
+
+
+def test_a_build_waits_for_the_lock_holder_then_hits(git_builds, fixture_repo, quick_variant, tmp_path):
+    import shutil
+    import threading
+
+    repo, _, _ = fixture_repo
+    built = git_builds["baseline"][0]
+    cache = BuildCache(root=tmp_path / "builds")
+    holding, release = threading.Event(), threading.Event()
+
+    def other_builder():
+        with cache.locked(built.cache_key):
+            holding.set()
+            release.wait(30)
+            shutil.copytree(built.binary.parent, cache.root / ".tmp" / "done")
+            cache.publish(key=built.cache_key, staged=cache.root / ".tmp" / "done")
+
+    thread = threading.Thread(target=other_builder)
+    thread.start()
+    try:
+        assert holding.wait(30)
+        lines: list[str] = []
+        threading.Timer(1.0, release.set).start()
+        result = build_git(repo, "baseline", quick_variant, cache=cache, progress=lines.append)
+    finally:
+        release.set()
+        thread.join(30)
+    assert result.cache_hit and result.binary == cache.entry(built.cache_key) / "redis-server"
+    assert lines == [f"redline: waiting for another build of {built.cache_key} to finish"]
+    assert result.seconds >= 0.9

@@ -125,8 +125,8 @@ def _build(plan: _Plan, *, cache: BuildCache, started: float, progress: Progress
     manifest = cache.lookup(plan.key)
     if manifest is not None:
         return _result(cache, plan, manifest, hit=True, started=started)
-    _say(progress, f"redline: waiting for the build lock of {plan.key}")
-    with cache.locked(plan.key):
+    waiting = f"redline: waiting for another build of {plan.key} to finish"
+    with cache.locked(plan.key, on_wait=lambda: _say(progress, waiting)):
         manifest = cache.lookup(plan.key)   # someone else built it while we waited
         if manifest is not None:
             return _result(cache, plan, manifest, hit=True, started=started)

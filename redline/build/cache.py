@@ -58,12 +58,18 @@ class BuildCache:
             return None
 
     @contextmanager
-    def locked(self, key: str):
-        """Hold the key's lock (waits while another process builds the same key)."""
+    def locked(self, key: str, *, on_wait=None):
+        """Hold the key's lock; while another process builds the same key, call on_wait() once
+        and wait for it."""
         locks = self.root / ".locks"
         locks.mkdir(parents=True, exist_ok=True)
         with open(locks / f"{key}.lock", "a+") as handle:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if on_wait is not None:
+                    on_wait()
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
             try:
                 yield
             finally:

@@ -37,7 +37,7 @@ def build_command(args) -> int:
 
     target = parse_build_target(args.target)
     variant = load_variant(args.variant)
-    with _progress_display(f"building {args.target} ({variant.name})") as progress:
+    with progress_display(f"building {args.target} ({variant.name})") as progress:
         result = target.build(variant, progress=progress)
     if args.json:
         print(json.dumps({**result.facts(), "seconds": round(result.seconds, 3)}, indent=2))
@@ -51,7 +51,7 @@ def build_command(args) -> int:
 
 
 @contextmanager
-def _progress_display(title: str):
+def progress_display(title: str):
     """A spinner with the elapsed time and make's last line, on a terminal (silent otherwise).
 
     Started by the first progress line: a cache hit shows (and imports) nothing.
