@@ -156,6 +156,7 @@ def test_io_threads_standalone_has_its_config_and_pinning_and_stops_clean():
     pids, workdir = deployment.pids(), deployment.workdir
     try:
         assert len(pids) == 1 and deployment.alive() and not deployment.cluster_mode
+        assert deployment.load_arguments(["-c", "5"]) == ["-c", "5"]
         client = deployment.client()
         assert client.config_get("io-threads") == {"io-threads": "2"}
         assert client.config_get("io-threads-do-reads") == {"io-threads-do-reads": "yes"}
@@ -329,9 +330,11 @@ def test_set_and_get_load_in_cluster_mode_spreads_over_all_three_primaries(tmp_p
         # redis-py's own CLIENT SETINFO is an error reply on 7.0: count only what the load adds
         errors_before = sum(n.info("stats")["total_error_replies"] for n in nodes)
         out = tmp_path / "load.json"
-        argv = [str(LOAD_BIN), "-s", deployment.host, "-p", str(deployment.port), "--cluster-mode",
-                "--ratio", "1:1", "--key-pattern", "R:R", "--key-minimum", "1", "--key-maximum", "3000",
-                "-n", "2000", "-c", "2", "-t", "1", "-d", "32", "--hide-histogram", "--json-out-file", str(out)]
+        workload = ["--ratio", "1:1", "--key-pattern", "R:R", "--key-minimum", "1", "--key-maximum", "3000",
+                    "-n", "2000", "-c", "2", "-t", "1", "-d", "32", "--hide-histogram"]
+        assert deployment.load_arguments(workload) == [*workload, "--cluster-mode"]
+        argv = [str(LOAD_BIN), "-s", deployment.host, "-p", str(deployment.port),
+                *deployment.load_arguments(workload), "--json-out-file", str(out)]
         result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stderr[-2000:]
         sets = [n.info("commandstats").get("cmdstat_set", {}).get("calls", 0) for n in nodes]

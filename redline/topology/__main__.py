@@ -57,9 +57,7 @@ def _cpu_list(text: str | None) -> list[int]:
 
 
 def _run_one(deployment, arguments: str, workdir: Path, index: int) -> dict:
-    argv = shlex.split(arguments)
-    if deployment.cluster_mode and "--cluster-mode" not in argv:
-        argv.append("--cluster-mode")
+    argv = deployment.load_arguments(shlex.split(arguments))
     request = LoadRequest(arguments=argv, host=deployment.host, port=deployment.port,
                           json_path=workdir / f"load-{index}.json", cpus=deployment.cpu_plan.client_cpus)
     cpu_before = _cpu_seconds(deployment.pids())

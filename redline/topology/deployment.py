@@ -68,6 +68,12 @@ class Deployment(Server):
     def client(self, **kwargs) -> redis.Redis:
         return self.entry.client(**kwargs)
 
+    def load_arguments(self, arguments: list[str]) -> list[str]:
+        """A suite's redline-load arguments for this deployment: --cluster-mode added on a cluster."""
+        if self.cluster_mode and "--cluster-mode" not in arguments:
+            return [*arguments, "--cluster-mode"]
+        return list(arguments)
+
     def info_client(self) -> SummedInfo:
         """INFO summed over the primaries (one for standalone, all shards of a cluster): give it
         to a run probe instead of client() so hits, misses and memory count every shard."""
