@@ -303,14 +303,41 @@ def test_unsupported_topology_and_mismatched_plan_are_refused_before_anything_st
         deploy(parse_topology("oss-standalone"), binary=REDIS_SERVER, config={}, cpu_plan=cluster_plan)
 
 
+def child_redis_servers():
+    """redis-server processes whose parent is this test process (other engineers' servers are not)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == os.getpid() and b"redis-server" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
 @needs_server
-def test_a_bad_server_setting_fails_deploy_and_leaves_nothing_running():
-    before = set(os.listdir("/proc"))
-    with pytest.raises(RunError):
+def test_a_bad_server_setting_fails_deploy_with_the_servers_reason():
+    with pytest.raises(RunError, match="no-such-setting"):
         deploy_named("oss-standalone-01-replicas", {"no-such-setting": "1"})
-    leftovers = [p for p in set(os.listdir("/proc")) - before if p.isdigit()
-                 and "redis-server" in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")]
-    assert leftovers == []
+    assert child_redis_servers() == []
+
+
+@needs_server
+def test_a_cluster_that_does_not_form_in_time_is_a_clear_error_and_nothing_is_left(monkeypatch, tmp_path):
+    import tempfile
+    from redline.topology import deployment as deployment_module
+    monkeypatch.setattr(deployment_module, "CLUSTER_TIMEOUT_S", 0.5)    # Redis needs ~2 s
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(RunError) as err:
+        deploy_named("oss-cluster-3-primaries")
+    assert "did not reach cluster_state:ok within" in str(err.value)
+    assert "cluster_state:fail" in str(err.value)                     # says what each node lacks
+    assert child_redis_servers() == []
+    assert list(tmp_path.iterdir()) == []                             # work directories removed
 
 
 # -- load through redline-load --cluster-mode ----------------------------------------------------

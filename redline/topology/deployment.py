@@ -142,19 +142,30 @@ def _note(progress: Progress | None, text: str) -> None:
         progress(text)
 
 
-def _start_node(settings: ServerSettings, *, cluster: bool) -> ManagedServer:
+def _started(settings: ServerSettings, role: str) -> ManagedServer:
+    server = ManagedServer(settings)
+    try:
+        return server.start()
+    except RunError as exc:
+        # the console has the lines before the last one too: which directive, which file line
+        console = [line for line in server.log_tail(8).splitlines() if line.strip()]
+        context = " | ".join(console[-4:])
+        raise RunError(f"{role} did not start: {exc}" + (f" (server output: {context})" if context else "")) from exc
+
+
+def _start_node(settings: ServerSettings, *, role: str, cluster: bool) -> ManagedServer:
     """Start one server; a cluster node gets a port whose bus port is free, retried a few times
     (another process may take a port between the check and the start)."""
     if not cluster:
-        return ManagedServer(settings).start()
+        return _started(settings, role)
     last: RunError | None = None
     for _ in range(NODE_START_ATTEMPTS):
         settings.preferred_port = cluster_ops.node_port()
         try:
-            return ManagedServer(settings).start()
+            return _started(settings, role)
         except RunError as exc:
             last = exc
-    raise RunError(f"cluster node did not start after {NODE_START_ATTEMPTS} attempts: {last}")
+    raise RunError(f"cluster node {last} (tried {NODE_START_ATTEMPTS} ports)")
 
 
 def _node_config(spec: TopologySpec, config: dict[str, str], workdir: Path) -> dict[str, str]:
@@ -190,7 +201,7 @@ def deploy(spec: TopologySpec, *, binary: Path, config: dict[str, str], cpu_plan
             _note(progress, f"{spec.name}: starting {role} on cpu {','.join(map(str, cpus))}")
             settings = ServerSettings(binary=binary, config=_node_config(spec, config, workdir),
                                       cpus=tuple(cpus), workdir=workdir)
-            servers.append(_start_node(settings, cluster=spec.cluster))
+            servers.append(_start_node(settings, role=role, cluster=spec.cluster))
         deployment = Deployment(spec=spec, servers=servers, roles=roles, cpu_plan=cpu_plan, workdir=root)
         if spec.cluster:
             _note(progress, f"{spec.name}: forming the cluster (CLUSTER ADDSLOTSRANGE, MEET)")
