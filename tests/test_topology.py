@@ -258,7 +258,7 @@ def test_replicas_attached_after_preload_do_a_timed_full_sync():
 
 @needs_server
 def test_a_replica_that_crashes_is_reported_with_its_reason():
-    deployment = deploy_named("oss-standalone-01-replicas", {"enable-debug-command": "yes"})
+    deployment = deploy_named("oss-standalone-01-replicas", {"enable-debug-command": "yes", "crash-memcheck-enabled": "no"})
     try:
         assert deployment.alive() and deployment.crash_reason() is None
         with pytest.raises(redis.ConnectionError):
