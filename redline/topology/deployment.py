@@ -50,6 +50,7 @@ class Deployment(Server):
             "cluster": spec.cluster,
             "io_threads": spec.io_threads,
             "topology_config": spec.config(),
+            "topology_defaults": dict(TOPOLOGY_DEFAULTS),
             "servers": [{"role": role, "port": server.port, "cpus": list(cpus)}
                         for role, server, cpus in zip(roles, servers, cpu_plan.servers)],
             "cpu_plan": cpu_plan.as_dict(),
@@ -181,7 +182,7 @@ def deploy(spec: TopologySpec, *, binary: Path, config: dict[str, str], cpu_plan
     replicas, and return the running deployment. Nothing is left running when this raises.
 
     `attach_replicas=False` starts the replicas empty and unattached; call
-    `attach_replicas(deployment)` after preloading the primary to time a full sync of the data."""
+    `attach_replicas_now(deployment)` after preloading the primary to time a full sync of the data."""
     if spec.unsupported:
         raise RunError(f"topology {spec.name} is not supported: {spec.unsupported}")
     roles = spec.roles()
