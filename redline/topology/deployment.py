@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -188,6 +189,11 @@ def deploy(spec: TopologySpec, *, binary: Path, config: dict[str, str], cpu_plan
     roles = spec.roles()
     if list(cpu_plan.roles) != roles:
         raise UsageError(f"cpu plan is for servers {list(cpu_plan.roles)}, topology {spec.name} has {roles}")
+    usable = os.sched_getaffinity(0)
+    missing = sorted(set(cpu_plan.server_cpus) - usable)
+    if missing:
+        raise UsageError(f"cpu plan puts servers on cpu {','.join(map(str, missing))}, which this machine "
+                         f"does not have or redline may not use (usable: {','.join(map(str, sorted(usable)))})")
     binary = Path(binary)
     if not binary.exists():
         raise UsageError(f"server binary does not exist: {binary}")
