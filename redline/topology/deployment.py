@@ -190,9 +190,9 @@ def deploy(spec: TopologySpec, *, binary: Path, config: dict[str, str], cpu_plan
     if list(cpu_plan.roles) != roles:
         raise UsageError(f"cpu plan is for servers {list(cpu_plan.roles)}, topology {spec.name} has {roles}")
     usable = os.sched_getaffinity(0)
-    missing = sorted(set(cpu_plan.server_cpus) - usable)
+    missing = sorted((set(cpu_plan.server_cpus) | set(cpu_plan.client_cpus)) - usable)
     if missing:
-        raise UsageError(f"cpu plan puts servers on cpu {','.join(map(str, missing))}, which this machine "
+        raise UsageError(f"cpu plan uses cpu {','.join(map(str, missing))}, which this machine "
                          f"does not have or redline may not use (usable: {','.join(map(str, sorted(usable)))})")
     binary = Path(binary)
     if not binary.exists():
