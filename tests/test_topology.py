@@ -299,7 +299,7 @@ def test_unsupported_topology_and_mismatched_plan_are_refused_before_anything_st
     with pytest.raises(RunError, match="RediSearch"):
         deploy(spec, binary=REDIS_SERVER, config={}, cpu_plan=plan_cpus(spec, [0]))
     absent = max(os.sched_getaffinity(0)) + 1
-    with pytest.raises(UsageError, match=f"cpu {absent}, which this machine"):
+    with pytest.raises(UsageError, match=f"cpu {absent},{absent + 1}, which this machine"):
         deploy(parse_topology("oss-standalone"), binary=REDIS_SERVER, config={},
                cpu_plan=plan_cpus(parse_topology("oss-standalone"), [absent, absent + 1]))
     cluster_plan = plan_cpus(parse_topology("oss-cluster-3-primaries"), [0, 1])
