@@ -663,8 +663,14 @@ fn validate(cfg: &mut Config) -> Result<(), CliError> {
     if !cfg.commands.is_empty() && cfg.commands.iter().all(|c| c.ratio == 0) {
         return usage("--command-ratio: at least one command needs a ratio above zero");
     }
+    if cfg.tls.enabled && cfg.unix_socket.is_some() {
+        return usage("--tls cannot be combined with --unix-socket");
+    }
     if cfg.tls.enabled {
-        return usage("--tls: TLS is not supported by this build of redline-load yet");
+        // Validate certificates and options now: a usage error, not a failed run.
+        if let Err(m) = crate::tls::build_config(&cfg.tls) {
+            return usage(m);
+        }
     }
     if cfg.requests == Requests::Unset && cfg.test_time.is_none() {
         cfg.requests = Requests::PerClient(10_000);

@@ -12,6 +12,7 @@ mod rng;
 mod runner;
 mod slots;
 mod stats;
+mod tls;
 mod worker;
 mod workload;
 

@@ -3,6 +3,7 @@
 
 use crate::cli::{Config, Protocol};
 use crate::resp::{parse_value, Value};
+use crate::tls::TlsStream;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
@@ -25,6 +26,7 @@ impl std::fmt::Display for Endpoint {
 pub enum Stream {
     Tcp(mio::net::TcpStream),
     Unix(mio::net::UnixStream),
+    Tls(Box<TlsStream>),
 }
 
 impl Stream {
@@ -33,6 +35,7 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
         }
     }
     #[inline]
@@ -40,6 +43,7 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.write(buf),
             Stream::Unix(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
         }
     }
     pub fn register(&mut self, reg: &mio::Registry, token: mio::Token) -> io::Result<()> {
@@ -47,13 +51,29 @@ impl Stream {
         match self {
             Stream::Tcp(s) => reg.register(s, token, interest),
             Stream::Unix(s) => reg.register(s, token, interest),
+            Stream::Tls(s) => reg.register(&mut s.sock, token, interest),
         }
     }
     pub fn deregister(&mut self, reg: &mio::Registry) {
         let _ = match self {
             Stream::Tcp(s) => reg.deregister(s),
             Stream::Unix(s) => reg.deregister(s),
+            Stream::Tls(s) => reg.deregister(&mut s.sock),
         };
+    }
+
+    /// TLS: a short plaintext read does not mean the socket was drained.
+    #[inline]
+    pub fn short_read_drains(&self) -> bool {
+        !matches!(self, Stream::Tls(_))
+    }
+
+    /// TLS: push records rustls still holds (on a writable event).
+    pub fn flush_pending(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Tls(s) => s.flush_tls(),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -151,10 +171,36 @@ fn check_handshake(replies: &[Value], what: &[u8]) -> Result<(), ConnectError> {
     Ok(())
 }
 
+static TLS: std::sync::OnceLock<Result<crate::tls::TlsSetup, String>> = std::sync::OnceLock::new();
+
+/// The process-wide TLS client configuration (built once from the TLS flags).
+pub fn tls_setup(cfg: &Config) -> Result<&'static crate::tls::TlsSetup, String> {
+    TLS.get_or_init(|| crate::tls::build_config(&cfg.tls)).as_ref().map_err(|e| e.clone())
+}
+
 /// Connect, run the handshake, and return a non-blocking stream.
 pub fn connect(cfg: &Config, ep: &Endpoint, timeout: Duration) -> Result<Stream, ConnectError> {
     let (hs, nreplies) = handshake_bytes(cfg);
     match ep {
+        Endpoint::Tcp { host, port } if cfg.tls.enabled => {
+            let setup = tls_setup(cfg).map_err(ConnectError::Rejected)?;
+            let addr = resolve(host, *port).map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
+            let mut s = std::net::TcpStream::connect_timeout(&addr, timeout)
+                .map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
+            let _ = s.set_nodelay(true);
+            let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+            let mut conn = crate::tls::handshake(setup, host, &mut s)
+                .map_err(|e| ConnectError::Rejected(format!("TLS handshake failed: {}", io_text(&e))))?;
+            if nreplies > 0 {
+                let mut tls = rustls::Stream::new(&mut conn, &mut s);
+                let r = blocking_exchange(&mut tls, &hs, nreplies)
+                    .map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
+                check_handshake(&r, &hs)?;
+            }
+            let _ = s.set_read_timeout(None);
+            s.set_nonblocking(true).map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
+            Ok(Stream::Tls(Box::new(TlsStream { sock: mio::net::TcpStream::from_std(s), conn })))
+        }
         Endpoint::Tcp { host, port } => {
             let addr = resolve(host, *port).map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
             let mut s = std::net::TcpStream::connect_timeout(&addr, timeout)
@@ -207,8 +253,15 @@ pub fn query(cfg: &Config, ep: &Endpoint, args: &[&str]) -> Result<Value, String
         Endpoint::Tcp { host, port } => {
             let addr = resolve(host, *port).map_err(|e| format!("{ep}: {e}"))?;
             let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))
-                .map_err(|e| format!("cannot connect to {ep}: {e}"))?;
+                .map_err(|e| format!("cannot connect to {ep}: {}", io_text(&e)))?;
             let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+            if cfg.tls.enabled {
+                let setup = tls_setup(cfg)?;
+                let mut conn = crate::tls::handshake(setup, host, &mut s)
+                    .map_err(|e| format!("{ep}: TLS handshake failed: {}", io_text(&e)))?;
+                let mut tls = rustls::Stream::new(&mut conn, &mut s);
+                return run(blocking_exchange(&mut tls, &req, n + 1));
+            }
             run(blocking_exchange(&mut s, &req, n + 1))
         }
         Endpoint::Unix(p) => {

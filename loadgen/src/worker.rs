@@ -323,6 +323,12 @@ impl Worker {
                 }
                 if ev.is_writable() {
                     self.conns[c].writable = true;
+                    if let Some(st) = self.conns[c].stream.as_mut() {
+                        if let Err(e) = st.flush_pending() {
+                            self.connection_lost(c, now, &e.to_string())?;
+                            continue;
+                        }
+                    }
                 }
                 if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
                     now = shared.now_ns();
@@ -429,9 +435,10 @@ impl Worker {
             match stream.read(&mut conn.rbuf[conn.rlen..]) {
                 Ok(0) => return self.connection_lost(c, now, "connection closed by server"),
                 Ok(n) => {
+                    let drained = n < want && stream.short_read_drains();
                     conn.rlen += n;
                     self.consume(c, now)?;
-                    if n < want {
+                    if drained {
                         return Ok(());
                     }
                 }
