@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Callable
 
 from redline.build.cache import LOG, MANIFEST, BuildCache
-from redline.build.make import BuildFailed, MakeJob, Progress, compiler_version, cpu_count, run_make
+from redline.build.make import (TAIL_LINES, BuildFailed, MakeJob, Progress, compiler_version, cpu_count,
+                                run_make)
 from redline.build.sources import GitCommit, SourceTree, checkout_commit, copy_tree, resolve_commit, scan_tree
 from redline.build.variants import Variant
 from redline.errors import UsageError
@@ -160,7 +161,8 @@ def _compile(cache: BuildCache, plan: _Plan, *, workspace: Path, progress: Progr
     try:
         run_make(job, scratch=workspace, progress=progress)
         if not (tree / "src" / server).is_file():
-            raise BuildFailed(f"make succeeded but left no src/{server}", log=job.log, tail=[])
+            tail = job.log.read_text(errors="replace").splitlines()[-TAIL_LINES:]
+            raise BuildFailed(f"make succeeded but left no src/{server}", log=job.log, tail=tail)
     except BuildFailed as failure:
         kept = cache.keep_failed_log(key=plan.key, log=job.log)
         tail = "\n".join(failure.tail)
