@@ -148,7 +148,7 @@ pub fn run_once(cfg: &Arc<Config>, wl: &Arc<Workload>, events: &Events) -> Resul
     let cluster = if cfg.cluster_mode { Some(Arc::new(discover_cluster(cfg)?)) } else { None };
     let plans = plan_connections(cfg, wl, cluster.as_deref());
     let total_conns: u64 = plans.iter().map(|p| p.len() as u64).sum();
-    let requests_total: Option<u64> = if cfg.is_time_based() {
+    let requests_total: Option<u64> = if cfg.requests == Requests::Unset {
         None
     } else {
         Some(plans.iter().flatten().map(|p| p.limit.unwrap_or(0)).sum())
@@ -273,6 +273,8 @@ pub fn run_once(cfg: &Arc<Config>, wl: &Arc<Workload>, events: &Events) -> Resul
     let deadline = cfg.test_time.map(|t| start + Duration::from_secs(t));
     let mut next_tick = start + Duration::from_secs(1);
     let mut last_ops = 0u64;
+    let limited = cfg.requests != Requests::Unset;
+    let mut finished_early = false;
     // Threads that finished their request-count work before the window opened (e.g. 0 keys).
     loop {
         let now = Instant::now();
@@ -281,7 +283,10 @@ pub fn run_once(cfg: &Arc<Config>, wl: &Arc<Workload>, events: &Events) -> Resul
                 break;
             }
         }
-        if !cfg.is_time_based() && finished_threads == cfg.threads as usize {
+        // Request-count runs end when every thread is done (with --test-time too, as in
+        // memtier's `-n allkeys --test-time`, whichever comes first).
+        if limited && finished_threads == cfg.threads as usize {
+            finished_early = true;
             break;
         }
         let mut wait = next_tick.saturating_duration_since(now);
@@ -316,8 +321,8 @@ pub fn run_once(cfg: &Arc<Config>, wl: &Arc<Workload>, events: &Events) -> Resul
         }
     }
     let end_ns = match planned_end_ns {
-        Some(e) => e.min(shared.now_ns()),
-        None => last_finish_ns.max(start_ns),
+        Some(e) if !finished_early => e.min(shared.now_ns()),
+        _ => last_finish_ns.max(start_ns),
     };
     shared.measure_end_ns.store(end_ns, Ordering::Release);
     shared.phase.store(PHASE_DONE, Ordering::Release);
