@@ -68,6 +68,9 @@ def add_measurement_arguments(parser: argparse.ArgumentParser, *, default_runs: 
     parser.add_argument("--store", type=Path, default=Path("redline.db"), metavar="PATH",
                         help="SQLite result store (default ./redline.db)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write every run as JSON to FILE")
+    parser.add_argument("--topology", action="append", metavar="NAME",
+                        help="oss-standalone (default), oss-standalone-NN-io-threads, oss-cluster-NN-primaries, "
+                             "oss-standalone-NN-replicas; repeatable; tests that do not list it are skipped")
     parser.add_argument("--variant", metavar="NAME",
                         help="build variant for git:/src: targets (default: default; see `redline build --list-variants`)")
     parser.add_argument("--profile", action="store_true",

@@ -13,11 +13,13 @@ from redline.comparison import (COMPARED_METRICS, apply_false_discovery_control,
                                 extra_runs_needed, looks_confidence)
 from redline.engine import Engine, RunRecord, RunSettings, Side
 from redline.errors import UsageError
-from redline.pinning import plan_pinning
+from redline.pinning import available_cpus
+from redline.preparation import DEFAULT_TOPOLOGY
 from redline.report import ConsoleObserver, print_profiles, print_results, write_json
 from redline.spec import SpecError, resolve_suites, select
 from redline.stats import Verdict, noise_floor_pct
 from redline.store import Store
+from redline.topology import parse_topology, plan_cpus
 from redline.targets import Target, default_target, ensure_built, parse_config_pairs, parse_target
 from redline import verdict_report
 
@@ -66,11 +68,17 @@ class Session:
 def execute_session(args, *, kind: str, sides: list[Side], more_runs=None) -> Session:
     """Resolve tests, open the store, run the engine with progress, always close cleanly."""
     tests = select_tests(args)
-    pinning = plan_pinning()
+    topologies = tuple(parse_topology(name) for name in (args.topology or [DEFAULT_TOPOLOGY]))
     console = Console(stderr=True, highlight=False)
     labels = " vs ".join(f"{s.name + ' ' if s.name else ''}{s.target.label}" for s in sides)
     console.print(f"redline {machine.facts()['redline_version']} {kind}: {len(tests)} tests × {args.runs} runs; "
-                  f"{labels}; {pinning.describe()}")
+                  f"{labels}")
+    for topology in topologies:
+        if not topology.unsupported:
+            plan = plan_cpus(topology, available_cpus())
+            console.print(f"{topology.name}: {plan.describe()}")
+            for warning in plan.warnings:
+                console.print(f"[yellow]{warning}[/yellow]")
     if any(not s.target.managed for s in sides):
         console.print("[yellow]tcp target: someone else's server — no process control, no server CPU, "
                       "no profiles[/yellow]")
@@ -80,11 +88,11 @@ def execute_session(args, *, kind: str, sides: list[Side], more_runs=None) -> Se
     status = "interrupted"
     try:
         sides = build_sides(sides, observer)
-        engine = Engine(store=store, observer=observer, pinning=pinning)
+        engine = Engine(store=store, observer=observer)
         records = engine.execute(tests=tests, sides=sides, session_id=session_id, more_runs=more_runs,
                                  settings=RunSettings(runs=args.runs, duration_s=args.duration,
                                                       warmup_s=args.warmup, scale=args.scale,
-                                                      profile=args.profile))
+                                                      profile=args.profile, topologies=topologies))
         status = "finished"
     finally:
         observer.close()
@@ -125,14 +133,15 @@ def compare_command(args) -> int:
     confidence = looks_confidence(args.runs, args.max_runs)
 
     def more_runs(test, records, runs_so_far):
-        return extra_runs_needed(compare_test(test.name, records, floors, confidence=confidence),
-                                 runs_so_far, args.max_runs)
+        key = records[-1].key if records else test.name
+        return extra_runs_needed(compare_test(key, [r for r in records if r.key == key], floors,
+                                              confidence=confidence), runs_so_far, args.max_runs)
 
     session = execute_session(args, kind="compare", sides=[baseline, comparison], more_runs=more_runs)
     by_test: dict[str, list[RunRecord]] = {}
     for r in session.records:
         if r.purpose == "measure":
-            by_test.setdefault(r.test, []).append(r)
+            by_test.setdefault(r.key, []).append(r)
     comparisons = [c for test, records in by_test.items()
                    for c in compare_test(test, records, floors, confidence=confidence)]
     apply_false_discovery_control(comparisons)
@@ -166,7 +175,7 @@ def calibrate_command(args) -> int:
     out = Console(highlight=False)
     by_test: dict[str, list[RunRecord]] = {}
     for r in session.records:
-        by_test.setdefault(r.test, []).append(r)
+        by_test.setdefault(r.key, []).append(r)
     from rich.table import Table
     table = Table(title="noise floor on this machine (A/A, % change an identical comparison can show)",
                   title_justify="left")

@@ -15,15 +15,19 @@ from typing import TYPE_CHECKING, Callable
 from redline import machine
 from redline.errors import RunError
 from redline.load import LoadRequest, LoadResult, ServerGone, run_load
-from redline.pinning import Pinning, plan_pinning
+from redline.pinning import available_cpus
 from redline.probes import WindowProbe
-from redline.server import Server, start_server
+from redline.server import RemoteServer, Server
 from redline.store import RunOutcome, Store
 from redline.targets import Target
 from redline import preparation
 
+from redline.topology import CpuPlan, TopologySpec, deploy, parse_topology, plan_cpus, wait_replicas_in_sync
+
 if TYPE_CHECKING:
     from redline.spec import TestSpec
+
+REPLICA_SYNC_TIMEOUT_S = 300.0
 
 CLIENT_SATURATION = 0.90       # client_cpu_util above this: the load generator may have been the bottleneck
 MISS_PATH_RATIO = 0.50         # a read workload with more misses than this measures the miss path
@@ -47,6 +51,7 @@ class RunSettings:
     warmup_s: float = 2.0
     scale: float | None = None           # None: the suite's own dataset-scale, else 1.0
     profile: bool = False                # one extra, profiled run per test and side after the measured ones
+    topologies: tuple[TopologySpec, ...] = field(default_factory=lambda: (parse_topology("oss-standalone"),))
 
 
 @dataclass
@@ -62,9 +67,16 @@ class RunRecord:
     error: str | None = None
     purpose: str = "measure"             # or "profile": never part of a metric
     profile: dict | None = None
+    topology: str = "oss-standalone"
+
+    @property
+    def key(self) -> str:
+        """What a result is a result of: the test, and its topology unless standalone."""
+        return self.test if self.topology == "oss-standalone" else f"{self.test}@{self.topology}"
 
     def as_json(self) -> dict:
-        out = {"test": self.test, "target": self.target, "run_index": self.run_index, "status": self.status}
+        out = {"test": self.test, "target": self.target, "run_index": self.run_index, "status": self.status,
+               "topology": self.topology}
         if self.side:
             out["side"] = self.side
         if self.purpose != "measure":
@@ -101,6 +113,15 @@ def interleaved(sides: list[Side], runs: int, start: int = 0) -> list[tuple[Side
     return order
 
 
+@dataclass
+class _Prepared:
+    """One side of one test, ready to measure: its server(s), their CPU plan, the facts to record."""
+
+    server: Server
+    plan: CpuPlan
+    facts: dict
+
+
 class _LoadProgress:
     """Forwards redline-load's events to the observer, the window probe and the profiler."""
 
@@ -135,10 +156,10 @@ def _measures_miss_path(test: TestSpec, hits: int | None, misses: int | None) ->
 
 
 class Engine:
-    def __init__(self, *, store: Store, observer: Observer, pinning: Pinning | None = None):
+    def __init__(self, *, store: Store, observer: Observer, cpus: list[int] | None = None):
         self.store = store
         self.observer = observer
-        self.pinning = pinning or plan_pinning()
+        self.cpus = cpus if cpus is not None else available_cpus()
         self.workdir = Path(tempfile.mkdtemp(prefix="redline-"))
 
     def execute(self, *, tests: list[TestSpec], sides: list[Side], settings: RunSettings,
@@ -147,63 +168,73 @@ class Engine:
         for extra runs per side after the planned ones (adaptive A/B)."""
         records: list[RunRecord] = []
         try:
+            managed = all(side.target.managed for side in sides)
             for number, test in enumerate(tests, 1):
                 self.observer.test_started(test, number, len(tests))
-                reason = preparation.unsupported_reason(test)
-                if reason:
-                    records += [self._record_skip(test, side, session_id, reason) for side in sides]
-                    continue
-                records += self._execute_test(test, sides, settings, session_id, more_runs)
+                for topology in settings.topologies:
+                    reason = preparation.unsupported_reason(test, topology, managed=managed)
+                    if reason:
+                        records += [self._record_skip(test, side, topology, session_id, reason) for side in sides]
+                        continue
+                    records += self._execute_test(test, topology, sides, settings, session_id, more_runs)
         finally:
             shutil.rmtree(self.workdir, ignore_errors=True)
         return records
 
     # -- one test -----------------------------------------------------------------------------
-    def _execute_test(self, test: TestSpec, sides: list[Side], settings: RunSettings,
+    def _execute_test(self, test: TestSpec, topology: TopologySpec, sides: list[Side], settings: RunSettings,
                       session_id: int, more_runs: MoreRuns | None) -> list[RunRecord]:
-        servers: dict[Side, Server] = {}
-        facts: dict[Side, dict] = {}
+        ready: dict[Side, _Prepared] = {}
         records: list[RunRecord] = []
         try:
             for side in sides:
                 try:
-                    servers[side], facts[side] = self._prepare_side(test, side, settings)
+                    ready[side] = self._prepare_side(test, topology, side, settings)
                 except preparation.SkipTest as exc:
-                    records.append(self._record_skip(test, side, session_id, str(exc)))
+                    records.append(self._record_skip(test, side, topology, session_id, str(exc)))
                 except RunError as exc:
-                    records.append(self._record_failure(test, side, session_id, exc))
+                    records.append(self._record_failure(test, side, topology, session_id, exc))
             planned, batch = settings.runs, interleaved(sides, settings.runs)
-            while batch and servers:
+            while batch and ready:
                 for side, index in batch:
-                    if side not in servers:
+                    if side not in ready:
                         continue
-                    record = self._measure(test, side, index, servers[side], facts[side], settings, session_id)
+                    record = self._measure(test, side, index, ready[side], settings, session_id)
                     records.append(record)
-                    if record.status != "ok" and not servers[side].alive():
-                        servers.pop(side).stop()
+                    if record.status != "ok" and not ready[side].server.alive():
+                        ready.pop(side).server.stop()
                         self.observer.note(f"{side.target.label}: the server exited; "
                                            f"the remaining runs of {test.name} are skipped")
-                extra = more_runs(test, records, planned) if more_runs and len(servers) == len(sides) else 0
+                extra = more_runs(test, records, planned) if more_runs and len(ready) == len(sides) else 0
                 if extra:
                     self.observer.note(f"undecided: {extra} more runs per side")
                 planned, batch = planned + extra, interleaved(sides, planned + extra, start=planned)
             if settings.profile:
                 for side in sides:
-                    if side in servers:
-                        records.append(self._measure(test, side, planned, servers[side], facts[side], settings,
-                                                     session_id, purpose="profile"))
+                    if side in ready:
+                        records.append(self._measure(test, side, planned, ready[side], settings, session_id,
+                                                     purpose="profile"))
         finally:
-            for server in servers.values():
-                server.stop()
+            for prepared in ready.values():
+                prepared.server.stop()
         return records
 
-    def _prepare_side(self, test: TestSpec, side: Side, settings: RunSettings) -> tuple[Server, dict]:
-        self.observer.phase("server start")
-        server = start_server(target=side.target, config=test.db.configuration_parameters,
-                              cpus=self.pinning.server_cpus)
+    def _prepare_side(self, test: TestSpec, topology: TopologySpec, side: Side,
+                      settings: RunSettings) -> _Prepared:
+        self.observer.phase(f"server start ({topology.name})")
+        plan = plan_cpus(topology, self.cpus)
+        if side.target.managed:
+            server: Server = deploy(topology, binary=side.target.binary, cpu_plan=plan,
+                                    config={**test.db.configuration_parameters, **side.target.config},
+                                    progress=self.observer.detail)
+        else:
+            server = RemoteServer(*side.target.address).start()
         try:
             dataset = preparation.prepare(test, server, scale=settings.scale, observer=self.observer,
-                                          client_cpus=self.pinning.client_cpus, workdir=self.workdir)
+                                          client_cpus=plan.client_cpus, workdir=self.workdir)
+            if topology.replicas:
+                self.observer.phase("replicas catching up")
+                dataset["replica_sync_s"] = wait_replicas_in_sync(server, REPLICA_SYNC_TIMEOUT_S)
         except BaseException as exc:
             if isinstance(exc, RunError):
                 exc.server_log_tail = server.log_tail()
@@ -216,41 +247,51 @@ class Engine:
             "build": side.target.build_facts,
             "server_config": {**test.db.configuration_parameters, **side.target.config},
             "server_port": server.port,
-            "pinning": self.pinning.as_dict(),
+            "topology": getattr(server, "facts", {"topology": topology.name}),
+            "pinning": plan.as_dict(),
             "dataset": dataset,
         }
-        return server, facts
+        return _Prepared(server, plan, facts)
 
-    def _record_failure(self, test: TestSpec, side: Side, session_id: int, exc: RunError) -> RunRecord:
+    def _record_failure(self, test: TestSpec, side: Side, topology: TopologySpec, session_id: int,
+                        exc: RunError) -> RunRecord:
         """A side that could not be prepared: one failed run says why."""
         run_id = self.store.begin_run(session_id=session_id, test=test.name, suite_file=str(test.path),
-                                      target=side.target.label, side=side.name, run_index=0)
+                                      target=side.target.label, side=side.name, run_index=0,
+                                      topology=topology.name)
         outcome = RunOutcome(status="failed", metrics={}, series={}, facts={"machine": machine.facts()},
                              error=str(exc), server_log_tail=getattr(exc, "server_log_tail", None))
         self.store.finish_run(run_id, outcome)
-        record = RunRecord(run_id, test.name, side.target.label, side.name, 0, "failed", error=str(exc))
+        record = RunRecord(run_id, test.name, side.target.label, side.name, 0, "failed", error=str(exc),
+                           topology=topology.name)
         self.observer.run_finished(record)
         return record
 
-    def _record_skip(self, test: TestSpec, side: Side, session_id: int, reason: str) -> RunRecord:
+    def _record_skip(self, test: TestSpec, side: Side, topology: TopologySpec, session_id: int,
+                     reason: str) -> RunRecord:
         """A test this machine or server cannot run: stored, so that history says why it is missing."""
         run_id = self.store.begin_run(session_id=session_id, test=test.name, suite_file=str(test.path),
-                                      target=side.target.label, side=side.name, run_index=0)
+                                      target=side.target.label, side=side.name, run_index=0,
+                                      topology=topology.name)
         self.store.finish_run(run_id, RunOutcome(status="skipped", metrics={}, series={},
                                                  facts={"machine": machine.facts()}, error=reason))
         self.observer.test_skipped(test, reason)
-        return RunRecord(run_id, test.name, side.target.label, side.name, 0, "skipped", error=reason)
+        return RunRecord(run_id, test.name, side.target.label, side.name, 0, "skipped", error=reason,
+                         topology=topology.name)
 
     # -- one run ------------------------------------------------------------------------------
-    def _measure(self, test: TestSpec, side: Side, index: int, server: Server, side_facts: dict,
-                 settings: RunSettings, session_id: int, purpose: str = "measure") -> RunRecord:
+    def _measure(self, test: TestSpec, side: Side, index: int, prepared: _Prepared, settings: RunSettings,
+                 session_id: int, purpose: str = "measure") -> RunRecord:
+        server, topology = prepared.server, prepared.facts["topology"]["topology"]
         run_id = self.store.begin_run(session_id=session_id, test=test.name, suite_file=str(test.path),
-                                      target=side.target.label, side=side.name, run_index=index, purpose=purpose)
-        request = LoadRequest(arguments=test.client.arguments, host=server.host, port=server.port,
-                              json_path=self.workdir / f"run-{run_id}.json", duration_s=settings.duration_s,
-                              warmup_s=settings.warmup_s, cpus=self.pinning.client_cpus)
-        probe = WindowProbe(pids=server.pids(), client=server.client())
-        facts = {**side_facts, "machine": machine.facts(), "loadgen_argv": request.argv(),
+                                      target=side.target.label, side=side.name, run_index=index, purpose=purpose,
+                                      topology=topology)
+        request = LoadRequest(arguments=server.load_arguments(test.client.arguments), host=server.host,
+                              port=server.port, json_path=self.workdir / f"run-{run_id}.json",
+                              duration_s=settings.duration_s, warmup_s=settings.warmup_s,
+                              cpus=prepared.plan.client_cpus)
+        probe = WindowProbe(pids=server.pids(), client=server.info_client())
+        facts = {**prepared.facts, "machine": machine.facts(), "loadgen_argv": request.argv(),
                  "warmup_s": settings.warmup_s}
         recorder = profile = None
         try:
@@ -266,17 +307,17 @@ class Engine:
                 reason = server.crash_reason()
                 raise RunError(f"the server exited during the run ({server.exit_description()})"
                                + (f": {reason}" if reason else ""))
-            metrics, series, flags = self._metrics(test, result, probe)
+            metrics, series, flags = self._metrics(test, result, probe, prepared.plan)
             facts["flags"] = flags
             facts["loadgen"] = result.extra
             outcome = RunOutcome(status="ok", metrics=metrics, series=series, facts=facts, profile=profile)
             record = RunRecord(run_id, test.name, side.target.label, side.name, index, "ok", metrics, flags,
-                               purpose=purpose, profile=profile)
+                               purpose=purpose, profile=profile, topology=topology)
         except RunError as exc:
             outcome = RunOutcome(status="failed", metrics={}, series={}, facts=facts, error=str(exc),
                                  server_log_tail=server.log_tail())
             record = RunRecord(run_id, test.name, side.target.label, side.name, index, "failed", error=str(exc),
-                               purpose=purpose)
+                               purpose=purpose, topology=topology)
         except BaseException:
             self.store.mark_interrupted(run_id, "redline was interrupted during this run")
             raise
@@ -303,11 +344,11 @@ class Engine:
         return Recorder(pids=server.pids(), binary=side.target.binary, workdir=self.store.artifact_dir(run_id),
                         title=f"{test.name} — {side.target.label}")
 
-    def _metrics(self, test: TestSpec, result: LoadResult, probe: WindowProbe):
+    def _metrics(self, test: TestSpec, result: LoadResult, probe: WindowProbe, plan: CpuPlan):
         ops = result.ops or 0
         cpu = probe.cpu
         measured_s = result.measured_s or 0.0
-        client_cpus = len(self.pinning.client_cpus) or 1
+        client_cpus = len(plan.client_cpus) or 1
         client_cpu_s = result.client_cpu_s
         hits, misses = probe.info_delta("keyspace_hits"), probe.info_delta("keyspace_misses")
         metrics = {

@@ -16,12 +16,12 @@ if TYPE_CHECKING:
     from redline.spec import TestSpec
 
 CLIENT_TOOLS = ("memtier_benchmark", "redline-load")
+DEFAULT_TOPOLOGY = "oss-standalone"
 PRELOAD_TIMEOUT_S = 1800.0
 
 
 class SkipTest(Exception):
     """This server cannot run the test as written (not a failure of the server)."""
-TOPOLOGY = "oss-standalone"
 
 
 BYTES_PER_KEY_OVERHEAD = 80          # rough per-key/element cost in redis beyond the value itself
@@ -47,8 +47,18 @@ def available_memory_bytes() -> int:
     return 0
 
 
-def unsupported_reason(test: TestSpec) -> str | None:
-    """Why this machine cannot run the test as written, or None."""
+def test_topologies(test: TestSpec) -> list[str]:
+    return test.topologies or [DEFAULT_TOPOLOGY]
+
+
+def unsupported_reason(test: TestSpec, topology, *, managed: bool = True) -> str | None:
+    """Why this machine cannot run the test as written on `topology` (a TopologySpec), or None."""
+    if topology.name not in test_topologies(test):
+        return f"runs on {', '.join(test_topologies(test))}, not {topology.name} (choose with --topology)"
+    if topology.unsupported:
+        return topology.unsupported
+    if not managed and topology.name != DEFAULT_TOPOLOGY:
+        return f"a tcp:// target is someone else's server: redline cannot deploy {topology.name} there"
     if test.multi_client:
         return f"runs {len(test.clients)} clients at once; redline drives one client per test"
     if test.has_errors:
@@ -58,8 +68,6 @@ def unsupported_reason(test: TestSpec) -> str | None:
         return f"client tool {test.client.tool!r} is not supported (redline runs memtier_benchmark command lines)"
     if test.db.preload and test.db.preload.tool not in CLIENT_TOOLS:
         return f"preload tool {test.db.preload.tool!r} is not supported"
-    if test.topologies and TOPOLOGY not in test.topologies:
-        return f"needs topology {', '.join(test.topologies)}; this build runs {TOPOLOGY} only"
     needed, available = estimated_preload_bytes(test), available_memory_bytes()
     if available and needed > MEMORY_SHARE * available:
         return (f"its preload needs about {needed / 2**30:.1f} GiB; this machine has "
@@ -126,7 +134,8 @@ def _generated_dataset(test: TestSpec, server: Server, scale: float, observer) -
             "elements": plan.element_count, "seed": plan.seed, "fingerprint": plan.fingerprint()}
 
 
-def keyspace_length(client: redis.Redis) -> int:
+def keyspace_length(client) -> int:
+    """Keys in every database (of every shard, when given a cluster's summed INFO)."""
     return sum(db.get("keys", 0) for name, db in client.info("keyspace").items() if name.startswith("db"))
 
 
@@ -143,13 +152,14 @@ def prepare(test: TestSpec, server: Server, *, scale: float | None, observer,
         raise SkipTest(f"the server does not know {', '.join(missing)} (COMMAND INFO)")
     if test.db.dataset_name:
         facts = _generated_dataset(test, server, scale, observer)
-    client = server.client()
     if test.db.preload:
         observer.phase("preload", unit="requests")
-        run_load(LoadRequest(arguments=test.db.preload.arguments, host=server.host, port=server.port,
+        run_load(LoadRequest(arguments=server.load_arguments(test.db.preload.arguments),
+                             host=server.host, port=server.port,
                              json_path=workdir / f"preload-{server.port}.json", cpus=client_cpus),
                  listener=_PreloadProgress(observer), server_alive=server.alive,
                  timeout_s=test.db.preload.timeout_seconds or PRELOAD_TIMEOUT_S)
+    client = server.command_client()
     try:
         for command in test.db.init_commands:
             client.execute_command(*command)
@@ -159,7 +169,7 @@ def prepare(test: TestSpec, server: Server, *, scale: float | None, observer,
         raise RunError(f"init command failed: {exc}") from exc
     except redis.RedisError as exc:
         raise RunError(f"server unreachable during preparation: {exc}") from exc
-    found = keyspace_length(client)
+    found = keyspace_length(server.info_client())
     facts["keyspace_length"] = found
     expected = test.db.keyspacelen
     if expected is not None and found != expected:

@@ -129,20 +129,20 @@ def _common_prefix(names: list[str]) -> str:
 def results_table(records: list[RunRecord], *, width: int = 200) -> tuple[Table, list[str]]:
     """One row per test (and side): medians over the runs, with the half-range as spread; and the
     notes (flags, failures) to print under it. Below 120 columns only the main metrics fit."""
-    prefix = _common_prefix(sorted({r.test for r in records}))
+    prefix = _common_prefix(sorted({r.key for r in records}))
     columns = COLUMNS if width >= 120 else NARROW_COLUMNS
     title = "redline results (median of runs)" + (f", tests {prefix}…" if prefix else "")
     table = Table(title=title, title_justify="left")
-    table.add_column("test", no_wrap=True)
+    table.add_column("test", overflow="fold", ratio=1)      # the name wraps; numbers never do
     for column in columns:
-        table.add_column(column, justify="right", no_wrap=True)
+        table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
     groups: dict[tuple, list[RunRecord]] = defaultdict(list)
     notes: list[str] = []
     for record in records:
         if record.status == "skipped":
-            notes.append(f"{record.test[len(prefix):]}: skipped: {record.error}")
+            notes.append(f"{record.key[len(prefix):]}: skipped: {record.error}")
         else:
-            groups[(record.test, record.side or "", record.target)].append(record)
+            groups[(record.key, record.side or "", record.target)].append(record)
     multi_target = len({r.target for r in records}) > 1
     for (test, side, target), runs in groups.items():
         ok = [r for r in runs if r.status == "ok"]

@@ -66,9 +66,22 @@ class Server:
     host: str
     port: int
     managed: bool
+    cluster_mode = False
 
     def pids(self) -> list[int]:
         return []
+
+    def load_arguments(self, arguments: list[str]) -> list[str]:
+        """A suite's load-generator arguments for this server (a cluster adds --cluster-mode)."""
+        return list(arguments)
+
+    def info_client(self):
+        """What INFO is read from for the run's counters (a cluster sums its shards)."""
+        return self.client()
+
+    def command_client(self):
+        """A client for init commands (a cluster routes by key slot)."""
+        return self.client()
 
     def alive(self) -> bool:
         return True
@@ -225,13 +238,3 @@ class ManagedServer(Server):
 
     def crash_reason(self) -> str | None:
         return next((line.strip() for line in self._log_lines() if CRASH_MARKERS.search(line)), None)
-
-
-def start_server(*, target, config: dict[str, str], cpus: tuple[int, ...] | None,
-                 preferred_port: int | None = None) -> Server:
-    """Start (or connect to) the server a target names, with the suite's configuration."""
-    if target.address is not None:
-        return RemoteServer(*target.address).start()
-    settings = ServerSettings(binary=target.binary, config={**config, **target.config},
-                              cpus=cpus, preferred_port=preferred_port)
-    return ManagedServer(settings).start()

@@ -16,10 +16,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Changes to a store written by an older redline, by the version they lead to.
 MIGRATIONS = {
     2: ["ALTER TABLE runs ADD COLUMN purpose TEXT NOT NULL DEFAULT 'measure'"],
+    3: ["ALTER TABLE runs ADD COLUMN topology TEXT NOT NULL DEFAULT 'oss-standalone'"],
 }
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -42,6 +43,7 @@ CREATE TABLE IF NOT EXISTS runs (
     side TEXT,
     run_index INTEGER NOT NULL,
     purpose TEXT NOT NULL DEFAULT 'measure' CHECK (purpose IN ('measure', 'profile')),
+    topology TEXT NOT NULL DEFAULT 'oss-standalone',
     status TEXT NOT NULL CHECK (status IN ('running', 'ok', 'failed', 'interrupted', 'skipped')),
     started_at REAL NOT NULL,
     finished_at REAL,
@@ -152,11 +154,12 @@ class Store:
                         (time.time(), status, session_id))
 
     def begin_run(self, *, session_id: int, test: str, suite_file: str | None, target: str,
-                  side: str | None, run_index: int, purpose: str = "measure") -> int:
+                  side: str | None, run_index: int, purpose: str = "measure",
+                  topology: str = "oss-standalone") -> int:
         cur = self.db.execute(
-            "INSERT INTO runs(session_id, test, suite_file, target, side, run_index, purpose, status, started_at)"
-            " VALUES (?,?,?,?,?,?,?,'running',?)",
-            (session_id, test, suite_file, target, side, run_index, purpose, time.time()))
+            "INSERT INTO runs(session_id, test, suite_file, target, side, run_index, purpose, topology, status,"
+            " started_at) VALUES (?,?,?,?,?,?,?,?,'running',?)",
+            (session_id, test, suite_file, target, side, run_index, purpose, topology, time.time()))
         return cur.lastrowid
 
     def artifact_dir(self, run_id: int) -> Path:

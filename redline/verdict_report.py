@@ -59,7 +59,8 @@ def terminal_table(comparisons: list[TestComparison], *, width: int = 200) -> Ta
         + (["p"] if wide else []) + ["verdict"] + (["why"] if wide else [])
     for column in columns:
         table.add_column(column, justify="left" if column in ("test", "metric", "verdict", "why") else "right",
-                         no_wrap=column != "why")
+                         no_wrap=column not in ("test", "why"), overflow="fold",
+                         min_width=None if column in ("test", "why") else len(column))
     for c in sorted_comparisons(comparisons):
         r = c.result
         style = STYLE[c.verdict]

@@ -149,3 +149,26 @@ def test_a_command_the_server_does_not_know_is_skipped_with_the_reason(tmp_path,
     assert "does not know HSETEX (COMMAND INFO)" in runs["a-future-command"]["error"]
     assert runs["b-set"]["status"] == "ok"
     assert "1 tests skipped" in proc.stderr
+
+
+def test_quick_get_and_set_run_on_a_three_primary_cluster(tmp_path, redline_cli):
+    out = tmp_path / "out.json"
+    redline_cli("run", "quick", "--name", "string-(set|get)-100B-pipeline-1$", "--topology", "oss-cluster-3-primaries",
+                *SMALL, "--json", out, "--store", tmp_path / "r.db", check_exit=0)
+    runs = json.loads(out.read_text())
+    assert len(runs) == 2 and all(r["status"] == "ok" and r["topology"] == "oss-cluster-3-primaries" for r in runs)
+    get = next(r for r in runs if "-get-" in r["test"])
+    assert get["keyspace_hits"] > 0 and get["keyspace_misses"] == 0     # the preload reached every shard
+    facts = json.loads(sqlite3.connect(tmp_path / "r.db").execute(
+        "SELECT facts FROM runs WHERE test LIKE '%-get-%'").fetchone()[0])
+    assert facts["topology"]["cluster"] is True and len(facts["topology"]["servers"]) == 3
+    assert facts["dataset"]["keyspace_length"] == 100000
+    assert "--cluster-mode" in facts["loadgen_argv"]
+
+
+def test_a_test_that_does_not_list_the_topology_is_skipped(tmp_path, redline_cli):
+    out = tmp_path / "out.json"
+    redline_cli("run", "quick", "--name", "zset-zadd", "--topology", "oss-cluster-3-primaries", *SMALL,
+                "--json", out, "--store", tmp_path / "r.db", check_exit=0)
+    (run,) = json.loads(out.read_text())
+    assert run["status"] == "skipped" and "not oss-cluster-3-primaries" in run["error"]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 import redis
+import redis.cluster
 
 from redline.errors import RunError, UsageError
 from redline.server import ManagedServer, Server, ServerSettings
@@ -75,6 +76,12 @@ class Deployment(Server):
         if self.cluster_mode and "--cluster-mode" not in arguments:
             return [*arguments, "--cluster-mode"]
         return list(arguments)
+
+    def command_client(self):
+        """For init commands: a cluster-aware client on a cluster (keys go to their slot's node)."""
+        if self.cluster_mode:
+            return redis.cluster.RedisCluster(host=self.host, port=self.port)
+        return self.client()
 
     def info_client(self) -> SummedInfo:
         """INFO summed over the primaries (one for standalone, all shards of a cluster): give it
