@@ -101,6 +101,8 @@ pub struct Config {
     pub server: String,
     pub port: u16,
     pub unix_socket: Option<String>,
+    /// -4 / -6: which address family to use when the server name resolves to both.
+    pub ip_family: Option<u8>,
     pub protocol: Protocol,
     pub authenticate: Option<String>,
     pub select_db: Option<u32>,
@@ -150,6 +152,7 @@ impl Default for Config {
             server: "localhost".into(),
             port: 6379,
             unix_socket: None,
+            ip_family: None,
             protocol: Protocol::Resp2,
             authenticate: None,
             select_db: None,
@@ -465,7 +468,8 @@ pub fn parse_args(args: &[String]) -> Result<Config, CliError> {
                     }
                 }
                 "unix-socket" => cfg.unix_socket = Some(v),
-                "ipv4" | "ipv6" => {}
+                "ipv4" => cfg.ip_family = Some(4),
+                "ipv6" => cfg.ip_family = Some(6),
                 "protocol" => {
                     cfg.protocol = match v.as_str() {
                         "redis" | "resp2" => Protocol::Resp2,

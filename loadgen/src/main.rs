@@ -54,15 +54,28 @@ fn main() {
     let cfg = Arc::new(cfg);
     let wl = Arc::new(wl);
 
+    if cfg.show_config {
+        println!("{}", serde_json::to_string_pretty(&report::config_object(&cfg)).expect("json"));
+    }
     let mut runs = Vec::new();
+    let mut text = String::new();
     for i in 0..cfg.run_count {
         match runner::run_once(&cfg, &wl, &events) {
             Ok(r) => {
                 let header = if cfg.run_count > 1 { format!("[RUN #{} RESULTS]", i + 1) } else { "ALL STATS".into() };
-                report::print_table(&cfg, &wl, &r, &header);
+                let table = report::format_table(&cfg, &wl, &r, &header);
+                if cfg.out_file.is_none() {
+                    print!("{table}");
+                }
+                text.push_str(&table);
                 runs.push(r);
             }
             Err(runner::RunError(m)) => fail(EXIT_RUN_FAILED, &m),
+        }
+    }
+    if let Some(path) = &cfg.out_file {
+        if let Err(e) = std::fs::write(path, &text) {
+            fail(EXIT_RUN_FAILED, &format!("cannot write --out-file {path}: {e}"));
         }
     }
 

@@ -77,10 +77,14 @@ impl Stream {
     }
 }
 
-fn resolve(host: &str, port: u16) -> io::Result<SocketAddr> {
+fn resolve(host: &str, port: u16, family: Option<u8>) -> io::Result<SocketAddr> {
     (host, port)
         .to_socket_addrs()?
-        .next()
+        .find(|a| match family {
+            Some(4) => a.is_ipv4(),
+            Some(6) => a.is_ipv6(),
+            _ => true,
+        })
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("cannot resolve {host}")))
 }
 
@@ -184,7 +188,7 @@ pub fn connect(cfg: &Config, ep: &Endpoint, timeout: Duration) -> Result<Stream,
     match ep {
         Endpoint::Tcp { host, port } if cfg.tls.enabled => {
             let setup = tls_setup(cfg).map_err(ConnectError::Rejected)?;
-            let addr = resolve(host, *port).map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
+            let addr = resolve(host, *port, cfg.ip_family).map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
             let mut s = std::net::TcpStream::connect_timeout(&addr, timeout)
                 .map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
             let _ = s.set_nodelay(true);
@@ -202,7 +206,7 @@ pub fn connect(cfg: &Config, ep: &Endpoint, timeout: Duration) -> Result<Stream,
             Ok(Stream::Tls(Box::new(TlsStream { sock: mio::net::TcpStream::from_std(s), conn })))
         }
         Endpoint::Tcp { host, port } => {
-            let addr = resolve(host, *port).map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
+            let addr = resolve(host, *port, cfg.ip_family).map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
             let mut s = std::net::TcpStream::connect_timeout(&addr, timeout)
                 .map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
             let _ = s.set_nodelay(true);
@@ -251,7 +255,7 @@ pub fn query(cfg: &Config, ep: &Endpoint, args: &[&str]) -> Result<Value, String
     };
     match ep {
         Endpoint::Tcp { host, port } => {
-            let addr = resolve(host, *port).map_err(|e| format!("{ep}: {e}"))?;
+            let addr = resolve(host, *port, cfg.ip_family).map_err(|e| format!("{ep}: {e}"))?;
             let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))
                 .map_err(|e| format!("cannot connect to {ep}: {}", io_text(&e)))?;
             let _ = s.set_read_timeout(Some(Duration::from_secs(10)));

@@ -296,7 +296,8 @@ pub fn config_object(cfg: &Config) -> Value {
     })
 }
 
-pub fn print_table(cfg: &Config, wl: &Workload, r: &RunResult, header: &str) {
+/// memtier-style text table of one run.
+pub fn format_table(cfg: &Config, wl: &Workload, r: &RunResult, header: &str) -> String {
     let mut out = String::new();
     out.push_str(&format!("\n{header}\n"));
     let mut line = format!("{:<12}{:>14}{:>14}{:>14}{:>14}", "Type", "Ops/sec", "Hits/sec", "Misses/sec", "Avg. Latency");
@@ -332,7 +333,7 @@ pub fn print_table(cfg: &Config, wl: &Workload, r: &RunResult, header: &str) {
         l.push_str(&format!("{:>14.2}\n", (s.bytes_rx + s.bytes_tx) as f64 / 1024.0 / d));
         out.push_str(&l);
     }
-    print!("{out}");
+    out
 }
 
 #[cfg(test)]

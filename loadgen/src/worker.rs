@@ -143,6 +143,8 @@ struct Conn {
     rlen: usize,
     inflight: VecDeque<InFlight>,
     limit: Option<u64>,
+    /// Request limits count in the measured window only (not during warm-up).
+    limit_active: bool,
     generated: u64,
     completed: u64,
     since_connect: u64,
@@ -264,6 +266,7 @@ impl Worker {
                 rlen: 0,
                 inflight: VecDeque::with_capacity(cfg.pipeline as usize),
                 limit: plan.limit,
+                limit_active: false,
                 generated: 0,
                 completed: 0,
                 since_connect: 0,
@@ -376,6 +379,7 @@ impl Worker {
             for c in self.conns.iter_mut() {
                 c.generated = c.inflight.len() as u64;
                 c.completed = 0;
+                c.limit_active = true;
             }
         } else if phase == PHASE_WARMUP {
             self.ops_in_phase = 0;
@@ -808,8 +812,8 @@ impl Conn {
     #[inline]
     fn may_generate(&self) -> bool {
         let within = match self.limit {
-            Some(l) => self.generated < l,
-            None => true,
+            Some(l) if self.limit_active => self.generated < l,
+            _ => true,
         };
         within && self.gen.route.as_ref().map_or(true, |r| r.has_slots())
     }
