@@ -60,4 +60,7 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
     .venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
     echo "$want" > "$stamp"
 fi
+# Debian's redis source package (the builder's tests build it): deb-src lines and `apt-get source`
+# once; later runs only print where it is.
+say "redis source tree: $(bash scripts/redis_source.sh)"
 say "ready"

@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 from redline import __version__
+from redline.build.command import add_build_parser
 from redline.errors import RunError, UsageError
+from redline.suites_cmd import add_suites_parser
 
 DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -122,12 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     hot.add_argument("--top", type=positive_int, default=20, help="rows per table (default 20)")
     hot.set_defaults(func=_command("hotspots_command"))
 
-    try:
-        from redline.suites_cmd import add_suites_parser
-    except ImportError:
-        add_suites_parser = None
-    if add_suites_parser is not None:
-        add_suites_parser(commands)
+    add_build_parser(commands)
+
+    add_suites_parser(commands)
     return parser
 
 

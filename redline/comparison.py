@@ -24,20 +24,34 @@ class TestComparison:
     result: MetricComparison | None
     note: str | None = None                # why there is no result (too few runs, failures)
     survives_fdr: bool = False             # significant after Benjamini–Hochberg over the session
+    comparisons_in_session: int = 1        # how many test × metric comparisons FDR control covered
     moved_symbols: list[dict] | None = None   # with --profile: symbols whose self share moved most
     diff_flamegraph: str | None = None        # with --profile: comparison against baseline SVG
 
     @property
-    def verdict(self) -> str:
+    def verdict_alone(self) -> str:
+        """The verdict of this comparison taken on its own."""
         return self.result.verdict if self.result else Verdict.INCONCLUSIVE
+
+    @property
+    def held_back_by_fdr(self) -> bool:
+        """Significant on its own, but not among the session's many comparisons."""
+        return self.verdict_alone in (Verdict.REGRESSION, Verdict.IMPROVEMENT) and not self.survives_fdr
+
+    @property
+    def verdict(self) -> str:
+        """A change is claimed only when it survives Benjamini–Hochberg over every test and metric of
+        the session: with 60 comparisons at 95% each, three would otherwise be false alarms."""
+        return Verdict.INCONCLUSIVE if self.held_back_by_fdr else self.verdict_alone
 
     @property
     def significant(self) -> bool:
         return self.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
 
     def as_json(self) -> dict:
-        out = {"test": self.test, "metric": self.metric, "verdict": self.verdict, "note": self.note,
-               "survives_fdr": self.survives_fdr, "moved_symbols": self.moved_symbols,
+        out = {"test": self.test, "metric": self.metric, "verdict": self.verdict,
+               "verdict_alone": self.verdict_alone, "note": self.note, "survives_fdr": self.survives_fdr,
+               "comparisons_in_session": self.comparisons_in_session, "moved_symbols": self.moved_symbols,
                "diff_flamegraph": self.diff_flamegraph}
         keys = ("baseline_median", "comparison_median", "delta_pct", "ci_low_pct", "ci_high_pct", "p_value")
         if self.result:
@@ -115,4 +129,5 @@ def apply_false_discovery_control(comparisons: list[TestComparison], q: float = 
     """Benjamini–Hochberg across every test and metric of the session."""
     tested = [c for c in comparisons if c.result is not None]
     for c, rejected in zip(tested, benjamini_hochberg([c.result.p_value for c in tested], q=q)):
-        c.survives_fdr = rejected and c.significant
+        c.survives_fdr = rejected and c.verdict_alone in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+        c.comparisons_in_session = len(tested)

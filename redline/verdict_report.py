@@ -38,9 +38,12 @@ def _explain(c: TestComparison) -> str:
     if c.result is None:
         return c.note or ""
     r = c.result
+    if c.held_back_by_fdr:
+        return (f"{r.effect_words}; a {WORDS[c.verdict_alone]} on its own (p {r.p_value:.3f}), but not after "
+                f"false-discovery control over {c.comparisons_in_session} comparisons")
     if c.verdict == Verdict.INCONCLUSIVE:
         return f"{r.effect_words}; could detect ≥{r.min_detectable_pct:.1f}% (τ {r.tau_pct:.1f}%)"
-    return f"{r.effect_words}; τ {r.tau_pct:.1f}%" + ("" if c.survives_fdr or not c.significant else "; not significant after FDR")
+    return f"{r.effect_words}; τ {r.tau_pct:.1f}%"
 
 
 def _common_prefix(names: list[str]) -> str:
@@ -117,7 +120,8 @@ def markdown(comparisons: list[TestComparison], records: list[RunRecord], *, bas
                      + (f"; moved: {_moves(c)}" if c.significant and c.moved_symbols else "") + " |")
     lines += ["", "Legend: Δ is the Hodges–Lehmann estimate of comparison vs baseline; the 95% interval is "
               "distribution-free (Wilcoxon signed-rank over interleaved pairs). *regression*/*improvement*: "
-              "the interval excludes 0 and |Δ| ≥ τ = max(2%, 2 × the test's A/A noise floor); *no change*: the "
+              "the interval excludes 0, |Δ| ≥ τ = max(2%, 2 × the test's A/A noise floor) and the change survives "
+              "Benjamini–Hochberg false-discovery control (5%) over every test and metric here; *no change*: the "
               "interval lies inside ±τ; *inconclusive*: the data cannot tell (the smallest detectable change is "
               "given). For ops/sec higher is better; for latency and server CPU µs/op lower is better.", "",
               "<details><summary>Every run</summary>", "",

@@ -97,10 +97,15 @@ def fixture_repo(redis_tree, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def quick_variant(tmp_path_factory) -> Variant:
+def quick_variant_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("variants") / "quick-test.yml"
     path.write_text(yaml.safe_dump(QUICK_VARIANT))
-    return load_variant_file(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def quick_variant(quick_variant_file) -> Variant:
+    return load_variant_file(quick_variant_file)
 
 
 @pytest.fixture(scope="session")
@@ -441,3 +446,26 @@ def test_a_build_waits_for_the_lock_holder_then_hits(git_builds, fixture_repo, q
     assert result.cache_hit and result.binary == cache.entry(built.cache_key) / "redis-server"
     assert lines == [f"redline: waiting for another build of {built.cache_key} to finish"]
     assert result.seconds >= 0.9
+
+
+# -- from commits to a verdict ----------------------------------------------------------------
+def test_compare_of_two_commits_flags_the_patched_command_and_not_the_other(
+        git_builds, fixture_repo, quick_variant_file, cache_dir, tmp_path):
+    """Issue 7's end-to-end check: `patched` adds work to GET's code path only."""
+    repo, _, _ = fixture_repo
+    out = tmp_path / "cmp.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "redline.cli", "compare", "quick", "--name", "string-(get|set)-100B-pipeline-10$",
+         "--baseline", f"git:{repo}@baseline", "--comparison", f"git:{repo}@patched",
+         "--variant", str(quick_variant_file), "--runs", "6", "--max-runs", "6", "--duration", "1s",
+         "--warmup", "0.5s", "--json", str(out), "--store", str(tmp_path / "r.db")],
+        capture_output=True, text=True, timeout=900, env=_cli_env(cache_dir), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "cache hit" in proc.stderr          # the builds made above are reused, not redone
+    verdicts = {("get" if "-get-" in c["test"] else "set", c["metric"]): c
+                for c in json.loads(out.read_text())["comparisons"]}
+    assert verdicts[("get", "server_cpu_us_per_op")]["verdict"] == "regression", verdicts[("get", "server_cpu_us_per_op")]
+    assert verdicts[("set", "server_cpu_us_per_op")]["verdict"] != "regression", verdicts[("set", "server_cpu_us_per_op")]
+    facts = json.loads(__import__("sqlite3").connect(tmp_path / "r.db").execute(
+        "SELECT facts FROM runs WHERE side='comparison' LIMIT 1").fetchone()[0])
+    assert facts["build"]["source"].startswith(f"git:{repo}@") and facts["build"]["variant"]

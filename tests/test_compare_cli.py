@@ -31,8 +31,8 @@ def test_a_real_difference_is_a_regression_on_writes_only(tmp_path, redline_cli)
     assert by[("get", "server_cpu_us_per_op")]["verdict"] != "regression", by[("get", "server_cpu_us_per_op")]
     assert len(document["runs"]) == 2 * 2 * 8
     assert {r["side"] for r in document["runs"]} == {"baseline", "comparison"}
-    # gating: a regression that survives false-discovery control fails the job
-    assert proc.returncode == (1 if cpu_set["survives_fdr"] else 0), proc.stderr[-2000:]
+    assert cpu_set["survives_fdr"] and cpu_set["comparisons_in_session"] == 8
+    assert proc.returncode == 1, proc.stderr[-2000:]        # --fail-on-regression gates the job
     text = md.read_text()
     assert text.startswith("**redline**:") and "<details>" in text and "| test | metric |" in text
     stored = sqlite3.connect(tmp_path / "r.db").execute(
