@@ -12,7 +12,7 @@ CARGO = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
 
 @pytest.mark.skipif(not Path(CARGO).exists(), reason="cargo not installed")
 def test_cargo_unit_tests():
-    proc = subprocess.run([CARGO, "test", "--release", "--quiet", "--manifest-path",
+    proc = subprocess.run([CARGO, "test", "--quiet", "--manifest-path",
                            str(REPO / "loadgen" / "Cargo.toml")],
                           capture_output=True, text=True, timeout=900,
                           env={**os.environ, "CARGO_TERM_COLOR": "never"})

@@ -30,6 +30,7 @@ pub struct ReplyInfo<'a> {
     /// For a top-level aggregate: how many direct elements were non-null scalars.
     pub nonnull_elements: u32,
     /// Whether the top-level reply was an aggregate.
+    #[allow(dead_code)]
     pub aggregate: bool,
     /// For a simple error reply: the error line without the leading '-' (borrowed).
     pub error_line: &'a [u8],

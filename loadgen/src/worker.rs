@@ -48,6 +48,7 @@ impl Shared {
     }
 }
 
+#[allow(dead_code)] // thread ids are kept for debugging output
 pub enum WorkerMsg {
     Connected { thread: usize },
     /// All request-count work of this thread is complete (at `at_ns`).
@@ -58,6 +59,7 @@ pub enum WorkerMsg {
 /// Per-connection assignment computed by the planner.
 #[derive(Clone, Debug)]
 pub struct ConnPlan {
+    #[allow(dead_code)]
     pub index: u64,
     /// Cluster mode: the shard this connection talks to, and where its client's group of
     /// connections (one per shard) starts within the thread.

@@ -27,7 +27,8 @@ pub enum Segment {
 pub enum ReplyUse {
     /// Hit if the reply is not null (GET).
     HitIfNotNull,
-    /// Hits = non-null elements of the array (MGET).
+    /// Hits = non-null elements of the array (MGET; kept for --multi-key-get, not yet exposed).
+    #[allow(dead_code)]
     HitsPerElement,
     /// Not a read in memtier's sense: hits/misses are not counted.
     None,
@@ -349,16 +350,6 @@ pub fn build_workload(cfg: &Config) -> Result<Workload, String> {
         scan_continuation = Some(cont);
     }
     Ok(Workload { templates, builtin_ratio: None, scan_continuation, warnings })
-}
-
-#[inline]
-pub fn digits(mut v: u64) -> usize {
-    let mut n = 1;
-    while v >= 10 {
-        v /= 10;
-        n += 1;
-    }
-    n
 }
 
 #[inline]
