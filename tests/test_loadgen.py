@@ -407,3 +407,25 @@ def test_scan_incremental_iteration(server, tmp_path):
     # one full iteration is SCAN 0 followed by continuations until the cursor returns to 0
     assert stats["Scan 0s"]["Count"] > 0 and stats["Scan <cursor>s"]["Count"] > stats["Scan 0s"]["Count"]
     assert stats["Scan 0s"]["Count"] + stats["Scan <cursor>s"]["Count"] == 60
+
+
+def test_preload_survives_killed_connections(server, tmp_path):
+    """Requests lost with a connection are sent again with the same key after the reconnect."""
+    keys = 300_000
+    out = tmp_path / "o.json"
+    proc = subprocess.Popen([str(BIN), *map(str, base(server)), "-n", "allkeys", "--key-pattern", "P:P",
+                             "--ratio", "1:0", "--key-minimum", "1", "--key-maximum", str(keys), "-c", "2",
+                             "-t", "1", "--pipeline", "64", "-d", "10", "--json-out-file", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    r = client(server)
+    deadline = time.time() + 20
+    while r.dbsize() < keys // 10 and time.time() < deadline:
+        time.sleep(0.01)
+    killed = r.client_kill_filter(_type="normal", skipme=True)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    data = json.loads(out.read_text())
+    assert killed >= 1 and data["redline"]["connections"]["lost"] >= 1
+    assert data["redline"]["connections"]["reconnects"] == data["redline"]["connections"]["lost"]
+    assert r.dbsize() == keys
+    assert data["ALL STATS"]["Totals"]["Count"] == keys

@@ -144,6 +144,8 @@ struct Conn {
     rbuf: Vec<u8>,
     rlen: usize,
     inflight: VecDeque<InFlight>,
+    /// Requests lost with a connection, sent again first after the reconnect.
+    resend: VecDeque<InFlight>,
     limit: Option<u64>,
     /// Request limits count in the measured window only (not during warm-up).
     limit_active: bool,
@@ -267,6 +269,7 @@ impl Worker {
                 rbuf: vec![0u8; READ_CHUNK],
                 rlen: 0,
                 inflight: VecDeque::with_capacity(cfg.pipeline as usize),
+                resend: VecDeque::new(),
                 limit: plan.limit,
                 limit_active: false,
                 generated: 0,
@@ -379,7 +382,7 @@ impl Worker {
             }
             // Request counts apply to the measured window only.
             for c in self.conns.iter_mut() {
-                c.generated = c.inflight.len() as u64;
+                c.generated = (c.inflight.len() + c.resend.len()) as u64;
                 c.completed = 0;
                 c.limit_active = true;
             }
@@ -592,6 +595,16 @@ impl Worker {
             return Ok(());
         }
         let rate = conn.interval_ns > 0;
+        while conn.inflight.len() < pipeline {
+            let r = match conn.resend.pop_front() {
+                Some(r) => r,
+                None => break,
+            };
+            conn.gen.forced_key = Some(r.key);
+            let size = conn.gen.write_request(wl, r.cmd as usize, &mut conn.wbuf);
+            conn.gen.forced_key = None;
+            conn.inflight.push_back(InFlight { size: size as u32, ..r });
+        }
         while conn.inflight.len() < pipeline && conn.may_generate() {
             if let Some(ri) = reconnect_interval {
                 if conn.since_connect + conn.inflight.len() as u64 >= ri {
@@ -651,9 +664,13 @@ impl Worker {
         if let Some(mut s) = conn.stream.take() {
             s.deregister(registry);
         }
-        // Unanswered requests are not counted as done; they will be issued again.
-        conn.generated -= (conn.inflight.len() as u64).min(conn.generated);
-        conn.inflight.clear();
+        // Unanswered requests are issued again after the reconnect, with the same key (so a
+        // preload interrupted by a server restart still writes every key).
+        while let Some(r) = conn.inflight.pop_front() {
+            if r.cmd != INTERNAL {
+                conn.resend.push_back(r);
+            }
+        }
         conn.wbuf.clear();
         conn.wpos = 0;
         conn.rlen = 0;
