@@ -69,6 +69,8 @@ def add_measurement_arguments(parser: argparse.ArgumentParser, *, default_runs: 
                         help="scale of generated datasets (default: the suite's dataset-scale, else 1)")
     parser.add_argument("--store", type=Path, default=Path("redline.db"), metavar="PATH",
                         help="SQLite result store (default ./redline.db)")
+    parser.add_argument("--no-snapshots", dest="snapshots", action="store_false",
+                        help="always prepare datasets from scratch instead of restoring cached RDB snapshots")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write every run as JSON to FILE")
     parser.add_argument("--topology", action="append", metavar="NAME",
                         help="oss-standalone (default), oss-standalone-NN-io-threads, oss-cluster-NN-primaries, "

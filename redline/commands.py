@@ -24,6 +24,7 @@ from redline.targets import Target, default_target, ensure_built, parse_config_p
 from redline import verdict_report
 
 DEFAULT_SUITE = "quick"
+FDR_Q = 0.05          # Benjamini–Hochberg false-discovery rate for verdicts of change
 
 
 def select_tests(args) -> list:
@@ -65,9 +66,10 @@ class Session:
     records: list[RunRecord]
 
 
-def execute_session(args, *, kind: str, sides: list[Side], more_runs=None) -> Session:
-    """Resolve tests, open the store, run the engine with progress, always close cleanly."""
-    tests = select_tests(args)
+def execute_session(args, *, kind: str, sides: list[Side], tests: list | None = None, more_runs=None) -> Session:
+    """Open the store, run the engine on the tests (default: those the arguments select) with
+    progress, always close cleanly."""
+    tests = tests if tests is not None else select_tests(args)
     topologies = tuple(parse_topology(name) for name in (args.topology or [DEFAULT_TOPOLOGY]))
     console = Console(stderr=True, highlight=False)
     labels = " vs ".join(f"{s.name + ' ' if s.name else ''}{s.target.label}" for s in sides)
@@ -92,7 +94,8 @@ def execute_session(args, *, kind: str, sides: list[Side], more_runs=None) -> Se
         records = engine.execute(tests=tests, sides=sides, session_id=session_id, more_runs=more_runs,
                                  settings=RunSettings(runs=args.runs, duration_s=args.duration,
                                                       warmup_s=args.warmup, scale=args.scale,
-                                                      profile=args.profile, topologies=topologies))
+                                                      profile=args.profile, topologies=topologies,
+                                                      snapshots=args.snapshots))
         status = "finished"
     finally:
         observer.close()
@@ -131,20 +134,24 @@ def compare_command(args) -> int:
         raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")
     floors = Store(args.store).noise_floors()
     confidence = looks_confidence(args.runs, args.max_runs)
+    tests = select_tests(args)
+    lone_p_value = FDR_Q / (len(tests) * len(args.topology or [DEFAULT_TOPOLOGY]) * len(COMPARED_METRICS))
 
     def more_runs(test, records, runs_so_far):
         key = records[-1].key if records else test.name
         return extra_runs_needed(compare_test(key, [r for r in records if r.key == key], floors,
-                                              confidence=confidence), runs_so_far, args.max_runs)
+                                              confidence=confidence), runs_so_far, args.max_runs,
+                                 lone_p_value=lone_p_value)
 
-    session = execute_session(args, kind="compare", sides=[baseline, comparison], more_runs=more_runs)
+    session = execute_session(args, kind="compare", sides=[baseline, comparison], tests=tests,
+                              more_runs=more_runs)
     by_test: dict[str, list[RunRecord]] = {}
     for r in session.records:
         if r.purpose == "measure":
             by_test.setdefault(r.key, []).append(r)
     comparisons = [c for test, records in by_test.items()
                    for c in compare_test(test, records, floors, confidence=confidence)]
-    apply_false_discovery_control(comparisons)
+    apply_false_discovery_control(comparisons, q=FDR_Q)
     if args.profile:
         artifacts = session.store.path.with_name(session.store.path.stem + "-artifacts") / f"compare-{session.session_id}"
         attach_profiles(comparisons, session.records, artifacts)

@@ -98,11 +98,19 @@ def compare_test(test: str, records: list[RunRecord], noise_floors: dict[tuple[s
     return out
 
 
-def extra_runs_needed(comparisons: list[TestComparison], runs_so_far: int, max_runs: int) -> int:
-    """Two more runs per side (one more A B B A block) while a metric is inconclusive and the
-    budget allows; 0 when every metric is decided."""
-    undecided = any(c.result is not None and needs_more_runs(c.result) for c in comparisons)
-    return min(2, max_runs - runs_so_far) if undecided and runs_so_far < max_runs else 0
+def extra_runs_needed(comparisons: list[TestComparison], runs_so_far: int, max_runs: int, *,
+                      lone_p_value: float = 0.05) -> int:
+    """Two more runs per side (one more A B B A block) while the budget allows and a metric is
+    undecided: inconclusive, or significant alone with a p-value too large to survive the session's
+    false-discovery control on its own (`lone_p_value` = q / number of comparisons). 0 when decided."""
+    def undecided(c: TestComparison) -> bool:
+        if c.result is None:
+            return False
+        return needs_more_runs(c.result) or (c.verdict_alone in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+                                             and c.result.p_value > lone_p_value)
+    if runs_so_far >= max_runs or not any(undecided(c) for c in comparisons):
+        return 0
+    return min(2, max_runs - runs_so_far)
 
 
 def attach_profiles(comparisons: list[TestComparison], records: list[RunRecord], artifacts: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -52,6 +53,7 @@ class RunSettings:
     scale: float | None = None           # None: the suite's own dataset-scale, else 1.0
     profile: bool = False                # one extra, profiled run per test and side after the measured ones
     topologies: tuple[TopologySpec, ...] = field(default_factory=lambda: (parse_topology("oss-standalone"),))
+    snapshots: bool = True               # restore prepared datasets from the RDB snapshot cache
 
 
 @dataclass
@@ -223,15 +225,31 @@ class Engine:
                       settings: RunSettings) -> _Prepared:
         self.observer.phase(f"server start ({topology.name})")
         plan = plan_cpus(topology, self.cpus)
+        snapshot = None
+        if side.target.managed and settings.snapshots and not topology.cluster:
+            snapshot = preparation.snapshot_for(test, binary=side.target.binary, scale=settings.scale)
+        restored = snapshot.cached if snapshot else None
+        if restored:
+            self.observer.phase("restoring the dataset snapshot")
         if side.target.managed:
             server: Server = deploy(topology, binary=side.target.binary, cpu_plan=plan,
                                     config={**test.db.configuration_parameters, **side.target.config},
-                                    progress=self.observer.detail)
+                                    progress=self.observer.detail, seed_rdb=restored)
         else:
             server = RemoteServer(*side.target.address).start()
         try:
-            dataset = preparation.prepare(test, server, scale=settings.scale, observer=self.observer,
-                                          client_cpus=plan.client_cpus, workdir=self.workdir)
+            started = time.monotonic()
+            if restored:
+                dataset = {"restored_from": str(restored), "keyspace_length": preparation.check_keyspace(test, server)}
+            else:
+                dataset = preparation.prepare(test, server, scale=settings.scale, observer=self.observer,
+                                              client_cpus=plan.client_cpus, workdir=self.workdir)
+                if snapshot and time.monotonic() - started >= preparation.SNAPSHOT_WORTH_S:
+                    self.observer.phase("saving a dataset snapshot for later runs")
+                    dataset["snapshot"] = preparation.save_snapshot(snapshot, server, self.observer)
+            dataset["prepared_s"] = round(time.monotonic() - started, 3)
+            if snapshot:
+                dataset["snapshot_key"] = snapshot.plan.fingerprint()
             if topology.replicas:
                 self.observer.phase("replicas catching up")
                 dataset["replica_sync_s"] = wait_replicas_in_sync(server, REPLICA_SYNC_TIMEOUT_S)

@@ -3,14 +3,19 @@ that the keyspace holds what the suite says it should."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import redis
 
 from redline.errors import RunError
-from redline.load import LoadRequest, run_load
-from redline.server import Server
+from redline.load import LoadRequest, loadgen_binary, run_load
+from redline.server import ManagedServer, Server, ServerSettings
 
 if TYPE_CHECKING:
     from redline.spec import TestSpec
@@ -118,6 +123,8 @@ class _PreloadProgress:
 
 def _generated_dataset(test: TestSpec, server: Server, scale: float, observer) -> dict:
     from redline import datasets   # the generators are only needed by tests that name a dataset
+    from redline.datasets import DatasetError
+    from redline.datasets.bulkload import BulkLoadError
 
     name = test.db.dataset_name
     dataset = datasets.lookup(name) if name else None
@@ -128,15 +135,104 @@ def _generated_dataset(test: TestSpec, server: Server, scale: float, observer) -
         return {}
     plan = dataset.plan(scale)
     observer.phase(f"dataset {name} ×{scale:g}", total=plan.element_count, unit="elements")
-    dataset.load(host=server.host, port=server.port, scale=scale,
-                 progress=lambda done, total: observer.progress(done, total))
+    try:
+        dataset.load(host=server.host, port=server.port, scale=scale,
+                     progress=lambda done, total: observer.progress(done, total))
+    except (DatasetError, BulkLoadError) as exc:
+        raise RunError(f"dataset {name}: {exc}") from exc
     return {"name": plan.name, "scale": plan.scale, "keys": plan.key_count,
             "elements": plan.element_count, "seed": plan.seed, "fingerprint": plan.fingerprint()}
+
+
+# -- dataset snapshots ----------------------------------------------------------------------------
+SNAPSHOT_WORTH_S = 1.0     # preparations faster than this are not worth a cached snapshot
+
+
+@dataclass
+class Snapshot:
+    """Where a test's prepared keyspace is (or will be) cached as an RDB file."""
+
+    plan: object            # redline.datasets.DatasetPlan describing everything the preparation does
+    rdb_version: int
+    cache: object           # redline.datasets.snapshot.SnapshotCache
+
+    @property
+    def cached(self) -> Path | None:
+        return self.cache.lookup(self.plan, self.rdb_version)
+
+
+def snapshot_for(test: TestSpec, *, binary: Path, scale: float | None) -> Snapshot | None:
+    """The snapshot entry for this test's preparation on this server binary; None when the test
+    prepares nothing. Keyed by everything that shapes the data (generated dataset plan, preload
+    arguments and the load generator's version, init commands and Lua, server configuration)
+    and by the RDB format the binary writes."""
+    from redline.datasets import DatasetPlan, lookup
+    from redline.datasets.snapshot import SnapshotCache
+    db = test.db
+    if not (db.dataset_name or db.preload or db.init_commands or db.init_lua):
+        return None
+    scale = dataset_scale(test, scale)
+    generator = lookup(db.dataset_name) if db.dataset_name else None
+    definition = {
+        "generated": generator.plan(scale).fingerprint() if generator else None,
+        "preload": [db.preload.tool, *db.preload.arguments] if db.preload else None,
+        "loadgen": loadgen_version() if db.preload else None,
+        "init_commands": db.init_commands, "init_lua": db.init_lua,
+        "configuration": db.configuration_parameters,
+    }
+    plan = DatasetPlan(name=f"prepared:{test.name}", scale=scale, key_count=db.keyspacelen or 0,
+                       element_count=0, seed=0, definition=json.dumps(definition, sort_keys=True))
+    return Snapshot(plan, rdb_version_of(binary), SnapshotCache(cache_root() / "snapshots"))
+
+
+def save_snapshot(snapshot: Snapshot, server: Server, observer) -> str | None:
+    """Cache the prepared keyspace; a failure costs only the cache entry, never the run."""
+    from redline.datasets import DatasetError
+    try:
+        return str(snapshot.cache.store_from_server(snapshot.plan, host=server.host, port=server.port))
+    except (DatasetError, OSError, redis.RedisError) as exc:
+        observer.note(f"dataset snapshot not saved: {exc}")
+        return None
+
+
+@lru_cache(maxsize=None)
+def _rdb_version(binary: str, mtime: float) -> int:
+    from redline.datasets.snapshot import server_rdb_version
+    server = ManagedServer(ServerSettings(binary=Path(binary))).start()
+    try:
+        return server_rdb_version(host=server.host, port=server.port)
+    finally:
+        server.stop()
+
+
+def rdb_version_of(binary: Path) -> int:
+    """The RDB format a server binary writes (one SAVE on an empty throwaway server, remembered)."""
+    return _rdb_version(str(binary), binary.stat().st_mtime)
+
+
+@lru_cache(maxsize=1)
+def loadgen_version() -> str:
+    proc = subprocess.run([str(loadgen_binary()), "--version"], capture_output=True, text=True, timeout=30)
+    return proc.stdout.strip()
+
+
+def cache_root() -> Path:
+    """$REDLINE_CACHE, else ~/.cache/redline (shared with the builder's cache)."""
+    return Path(os.environ.get("REDLINE_CACHE") or Path.home() / ".cache" / "redline")
 
 
 def keyspace_length(client) -> int:
     """Keys in every database (of every shard, when given a cluster's summed INFO)."""
     return sum(db.get("keys", 0) for name, db in client.info("keyspace").items() if name.startswith("db"))
+
+
+def check_keyspace(test: TestSpec, server: Server) -> int:
+    """The suite's check.keyspacelen, enforced; returns the number of keys found."""
+    found = keyspace_length(server.info_client())
+    expected = test.db.keyspacelen
+    if expected is not None and found != expected:
+        raise RunError(f"keyspace check failed: expected {expected} keys after preparation, found {found}")
+    return found
 
 
 def prepare(test: TestSpec, server: Server, *, scale: float | None, observer,
@@ -169,9 +265,5 @@ def prepare(test: TestSpec, server: Server, *, scale: float | None, observer,
         raise RunError(f"init command failed: {exc}") from exc
     except redis.RedisError as exc:
         raise RunError(f"server unreachable during preparation: {exc}") from exc
-    found = keyspace_length(server.info_client())
-    facts["keyspace_length"] = found
-    expected = test.db.keyspacelen
-    if expected is not None and found != expected:
-        raise RunError(f"keyspace check failed: expected {expected} keys after preparation, found {found}")
+    facts["keyspace_length"] = check_keyspace(test, server)
     return facts

@@ -58,6 +58,8 @@ class ServerSettings:
     cpus: tuple[int, ...] | None = None
     preferred_port: int | None = None
     workdir: Path | None = None
+    seed_rdb: Path | None = None          # start from this RDB file (a restored dataset snapshot)
+    start_timeout_s: float = 20.0         # until PING answers (a seeded server loads its data first)
 
 
 class Server:
@@ -145,7 +147,10 @@ class ManagedServer(Server):
         self.busy_ports: list[int] = []
 
     # -- lifecycle -------------------------------------------------------------------------
-    def start(self, timeout_s: float = 20.0) -> "ManagedServer":
+    def start(self, timeout_s: float | None = None) -> "ManagedServer":
+        timeout_s = timeout_s or self.settings.start_timeout_s
+        if self.settings.seed_rdb is not None:
+            shutil.copyfile(self.settings.seed_rdb, self.workdir / "dump.rdb")
         for attempt in range(START_ATTEMPTS):
             port = self.settings.preferred_port if attempt == 0 and self.settings.preferred_port else free_port()
             if self._try_start(port, timeout_s):
@@ -157,7 +162,7 @@ class ManagedServer(Server):
     def _write_config(self, port: int) -> Path:
         lines = [
             f"port {port}", f"bind {LOOPBACK}", "daemonize no",
-            f"dir {self.workdir}", f"logfile {self.log_path}",
+            f"dir {self.workdir}", f"logfile {self.log_path}", "dbfilename dump.rdb",
         ]
         merged = {**BASE_CONFIG, **self.settings.config}
         lines += [_config_line(str(k), str(v)) for k, v in merged.items()]

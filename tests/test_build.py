@@ -457,7 +457,7 @@ def test_compare_of_two_commits_flags_the_patched_command_and_not_the_other(
     proc = subprocess.run(
         [sys.executable, "-m", "redline.cli", "compare", "quick", "--name", "string-(get|set)-100B-pipeline-10$",
          "--baseline", f"git:{repo}@baseline", "--comparison", f"git:{repo}@patched",
-         "--variant", str(quick_variant_file), "--runs", "6", "--max-runs", "6", "--duration", "1s",
+         "--variant", str(quick_variant_file), "--runs", "7", "--max-runs", "11", "--duration", "1s",
          "--warmup", "0.5s", "--json", str(out), "--store", str(tmp_path / "r.db")],
         capture_output=True, text=True, timeout=900, env=_cli_env(cache_dir), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]

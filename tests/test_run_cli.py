@@ -172,3 +172,21 @@ def test_a_test_that_does_not_list_the_topology_is_skipped(tmp_path, redline_cli
                 "--json", out, "--store", tmp_path / "r.db", check_exit=0)
     (run,) = json.loads(out.read_text())
     assert run["status"] == "skipped" and "not oss-cluster-3-primaries" in run["error"]
+
+
+def test_a_prepared_dataset_is_cached_and_restored_on_the_next_run(tmp_path, redline_cli, monkeypatch):
+    monkeypatch.setenv("REDLINE_CACHE", str(tmp_path / "cache"))
+    args = ("run", "quick", "--name", "geo", "--duration", "1s", "--warmup", "0s", "--scale", "0.005",
+            "--store", tmp_path / "r.db")
+    for _ in range(2):
+        redline_cli(*args, check_exit=0)
+    redline_cli(*args, "--no-snapshots", check_exit=0)
+    db = sqlite3.connect(tmp_path / "r.db")
+    datasets = [json.loads(f)["dataset"] for (f,) in db.execute("SELECT facts FROM runs ORDER BY id")]
+    first, second, fresh = datasets
+    assert first["snapshot"] and not first.get("restored_from")
+    assert second["restored_from"] == first["snapshot"] and second["keyspace_length"] == 1
+    assert not fresh.get("restored_from") and "snapshot_key" not in fresh
+    assert second["prepared_s"] < first["prepared_s"]
+    ops = [r[0] for r in db.execute("SELECT value FROM metrics WHERE name='ops_per_sec' ORDER BY run_id")]
+    assert len(ops) == 3 and all(v > 0 for v in ops)

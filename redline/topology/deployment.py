@@ -146,6 +146,9 @@ class Deployment(Server):
         self._stopped = True
 
 
+SEEDED_START_TIMEOUT_S = 1800.0      # loading a large snapshot takes a while
+
+
 def _note(progress: Progress | None, text: str) -> None:
     if progress is not None:
         progress(text)
@@ -185,12 +188,16 @@ def _node_config(spec: TopologySpec, config: dict[str, str], workdir: Path) -> d
 
 
 def deploy(spec: TopologySpec, *, binary: Path, config: dict[str, str], cpu_plan: CpuPlan,
-           progress: Progress | None = None, attach_replicas: bool = True) -> Deployment:
+           progress: Progress | None = None, attach_replicas: bool = True,
+           seed_rdb: Path | None = None) -> Deployment:
     """Start every server of `spec` pinned as `cpu_plan` says, form the cluster or attach the
     replicas, and return the running deployment. Nothing is left running when this raises.
 
     `attach_replicas=False` starts the replicas empty and unattached; call
-    `attach_replicas_now(deployment)` after preloading the primary to time a full sync of the data."""
+    `attach_replicas_now(deployment)` after preloading the primary to time a full sync of the data.
+    `seed_rdb` (standalone and replicated topologies): the primary starts from this RDB file."""
+    if seed_rdb is not None and spec.cluster:
+        raise UsageError(f"{spec.name}: a cluster cannot start from one RDB snapshot")
     if spec.unsupported:
         raise RunError(f"topology {spec.name} is not supported: {spec.unsupported}")
     roles = spec.roles()
@@ -215,6 +222,8 @@ def deploy(spec: TopologySpec, *, binary: Path, config: dict[str, str], cpu_plan
             _note(progress, f"{spec.name}: starting {role} on cpu {','.join(map(str, cpus))}")
             settings = ServerSettings(binary=binary, config=_node_config(spec, config, workdir),
                                       cpus=tuple(cpus), workdir=workdir)
+            if seed_rdb is not None and role == roles[0]:
+                settings.seed_rdb, settings.start_timeout_s = seed_rdb, SEEDED_START_TIMEOUT_S
             servers.append(_start_node(settings, role=role, cluster=spec.cluster))
         deployment = Deployment(spec=spec, servers=servers, roles=roles, cpu_plan=cpu_plan, workdir=root)
         if spec.cluster:
