@@ -7,7 +7,7 @@ say() { printf '\033[1msetup:\033[0m %s\n' "$*" >&2; }
 
 # Debian packages: the servers redline measures, perf, build tools, Python.
 APT_PACKAGES=(redis-server redis-tools linux-perf build-essential pkg-config git
-              python3 python3-venv util-linux procps ca-certificates
+              python3 python3-venv util-linux procps ca-certificates openssl
               chromium)   # chromium: tests render flame graphs headless and look at them
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -34,18 +34,28 @@ if [[ -z "$CARGO" ]]; then
     CARGO=$(command -v cargo)
 fi
 
-# The load generator: cargo's own incremental build makes the second run a no-op.
-if [[ -f loadgen/Cargo.toml ]]; then
-    say "building redline-load (cargo build --release)"
-    "$CARGO" build --release --quiet --manifest-path loadgen/Cargo.toml
-    mkdir -p bin
-    ln -sf ../loadgen/target/release/redline-load bin/redline-load
+# The load generator. Its build directory is shared by every clone on this machine (compiled
+# dependencies are reused; cargo's lock serialises concurrent builds); the binary is copied into
+# this clone's bin/, so clones never see each other's builds.
+export CARGO_TARGET_DIR="${REDLINE_CACHE:-$HOME/.cache/redline}/cargo-target"
+say "building redline-load (cargo build --release)"
+"$CARGO" build --release --locked --quiet --manifest-path loadgen/Cargo.toml
+mkdir -p bin
+if ! cmp -s "$CARGO_TARGET_DIR/release/redline-load" bin/redline-load; then
+    rm -f bin/redline-load
+    install -m 755 "$CARGO_TARGET_DIR/release/redline-load" bin/redline-load
 fi
 
-# Flame graphs: inferno's command-line tools from crates.io, into .tools/bin (once).
+# Flame graphs: inferno's command-line tools from crates.io, built once per machine into
+# redline's cache and linked as .tools (a fresh clone reuses them).
+TOOLS_CACHE="${REDLINE_CACHE:-$HOME/.cache/redline}/tools"
 if [[ ! -x .tools/bin/inferno-flamegraph || ! -x .tools/bin/inferno-diff-folded ]]; then
-    say "installing inferno (flame graphs) into .tools"
-    "$CARGO" install inferno --locked --version 0.12.8 --quiet --root "$PWD/.tools"
+    if [[ ! -x "$TOOLS_CACHE/bin/inferno-flamegraph" || ! -x "$TOOLS_CACHE/bin/inferno-diff-folded" ]]; then
+        say "installing inferno (flame graphs) into $TOOLS_CACHE"
+        "$CARGO" install inferno --locked --version 0.12.8 --quiet --root "$TOOLS_CACHE"
+    fi
+    rm -rf .tools
+    ln -s "$TOOLS_CACHE" .tools
 fi
 
 # Python environment: Debian's python3 in a venv; reinstalled only when pyproject.toml changes.

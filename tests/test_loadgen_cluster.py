@@ -10,7 +10,6 @@ import redis
 
 from test_loadgen import BIN, base, free_port, redis_server, run_load
 
-pytestmark = pytest.mark.skipif(not BIN.exists(), reason="redline-load is not built (run setup.sh)")
 
 RANGES = [(0, 5460), (5461, 10922), (10923, 16383)]
 

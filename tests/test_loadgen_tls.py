@@ -1,6 +1,5 @@
 """redline-load over TLS against redis-server started with TLS, certificates made by the
 openssl CLI in the test."""
-import shutil
 import subprocess
 
 import pytest
@@ -8,8 +7,6 @@ import redis
 
 from test_loadgen import BIN, free_port, redis_server, run_load
 
-pytestmark = [pytest.mark.skipif(not BIN.exists(), reason="redline-load is not built (run setup.sh)"),
-              pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl CLI missing")]
 
 
 def openssl(*args, cwd):

@@ -4,13 +4,12 @@ import json
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import REDLINE, REPO
+from conftest import REDLINE
 from redline.engine import METRICS
 from redline.store import Store
 

@@ -6,11 +6,9 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
-import redis
 
 from redline.cli import duration
 from redline.engine import Side, interleaved

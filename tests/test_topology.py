@@ -345,15 +345,7 @@ def test_a_cluster_that_does_not_form_in_time_is_a_clear_error_and_nothing_is_le
 
 
 # -- load through redline-load --cluster-mode ----------------------------------------------------
-def _load_supports_cluster_mode():
-    if not LOAD_BIN.exists():
-        return False
-    result = subprocess.run([str(LOAD_BIN), "--help"], capture_output=True, text=True, timeout=10)
-    return "--cluster-mode" in result.stdout + result.stderr
-
-
 @needs_server
-@pytest.mark.skipif(not _load_supports_cluster_mode(), reason="bin/redline-load has no --cluster-mode")
 def test_set_and_get_load_in_cluster_mode_spreads_over_all_three_primaries(tmp_path):
     deployment = deploy_named("oss-cluster-3-primaries")
     try:
