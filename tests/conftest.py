@@ -5,8 +5,18 @@ from pathlib import Path
 
 import pytest
 
+from redline.server import ManagedServer, ServerSettings
+
 REPO = Path(__file__).resolve().parent.parent
 REDLINE = [sys.executable, "-m", "redline.cli"]
+REDIS_SERVER = Path("/usr/bin/redis-server")
+
+
+def start_redis_server(workdir: Path | None = None, **config: str) -> ManagedServer:
+    """A real Debian redis-server on a free loopback port, no persistence (redline's own
+    ManagedServer); `workdir` holds its dump.rdb. The caller stops it."""
+    return ManagedServer(ServerSettings(binary=REDIS_SERVER, workdir=workdir, config=config,
+                                        start_timeout_s=120)).start()
 
 
 @pytest.fixture

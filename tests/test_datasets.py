@@ -2,65 +2,26 @@
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-import redis
 
 from redline import datasets
 from redline.datasets import geo
 from redline.datasets.bulkload import BulkLoadError, bulk_load
 from redline.datasets.geomath import in_box, in_circle
 from redline.datasets.resp import encode_command, geoadd_batches, set_batches
+from redline.server import free_port
+
+from conftest import start_redis_server
 
 REDIS_SERVER = Path("/usr/bin/redis-server")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Server:
-    def __init__(self) -> None:
-        self.port = _free_port()
-        self.process = subprocess.Popen(
-            [str(REDIS_SERVER), "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        self.client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=120)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                self.client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or self.process.poll() is not None:
-                    self.stop()
-                    raise RuntimeError(f"redis-server did not start on port {self.port}")
-                time.sleep(0.02)
-
-    def stop(self) -> None:
-        self.client.close()
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
 @pytest.fixture
 def server():
-    srv = Server()
+    srv = start_redis_server()
     yield srv
     srv.stop()
 
@@ -68,7 +29,7 @@ def server():
 @pytest.fixture(scope="module")
 def loaded_geo():
     """One server holding the geo dataset at scale 0.01 (608,416 points), plus progress calls."""
-    srv = Server()
+    srv = start_redis_server()
     calls: list[tuple[int, int]] = []
     try:
         plan = datasets.lookup(geo.DATASET_NAME).load(
@@ -152,8 +113,8 @@ def test_fixed_width_coordinates_and_members_are_exact(server):
     assert b"0007.250000" in batches[0].payload and b"-33.500000" in batches[0].payload
     stats = bulk_load(batches, host="127.0.0.1", port=server.port, total_elements=5)
     assert stats.elements == 5
-    assert server.client.zcard("g") == 5
-    pos = server.client.geopos("g", "8", "12", "10")
+    assert server.client().zcard("g") == 5
+    pos = server.client().geopos("g", "8", "12", "10")
     assert pos[0] == pytest.approx((7.25, -33.5), abs=1e-5)
     assert pos[1] == pytest.approx((0.0, 0.0), abs=1e-5)
     assert pos[2] == pytest.approx((180.0, -85.051128), abs=1e-5)
@@ -164,16 +125,16 @@ def test_set_batches_load_exact_keys(server):
                           commands_per_batch=1000)
     stats = bulk_load(batches, host="127.0.0.1", port=server.port, total_elements=12_345, connections=3)
     assert stats.commands == 12_345 and stats.elements == 12_345
-    assert server.client.dbsize() == 12_345
-    assert server.client.get("memtier-12345") == b"v" * 100
-    assert server.client.get("memtier-0") is None and server.client.get("memtier-12346") is None
+    assert server.client().dbsize() == 12_345
+    assert server.client().get("memtier-12345") == b"v" * 100
+    assert server.client().get("memtier-0") is None and server.client().get("memtier-12346") is None
 
 
 # ---------------------------------------------------------------- errors
 
 
 def test_server_error_reply_names_the_command(server):
-    server.client.set("key", "a string, not a geo set")
+    server.client().set("key", "a string, not a geo set")
     gen = geo.GeoPointGenerator(count=5000, seed=1)
     batches = (
         b for c in gen.chunks(5000)
@@ -197,16 +158,16 @@ def test_error_in_the_middle_of_a_batch_names_that_command(server):
 
 
 def test_unreachable_server_is_a_clear_error():
-    port = _free_port()
+    port = free_port()
     with pytest.raises(BulkLoadError, match=rf"cannot connect to 127.0.0.1:{port}"):
         bulk_load([], host="127.0.0.1", port=port, total_elements=0)
 
 
 def test_load_refuses_an_existing_key(server):
-    server.client.geoadd("key", (1.0, 2.0, "x"))
+    server.client().geoadd("key", (1.0, 2.0, "x"))
     with pytest.raises(datasets.DatasetError, match="already exists"):
         datasets.lookup(geo.DATASET_NAME).load(host="127.0.0.1", port=server.port, scale=1e-5)
-    assert server.client.zcard("key") == 1
+    assert server.client().zcard("key") == 1
 
 
 # ---------------------------------------------------------------- registry and plans
@@ -232,8 +193,8 @@ def test_registry_and_plan():
 def test_load_gives_exact_counts_and_progress(loaded_geo):
     srv, plan, calls = loaded_geo
     assert plan.element_count == 608_416
-    assert srv.client.dbsize() == 1
-    assert srv.client.zcard("key") == 608_416
+    assert srv.client().dbsize() == 1
+    assert srv.client().zcard("key") == 608_416
     assert calls[0] == (0, 608_416) and calls[-1] == (608_416, 608_416)
     done = [d for d, _ in calls]
     assert done == sorted(done)
@@ -241,15 +202,15 @@ def test_load_gives_exact_counts_and_progress(loaded_geo):
 
 def test_upstream_queries_on_the_server(loaded_geo):
     srv, plan, _ = loaded_geo
-    box = srv.client.execute_command("GEOSEARCH", "key", "FROMLONLAT", 7.0, 55.0, "BYBOX", 200, 200, "KM")
+    box = srv.client().execute_command("GEOSEARCH", "key", "FROMLONLAT", 7.0, 55.0, "BYBOX", 200, 200, "KM")
     assert abs(len(box) - 110) <= 0.15 * 110, len(box)
     # the server agrees with our numpy re-implementation of its test
     lon, lat, _ = _points(plan.element_count, seed=plan.seed, chunk_size=1 << 18)
     expected = np.flatnonzero(in_box(lon / 1e6, lat / 1e6, geo.UPSTREAM_BOX)) + 1
     assert abs(len(set(box) ^ {str(i).encode() for i in expected})) <= 2
     # members "1" and "2" exist (GEODIST key 1 2, GEOPOS key 1 in the upstream suites)
-    pos = srv.client.geopos("key", "1", "2", "608416", "608417")
+    pos = srv.client().geopos("key", "1", "2", "608416", "608417")
     assert pos[0] == pytest.approx((lon[0] / 1e6, lat[0] / 1e6), abs=1e-5)
     assert pos[2] == pytest.approx((lon[-1] / 1e6, lat[-1] / 1e6), abs=1e-5)
     assert pos[3] is None
-    assert srv.client.geodist("key", "1", "2") is not None
+    assert srv.client().geodist("key", "1", "2") is not None

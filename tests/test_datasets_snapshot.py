@@ -4,66 +4,29 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import socket
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
-import redis
 
 from redline import datasets
 from redline.datasets import geo
 from redline.datasets.base import DatasetError
 from redline.datasets.snapshot import SnapshotCache, rdb_version_of_file, server_rdb_version
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Server:
-    def __init__(self, directory: Path, dbfilename: str = "dump.rdb") -> None:
-        self.port = _free_port()
-        self.process = subprocess.Popen(
-            ["/usr/bin/redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--dir", str(directory),
-             "--dbfilename", dbfilename],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        self.client = redis.Redis(port=self.port, socket_timeout=120)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                self.client.ping()
-                return
-            except (redis.ConnectionError, redis.BusyLoadingError):
-                if time.monotonic() > deadline or self.process.poll() is not None:
-                    self.stop()
-                    raise RuntimeError(f"redis-server did not start on port {self.port}")
-                time.sleep(0.02)
-
-    def stop(self) -> None:
-        self.client.close()
-        if self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=30)
+from conftest import start_redis_server
 
 
 def test_store_and_restore_round_trip(tmp_path):
     cache = SnapshotCache(tmp_path / "cache")
     dataset = datasets.lookup(geo.DATASET_NAME)
-    source = Server(tmp_path)
+    source = start_redis_server(tmp_path)
     try:
         version = server_rdb_version(host="127.0.0.1", port=source.port)
         assert version >= 9  # Redis 7.0 writes RDB 10
         plan = dataset.load(host="127.0.0.1", port=source.port, scale=0.001)
         assert cache.lookup(plan, version) is None
         entry = cache.store_from_server(plan, host="127.0.0.1", port=source.port)
-        expected = source.client.geopos("key", "1", str(plan.element_count))
+        expected = source.client().geopos("key", "1", str(plan.element_count))
     finally:
         source.stop()
     assert entry == cache.lookup(plan, version)
@@ -74,11 +37,11 @@ def test_store_and_restore_round_trip(tmp_path):
 
     restore_dir = tmp_path / "restore"
     assert cache.restore_to(plan, version, restore_dir) == restore_dir / "dump.rdb"
-    restored = Server(restore_dir)
+    restored = start_redis_server(restore_dir)
     try:
-        assert restored.client.dbsize() == 1
-        assert restored.client.zcard("key") == plan.element_count == 60_842
-        assert restored.client.geopos("key", "1", str(plan.element_count)) == expected
+        assert restored.client().dbsize() == 1
+        assert restored.client().zcard("key") == plan.element_count == 60_842
+        assert restored.client().geopos("key", "1", str(plan.element_count)) == expected
     finally:
         restored.stop()
 
