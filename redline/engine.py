@@ -225,6 +225,11 @@ class Engine:
                       settings: RunSettings) -> _Prepared:
         self.observer.phase(f"server start ({topology.name})")
         plan = plan_cpus(topology, self.cpus)
+        if side.target.managed:
+            unknown = preparation.unknown_parameters(test, side.target.binary, side.target.config)
+            if unknown:
+                raise preparation.SkipTest(f"the server does not know configuration parameter "
+                                           f"{', '.join(unknown)} (CONFIG GET)")
         snapshot = None
         if side.target.managed and settings.snapshots and not topology.cluster:
             snapshot = preparation.snapshot_for(test, binary=side.target.binary, scale=settings.scale)

@@ -195,19 +195,38 @@ def save_snapshot(snapshot: Snapshot, server: Server, observer) -> str | None:
         return None
 
 
+@dataclass(frozen=True)
+class BinaryTraits:
+    """What a server binary supports, read once from a throwaway server of it."""
+
+    rdb_version: int
+    config_parameters: frozenset[str]
+
+
 @lru_cache(maxsize=None)
-def _rdb_version(binary: str, mtime: float) -> int:
+def _traits(binary: str, mtime: float) -> BinaryTraits:
     from redline.datasets.snapshot import server_rdb_version
     server = ManagedServer(ServerSettings(binary=Path(binary))).start()
     try:
-        return server_rdb_version(host=server.host, port=server.port)
+        names = frozenset(server.client().config_get("*"))
+        return BinaryTraits(server_rdb_version(host=server.host, port=server.port), names)
     finally:
         server.stop()
 
 
+def binary_traits(binary: Path) -> BinaryTraits:
+    return _traits(str(binary), binary.stat().st_mtime)
+
+
 def rdb_version_of(binary: Path) -> int:
     """The RDB format a server binary writes (one SAVE on an empty throwaway server, remembered)."""
-    return _rdb_version(str(binary), binary.stat().st_mtime)
+    return binary_traits(binary).rdb_version
+
+
+def unknown_parameters(test: TestSpec, binary: Path, extra: dict[str, str]) -> list[str]:
+    """Configuration parameters of the suite (and target) this server binary does not have."""
+    known = binary_traits(binary).config_parameters
+    return sorted(name for name in {**test.db.configuration_parameters, **extra} if name.lower() not in known)
 
 
 @lru_cache(maxsize=1)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import sqlite3
 import subprocess
 import sys
 import time
@@ -35,12 +36,14 @@ def classify(run: dict) -> str:
     return "valid"
 
 
-def summarise(runs: list[dict], seconds: float, command: list[str]) -> str:
+def summarise(runs: list[dict], seconds: float, command: list[str], partial: bool = False) -> str:
     kinds = collections.Counter(classify(r) for r in runs)
     runnable = len(runs) - kinds["skipped"]
     valid_share = kinds["valid"] / runnable if runnable else 0.0
-    lines = [f"# Upstream suites on this machine", "",
-             f"Command: `{' '.join(command)}` ({seconds / 60:.0f} minutes).", "",
+    timing = "partial: the first suites of a check still running or cut short" if partial \
+        else f"{seconds / 60:.0f} minutes"
+    lines = ["# Upstream suites on this machine", "",
+             f"Command: `{' '.join(command)}` ({timing}).", "",
              "| suites | runnable here | valid results | failed | ran but invalid | skipped |",
              "|---:|---:|---:|---:|---:|---:|",
              f"| {len(runs)} | {runnable} | {kinds['valid']} ({valid_share:.0%}) | {kinds['failed']} | "
@@ -68,6 +71,21 @@ def _reason_class(reason: str) -> str:
     return reason
 
 
+def runs_from_store(store: Path) -> list[dict]:
+    """The runs recorded so far (a check still running, or cut short), in --json's shape."""
+    db = sqlite3.connect(store)
+    db.row_factory = sqlite3.Row
+    session = db.execute("SELECT max(id) FROM sessions").fetchone()[0]
+    runs = []
+    for row in db.execute("SELECT id, test, status, error, facts FROM runs WHERE session_id=? "
+                          "AND status != 'running' ORDER BY id", (session,)):
+        metrics = dict(db.execute("SELECT name, value FROM metrics WHERE run_id=?", (row["id"],)).fetchall())
+        facts = json.loads(row["facts"] or "{}")
+        runs.append({"test": row["test"], "status": row["status"], "error": row["error"],
+                     "ops_per_sec": metrics.get("ops_per_sec"), "flags": facts.get("flags", [])})
+    return runs
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suites", type=Path, default=DEFAULT_SUITES)
@@ -75,7 +93,15 @@ def main() -> int:
     parser.add_argument("--store", type=Path, default=Path("upstream-check.db"))
     parser.add_argument("--json", type=Path, default=Path("upstream-check.json"))
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "upstream-check.md")
+    parser.add_argument("--summarise-store", action="store_true",
+                        help="do not run anything: summarise what --store holds so far")
     args = parser.parse_args()
+    if args.summarise_store:
+        runs = runs_from_store(args.store)
+        args.out.write_text(summarise(runs, 0.0, ["redline", "run", "<upstream test-suites>", "--duration",
+                                                  args.duration, "--warmup", "1s"], partial=True))
+        print(args.out.read_text())
+        return 0
     command = [str(REPO / ".venv" / "bin" / "redline"), "run", str(args.suites), "--duration", args.duration,
                "--warmup", "1s", "--store", str(args.store), "--json", str(args.json)]
     started = time.monotonic()

@@ -189,3 +189,15 @@ def test_a_prepared_dataset_is_cached_and_restored_on_the_next_run(tmp_path, red
     assert second["prepared_s"] < first["prepared_s"]
     ops = [r[0] for r in db.execute("SELECT value FROM metrics WHERE name='ops_per_sec' ORDER BY run_id")]
     assert len(ops) == 3 and all(v > 0 for v in ops)
+
+
+def test_a_configuration_parameter_the_server_does_not_know_is_skipped(tmp_path, redline_cli):
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    write_suite(suites, "future-parameter", "--ratio 1:0 -c 2 -t 1 --test-time 1",
+                db_lines=("    hash-min-template-entries: '1'",))
+    out = tmp_path / "out.json"
+    redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db", check_exit=0)
+    (run,) = json.loads(out.read_text())
+    assert run["status"] == "skipped"
+    assert "does not know configuration parameter hash-min-template-entries" in run["error"]
