@@ -7,7 +7,7 @@ import json
 import re
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -15,7 +15,7 @@ from typing import Callable
 from redline.build.cache import LOG, MANIFEST, BuildCache
 from redline.build.make import (TAIL_LINES, BuildFailed, MakeJob, Progress, compiler_version, cpu_count,
                                 run_make)
-from redline.build.sources import GitCommit, SourceTree, checkout_commit, copy_tree, resolve_commit, scan_tree
+from redline.build.sources import SourceTree, checkout_commit, copy_tree, resolve_commit, scan_tree
 from redline.build.variants import Variant
 from redline.errors import UsageError
 
