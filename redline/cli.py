@@ -126,6 +126,15 @@ def build_parser() -> argparse.ArgumentParser:
     hot.add_argument("--top", type=positive_int, default=20, help="rows per table (default 20)")
     hot.set_defaults(func=_command("hotspots_command"))
 
+    history = commands.add_parser("history", help="stored results over time, with change points")
+    history.add_argument("--name", metavar="REGEX", help="only tests whose name matches REGEX")
+    history.add_argument("--metric", default="ops_per_sec",
+                         help="ops_per_sec (default), p50_ms, p99_ms, server_cpu_us_per_op, …")
+    history.add_argument("--p-value", type=positive_float, default=0.001,
+                         help="change-point significance (default 0.001)")
+    history.add_argument("--store", type=Path, default=Path("redline.db"), metavar="PATH")
+    history.set_defaults(func=_command("history_command"))
+
     add_build_parser(commands)
 
     add_suites_parser(commands)

@@ -230,3 +230,42 @@ def hotspots_command(args) -> int:
     out.print(format_hotspots_table(result))
     out.print(format_hot_stacks_table(result))
     return 0
+
+
+# -- redline history -----------------------------------------------------------------------------
+def history_command(args) -> int:
+    """One series per test × topology × target (a point per session: the median of its runs) and
+    the change points in it."""
+    import re
+    import statistics
+    from collections import defaultdict
+
+    from rich.table import Table
+
+    from redline.changepoint import detect_change_points
+    if not args.store.exists():
+        raise UsageError(f"no result store at {args.store}")
+    try:
+        pattern = re.compile(args.name) if args.name else None
+    except re.error as exc:
+        raise UsageError(f"--name {args.name!r} is not a regular expression: {exc}") from None
+    per_session: dict[tuple, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for row in Store(args.store).history(args.metric):
+        if pattern is None or pattern.search(row["test"]):
+            per_session[(row["test"], row["topology"], row["target"])][row["session_id"]].append(row["value"])
+    if not per_session:
+        raise UsageError(f"no stored runs with {args.metric}" + (f" for --name {args.name!r}" if args.name else ""))
+    table = Table(title=f"history of {args.metric} (a point per session: the median of its runs)",
+                  title_justify="left")
+    for column in ("test", "topology", "target", "points", "last", "change points"):
+        table.add_column(column, overflow="fold")
+    for (test, topology, target), sessions in sorted(per_session.items()):
+        ids = list(sessions)
+        values = [statistics.median(sessions[s]) for s in ids]
+        found = detect_change_points(values, p_threshold=args.p_value) if len(values) >= 6 else []
+        changes = "; ".join(f"session {ids[c.index]}: {c.before_median:.4g} → {c.after_median:.4g} "
+                            f"({c.delta_pct:+.1f}%, p {c.p_value:.4f})" for c in found)
+        table.add_row(test, topology, target, str(len(values)), verdict_report.format_number(values[-1]),
+                      changes or ("none" if len(values) >= 6 else "needs 6 points"))
+    Console(highlight=False).print(table)
+    return 0

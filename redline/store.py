@@ -240,6 +240,15 @@ class Store:
             return self.db.execute("SELECT * FROM runs ORDER BY id").fetchall()
         return self.db.execute("SELECT * FROM runs WHERE session_id=? ORDER BY id", (session_id,)).fetchall()
 
+    def history(self, metric: str) -> list[sqlite3.Row]:
+        """Every measured run's value of `metric` on this machine, oldest first, with what identifies
+        its series (test, topology, target) and the session it belongs to."""
+        return self.db.execute(
+            "SELECT r.session_id, r.test, r.topology, r.target, r.started_at, m.value FROM runs r "
+            "JOIN metrics m ON m.run_id = r.id JOIN sessions s ON s.id = r.session_id "
+            "WHERE m.name=? AND r.status='ok' AND r.purpose='measure' AND s.host=? AND m.value IS NOT NULL "
+            "ORDER BY r.started_at", (metric, platform.node())).fetchall()
+
     def latest_profiled_session(self) -> int | None:
         return self.db.execute("SELECT max(r.session_id) FROM runs r JOIN profiles p ON p.run_id = r.id").fetchone()[0]
 

@@ -26,7 +26,7 @@ def sorted_comparisons(comparisons: list[TestComparison]) -> list[TestComparison
                                               c.test, c.metric))
 
 
-def _num(value: float | None) -> str:
+def format_number(value: float | None) -> str:
     if value is None:
         return "–"
     if abs(value) >= 1000:
@@ -68,8 +68,8 @@ def terminal_table(comparisons: list[TestComparison], *, width: int = 200) -> Ta
         r = c.result
         style = STYLE[c.verdict]
         cells = {"test": c.test[len(prefix):], "metric": c.metric if wide else SHORT_METRIC.get(c.metric, c.metric),
-                 "baseline": _num(r.baseline_median if r else None),
-                 "comparison": _num(r.comparison_median if r else None),
+                 "baseline": format_number(r.baseline_median if r else None),
+                 "comparison": format_number(r.comparison_median if r else None),
                  "Δ": f"{r.delta_pct:+.1f}%" if r else "–",
                  "95% CI": f"[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]" if r else "–",
                  "p": f"{r.p_value:.3f}" if r else "–",
@@ -113,8 +113,8 @@ def markdown(comparisons: list[TestComparison], records: list[RunRecord], *, bas
              "|---|---|---:|---:|---:|---:|---:|---|"]
     for c in sorted_comparisons(comparisons):
         r = c.result
-        lines.append(f"| {c.test} | {c.metric} | {_num(r.baseline_median if r else None)} | "
-                     f"{_num(r.comparison_median if r else None)} | {f'{r.delta_pct:+.1f}%' if r else '–'} | "
+        lines.append(f"| {c.test} | {c.metric} | {format_number(r.baseline_median if r else None)} | "
+                     f"{format_number(r.comparison_median if r else None)} | {f'{r.delta_pct:+.1f}%' if r else '–'} | "
                      f"{f'[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]' if r else '–'} | "
                      f"{f'{r.p_value:.3f}' if r else '–'} | **{WORDS[c.verdict]}** {_explain(c)}"
                      + (f"; moved: {_moves(c)}" if c.significant and c.moved_symbols else "") + " |")
@@ -129,8 +129,8 @@ def markdown(comparisons: list[TestComparison], records: list[RunRecord], *, bas
               "|---|---|---:|---|---:|---:|---:|---:|"]
     for r in records:
         m = r.metrics
-        lines.append(f"| {r.test} | {r.side} | {r.run_index + 1} | {r.status} | {_num(m.get('ops_per_sec'))} | "
-                     f"{_num(m.get('p50_ms'))} | {_num(m.get('p99_ms'))} | {_num(m.get('server_cpu_us_per_op'))} |")
+        lines.append(f"| {r.test} | {r.side} | {r.run_index + 1} | {r.status} | {format_number(m.get('ops_per_sec'))} | "
+                     f"{format_number(m.get('p50_ms'))} | {format_number(m.get('p99_ms'))} | {format_number(m.get('server_cpu_us_per_op'))} |")
     lines += ["", "</details>", ""]
     return "\n".join(lines)
 
