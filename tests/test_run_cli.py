@@ -201,3 +201,25 @@ def test_a_configuration_parameter_the_server_does_not_know_is_skipped(tmp_path,
     (run,) = json.loads(out.read_text())
     assert run["status"] == "skipped"
     assert "does not know configuration parameter hash-min-template-entries" in run["error"]
+
+
+def test_replicated_and_io_threads_topologies_run_through_the_engine(tmp_path, redline_cli):
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    path = write_suite(suites, "get-with-preload", "--ratio 0:1 --key-pattern R:R --key-minimum 1 --key-maximum 2000 "
+                       "-c 4 -t 1 --test-time 1",
+                       db_lines=("  preload_tool:", "    tool: memtier_benchmark",
+                                 "    arguments: --ratio 1:0 -n allkeys --key-pattern P:P --key-minimum 1 "
+                                 "--key-maximum 2000 -c 2 -t 1 --pipeline 20",
+                                 "  check:", "    keyspacelen: 2000"))
+    path.write_text(path.read_text().replace("- oss-standalone\n",
+                                             "- oss-standalone-01-replicas\n- oss-standalone-02-io-threads\n"))
+    out = tmp_path / "out.json"
+    redline_cli("run", suites, "--topology", "oss-standalone-01-replicas", "--topology", "oss-standalone-02-io-threads",
+                "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db", check_exit=0)
+    runs = {r["topology"]: r for r in json.loads(out.read_text())}
+    assert set(runs) == {"oss-standalone-01-replicas", "oss-standalone-02-io-threads"}
+    assert all(r["status"] == "ok" and r["keyspace_hits"] > 0 and r["keyspace_misses"] == 0 for r in runs.values())
+    facts = {r: json.loads(f) for r, f in sqlite3.connect(tmp_path / "r.db").execute("SELECT topology, facts FROM runs")}
+    assert facts["oss-standalone-01-replicas"]["dataset"]["replica_sync_s"] >= 0
+    assert facts["oss-standalone-02-io-threads"]["topology"]["io_threads"] == 2
