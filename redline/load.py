@@ -50,8 +50,10 @@ class LoadRequest:
     cpus: tuple[int, ...] | None = None
 
     def argv(self) -> list[str]:
-        """Suite arguments first, redline's overrides after them (the last value of a flag wins)."""
-        argv = [str(loadgen_binary()), *self.arguments, "--server", self.host, "--port", str(self.port),
+        """Suite arguments first, redline's overrides after them (the last value of a flag wins).
+        A duration makes every run time-based: a suite's request count (-n) is dropped with it."""
+        arguments = without_request_count(self.arguments) if self.duration_s is not None else self.arguments
+        argv = [str(loadgen_binary()), *arguments, "--server", self.host, "--port", str(self.port),
                 "--json-out-file", str(self.json_path), "--events", "--hide-histogram",
                 f"--print-percentiles={PERCENTILES}"]
         if self.duration_s is not None:
@@ -59,6 +61,23 @@ class LoadRequest:
         if self.warmup_s:
             argv += ["--warmup-time", _seconds_arg(self.warmup_s)]
         return argv
+
+
+REQUEST_FLAGS = ("-n", "--requests")
+
+
+def without_request_count(arguments: list[str]) -> list[str]:
+    """memtier arguments without -n/--requests (`-n N`, `--requests N`, `--requests=N`)."""
+    out, skip_next = [], False
+    for token in arguments:
+        if skip_next:
+            skip_next = False
+            continue
+        if token in REQUEST_FLAGS:
+            skip_next = True
+        elif not token.startswith("--requests="):
+            out.append(token)
+    return out
 
 
 def _seconds_arg(seconds: float) -> str:

@@ -160,3 +160,14 @@ def test_two_sides_are_interleaved_abba():
     order = [(side.name, i) for side, i in interleaved([a, b], 4)]
     assert order == [("baseline", 0), ("comparison", 0), ("comparison", 1), ("baseline", 1),
                      ("baseline", 2), ("comparison", 2), ("comparison", 3), ("baseline", 3)]
+
+
+def test_a_duration_turns_a_request_count_suite_into_a_timed_run(tmp_path):
+    from redline.load import LoadRequest
+    request = LoadRequest(arguments=["-n", "allkeys", "--ratio", "1:0", "--requests=5", "--key-prefix", "k"],
+                          host="127.0.0.1", port=1, json_path=tmp_path / "x.json", duration_s=3)
+    argv = request.argv()
+    assert "-n" not in argv and "allkeys" not in argv and "--requests=5" not in argv
+    assert argv[argv.index("--test-time") + 1] == "3" and "--key-prefix" in argv
+    untimed = LoadRequest(arguments=["-n", "100"], host="127.0.0.1", port=1, json_path=tmp_path / "x.json")
+    assert untimed.argv()[1:3] == ["-n", "100"]
