@@ -231,7 +231,8 @@ class Engine:
                 raise preparation.SkipTest(f"the server does not know configuration parameter "
                                            f"{', '.join(unknown)} (CONFIG GET)")
         snapshot = None
-        if side.target.managed and settings.snapshots and not topology.cluster:
+        config = {**test.db.configuration_parameters, **side.target.config}
+        if side.target.managed and settings.snapshots and preparation.snapshots_apply(topology, config):
             snapshot = preparation.snapshot_for(test, binary=side.target.binary, scale=settings.scale)
         restored = snapshot.cached if snapshot else None
         if restored:

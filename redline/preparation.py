@@ -161,6 +161,12 @@ class Snapshot:
         return self.cache.lookup(self.plan, self.rdb_version)
 
 
+def snapshots_apply(topology, config: dict[str, str]) -> bool:
+    """A server starts from an RDB file only when it is not a cluster and has no append-only
+    file to load instead (with appendonly yes, redis loads its empty AOF, not dump.rdb)."""
+    return not topology.cluster and str(config.get("appendonly", "no")).strip("'\"").lower() != "yes"
+
+
 def snapshot_for(test: TestSpec, *, binary: Path, scale: float | None) -> Snapshot | None:
     """The snapshot entry for this test's preparation on this server binary; None when the test
     prepares nothing. Keyed by everything that shapes the data (generated dataset plan, preload

@@ -223,3 +223,15 @@ def test_replicated_and_io_threads_topologies_run_through_the_engine(tmp_path, r
     facts = {r: json.loads(f) for r, f in sqlite3.connect(tmp_path / "r.db").execute("SELECT topology, facts FROM runs")}
     assert facts["oss-standalone-01-replicas"]["dataset"]["replica_sync_s"] >= 0
     assert facts["oss-standalone-02-io-threads"]["topology"]["io_threads"] == 2
+
+
+def test_a_server_with_an_append_only_file_is_prepared_not_restored(tmp_path, redline_cli, monkeypatch):
+    # with appendonly yes redis loads its (empty) AOF instead of dump.rdb: a snapshot cannot seed it
+    monkeypatch.setenv("REDLINE_CACHE", str(tmp_path / "cache"))
+    args = ("run", "quick", "--name", "geo", "--duration", "1s", "--warmup", "0s", "--scale", "0.005",
+            "--store", tmp_path / "r.db")
+    redline_cli(*args, check_exit=0)
+    redline_cli(*args, "--config", "appendonly=yes", check_exit=0)
+    first, aof = [json.loads(f)["dataset"] for (f,) in
+                  sqlite3.connect(tmp_path / "r.db").execute("SELECT facts FROM runs ORDER BY id")]
+    assert first["snapshot"] and not aof.get("restored_from") and aof["keyspace_length"] == 1
