@@ -103,6 +103,15 @@ def execute_session(args, *, kind: str, sides: list[Side], tests: list | None = 
     return Session(kind, store, session_id, records)
 
 
+def measured_runs_by_test(records: list[RunRecord]) -> dict[str, list[RunRecord]]:
+    """The measured runs (not the profiled ones) grouped by test (and topology)."""
+    by_test: dict[str, list[RunRecord]] = {}
+    for r in records:
+        if r.purpose == "measure":
+            by_test.setdefault(r.key, []).append(r)
+    return by_test
+
+
 def _failures_line(session: Session, console: Console) -> int:
     failed = [r for r in session.records if r.status == "failed"]
     skipped = {r.test for r in session.records if r.status == "skipped"}
@@ -145,10 +154,7 @@ def compare_command(args) -> int:
 
     session = execute_session(args, kind="compare", sides=[baseline, comparison], tests=tests,
                               more_runs=more_runs)
-    by_test: dict[str, list[RunRecord]] = {}
-    for r in session.records:
-        if r.purpose == "measure":
-            by_test.setdefault(r.key, []).append(r)
+    by_test = measured_runs_by_test(session.records)
     comparisons = [c for test, records in by_test.items()
                    for c in compare_test(test, records, floors, confidence=confidence)]
     apply_false_discovery_control(comparisons, q=FDR_Q)
@@ -180,9 +186,7 @@ def calibrate_command(args) -> int:
     target = target_from(args.target, args.config, "--config", args.variant)
     session = execute_session(args, kind="calibrate", sides=[Side(target, "baseline"), Side(target, "comparison")])
     out = Console(highlight=False)
-    by_test: dict[str, list[RunRecord]] = {}
-    for r in session.records:
-        by_test.setdefault(r.key, []).append(r)
+    by_test = measured_runs_by_test(session.records)
     from rich.table import Table
     table = Table(title="noise floor on this machine (A/A, % change an identical comparison can show)",
                   title_justify="left")

@@ -121,7 +121,8 @@ COLUMNS = ("runs", "ops/sec", "p50 ms", "p99 ms", "p99.9 ms", "µs/op", "client"
 NARROW_COLUMNS = ("ops/sec", "p50 ms", "p99 ms", "µs/op", "hits")
 
 
-def _common_prefix(names: list[str]) -> str:
+def common_prefix(names: list[str]) -> str:
+    """The shared leading part of test names, up to a '-' (shown once in a table's title)."""
     prefix = os.path.commonprefix(names) if len(names) > 1 else ""
     return prefix[: prefix.rfind("-") + 1] if "-" in prefix else ""
 
@@ -129,7 +130,7 @@ def _common_prefix(names: list[str]) -> str:
 def results_table(records: list[RunRecord], *, width: int = 200) -> tuple[Table, list[str]]:
     """One row per test (and side): medians over the runs, with the half-range as spread; and the
     notes (flags, failures) to print under it. Below 120 columns only the main metrics fit."""
-    prefix = _common_prefix(sorted({r.key for r in records}))
+    prefix = common_prefix(sorted({r.key for r in records}))
     columns = COLUMNS if width >= 120 else NARROW_COLUMNS
     title = "redline results (median of runs)" + (f", tests {prefix}…" if prefix else "")
     table = Table(title=title, title_justify="left")

@@ -4,13 +4,13 @@ request comment, JSON with every number."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from rich.table import Table
 
 from redline.comparison import TestComparison
 from redline.engine import RunRecord
+from redline.report import common_prefix
 from redline.stats import Verdict
 
 ORDER = {Verdict.REGRESSION: 0, Verdict.IMPROVEMENT: 1, Verdict.INCONCLUSIVE: 2, Verdict.NO_CHANGE: 3}
@@ -46,16 +46,11 @@ def _explain(c: TestComparison) -> str:
     return f"{r.effect_words}; τ {r.tau_pct:.1f}%"
 
 
-def _common_prefix(names: list[str]) -> str:
-    prefix = os.path.commonprefix(names) if len(names) > 1 else ""
-    return prefix[: prefix.rfind("-") + 1] if "-" in prefix else ""
-
-
 def terminal_table(comparisons: list[TestComparison], *, width: int = 200) -> Table:
     """Significant first. Below 140 columns the medians, p-value and explanation are left out
     (they are in the markdown and JSON outputs)."""
     wide = width >= 140
-    prefix = _common_prefix(sorted({c.test for c in comparisons}))
+    prefix = common_prefix(sorted({c.test for c in comparisons}))
     table = Table(title="redline compare: comparison vs baseline" + (f", tests {prefix}…" if prefix else ""),
                   title_justify="left")
     columns = ["test", "metric"] + (["baseline", "comparison"] if wide else []) + ["Δ", "95% CI"] \
