@@ -39,7 +39,7 @@ def estimated_preload_bytes(test: TestSpec) -> int:
     if workload is None:
         return 0
     if workload.requests_allkeys:
-        writes = workload.key_maximum - workload.key_minimum + 1
+        writes = workload.key_maximum - workload.key_minimum + 1  # at most one pass over the range
     else:
         writes = (workload.requests or 0) * workload.clients * workload.threads
     return writes * ((workload.data_size or 0) + BYTES_PER_KEY_OVERHEAD)
@@ -251,12 +251,17 @@ def keyspace_length(client) -> int:
     return sum(db.get("keys", 0) for name, db in client.info("keyspace").items() if name.startswith("db"))
 
 
-def check_keyspace(test: TestSpec, server: Server) -> int:
-    """The suite's check.keyspacelen, enforced; returns the number of keys found."""
+def check_keyspace(test: TestSpec, server: Server, *, before_init: int | None = None) -> int:
+    """The suite's check.keyspacelen, enforced after init commands as upstream does; returns the
+    number of keys found. `before_init` (keys after the preload) says who made a mismatch."""
     found = keyspace_length(server.info_client())
     expected = test.db.keyspacelen
     if expected is not None and found != expected:
-        raise RunError(f"keyspace check failed: expected {expected} keys after preparation, found {found}")
+        origin = ""
+        if before_init is not None and before_init != found:
+            origin = f" ({before_init} after the preload, {found - before_init:+d} from init commands)"
+        raise RunError(f"keyspace check failed: expected {expected} keys after preparation, "
+                       f"found {found}{origin}")
     return found
 
 
@@ -281,6 +286,8 @@ def prepare(test: TestSpec, server: Server, *, scale: float | None, observer,
                  listener=_PreloadProgress(observer), server_alive=server.alive,
                  timeout_s=test.db.preload.timeout_seconds or PRELOAD_TIMEOUT_S)
     client = server.command_client()
+    has_init = bool(test.db.init_commands or test.db.init_lua)
+    before_init = keyspace_length(server.info_client()) if has_init and test.db.keyspacelen is not None else None
     try:
         for command in test.db.init_commands:
             client.execute_command(*command)
@@ -290,5 +297,5 @@ def prepare(test: TestSpec, server: Server, *, scale: float | None, observer,
         raise RunError(f"init command failed: {exc}") from exc
     except redis.RedisError as exc:
         raise RunError(f"server unreachable during preparation: {exc}") from exc
-    facts["keyspace_length"] = check_keyspace(test, server)
+    facts["keyspace_length"] = check_keyspace(test, server, before_init=before_init)
     return facts

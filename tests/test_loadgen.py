@@ -96,6 +96,8 @@ def test_preload_writes_exactly_the_key_range(server, tmp_path, clients, threads
 
 
 def test_preload_with_command_and_parallel_command_key_pattern(server, tmp_path):
+    # Several connections: the range is written once, inclusive (memtier walks each share again
+    # and again, rewriting the same keys; redline-load stops after one pass).
     run_load([*base(server), "-n", "allkeys", "--command", "HSET __key__ f __data__",
               "--command-key-pattern", "P", "--key-prefix", "h:", "--key-minimum", 1, "--key-maximum", 3001,
               "-c", 9, "-t", 2], tmp_path)
@@ -103,6 +105,27 @@ def test_preload_with_command_and_parallel_command_key_pattern(server, tmp_path)
     assert r.dbsize() == 3001
     assert commandstats(r)["hset"] == 3001
     assert r.type("h:1") == b"hash"
+
+
+def test_allkeys_with_one_connection_sends_memtiers_count(server, tmp_path):
+    # memtier sends key_maximum - key_minimum requests for -n allkeys outside --key-pattern P:P;
+    # with one connection the last key is left out. Upstream suites rely on it: --key-maximum N+1
+    # loads N keys, and a command without __key__ pushes N elements.
+    run_load([*base(server), "-n", "allkeys", "--command", "SET __key__ __data__",
+              "--command-key-pattern", "P", "--key-minimum", 1, "--key-maximum", 1001, "-c", 1, "-t", 1],
+             tmp_path)
+    run_load([*base(server), "-n", "allkeys", "--command", "RPUSH biglist __data__",
+              "--command-key-pattern", "P", "--key-minimum", 1, "--key-maximum", 501, "-c", 1, "-t", 1],
+             tmp_path)
+    r = client(server)
+    assert r.llen("biglist") == 500
+    assert r.dbsize() == 1000 + 1
+    assert r.exists("memtier-1000") and not r.exists("memtier-1001")
+    # --key-pattern P:P is the exact preload: the whole inclusive range, also with one connection.
+    r.flushall()
+    run_load([*base(server), "-n", "allkeys", "--key-pattern", "P:P", "--ratio", "1:0",
+              "--key-minimum", 1, "--key-maximum", 1001, "-c", 1, "-t", 1], tmp_path)
+    assert r.dbsize() == 1001
 
 
 def test_ratio_1_10_and_hits(server, tmp_path):

@@ -100,10 +100,19 @@ def test_keyspace_check_failure_names_expected_and_found(tmp_path, redline_cli):
     suites.mkdir()
     write_suite(suites, "wrong-count", "--ratio 0:1 -c 2 -t 1 --test-time 1",
                 db_lines=("  check:", "    keyspacelen: 1000"))
+    write_suite(suites, "init-adds-a-key", "--ratio 0:1 -c 2 -t 1 --test-time 1",
+                db_lines=("  preload_tool:", "    tool: memtier_benchmark",
+                          "    arguments: --ratio 1:0 -n allkeys --key-pattern P:P --key-minimum 1 "
+                          "--key-maximum 100 -c 2 -t 1",
+                          "  init_commands:", "  - '\"SET\" \"extra\" \"1\"'",
+                          "  check:", "    keyspacelen: 100"))
     out = tmp_path / "out.json"
     redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db", check_exit=1)
-    (run,) = json.loads(out.read_text())
-    assert run["status"] == "failed" and "expected 1000 keys" in run["error"] and "found 0" in run["error"]
+    runs = {r["test"]: r for r in json.loads(out.read_text())}
+    assert all(r["status"] == "failed" for r in runs.values())
+    assert "expected 1000 keys" in runs["wrong-count"]["error"] and "found 0" in runs["wrong-count"]["error"]
+    assert runs["init-adds-a-key"]["error"].endswith(
+        "expected 100 keys after preparation, found 101 (100 after the preload, +1 from init commands)")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])

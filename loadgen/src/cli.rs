@@ -64,6 +64,9 @@ impl KeyPattern {
     }
 }
 
+/// memtier's request count per connection when neither -n nor --test-time is given.
+pub const DEFAULT_REQUESTS: u64 = 10_000;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Requests {
     /// Not given: time-based if --test-time, else memtier's default of 10000 per client.
@@ -677,7 +680,7 @@ fn validate(cfg: &mut Config) -> Result<(), CliError> {
         }
     }
     if cfg.requests == Requests::Unset && cfg.test_time.is_none() {
-        cfg.requests = Requests::PerClient(10_000);
+        cfg.requests = Requests::PerClient(DEFAULT_REQUESTS);
     }
     Ok(())
 }

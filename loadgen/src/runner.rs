@@ -1,7 +1,7 @@
 //! One benchmark run: plan the connections, start one worker thread per --threads, drive the
 //! phases (connect, warm-up, measure, done), report progress, and collect the statistics.
 
-use crate::cli::{Config, KeyPattern, Requests};
+use crate::cli::{Config, KeyPattern, Requests, DEFAULT_REQUESTS};
 use crate::events::{unix_now, Events, ProgressEvent};
 use crate::keys::parallel_share;
 use crate::net::Endpoint;
@@ -57,6 +57,36 @@ fn keys_per_shard(cl: &ClusterPlan, parts: (&[u8], &[u8], &[u8]), lo: u64, hi: u
     counts
 }
 
+/// How many requests one connection sends for `-n allkeys`.
+///
+/// memtier (memtier_benchmark.cpp) sends `key_maximum - key_minimum` requests per connection,
+/// or, with `--key-pattern P:P`, that count divided among the connections plus one. redline-load
+/// keeps memtier's count where it decides what the data is, and drops only the passes that
+/// rewrite the same keys:
+/// - `--key-pattern P:P`: every connection writes exactly its share, so all of them together
+///   write the inclusive range `key_minimum..=key_maximum` once each.
+/// - another sequential (P) pattern: memtier's count, capped at one pass over the connection's
+///   share. With one connection that leaves the last key out, and the upstream suites rely on
+///   it (`--key-maximum N+1` to load N keys, or N elements into one list); with several
+///   connections memtier walks each share many times over, rewriting the same keys.
+/// - random patterns: memtier's count. A count of zero (one key) falls back to memtier's
+///   default of 10,000 requests unless the run is timed.
+fn allkeys_requests(cfg: &Config, parallel: bool, share: Option<(u64, u64)>) -> u64 {
+    let share_size = share.map_or(0, |(lo, hi)| hi - lo + 1);
+    if cfg.key_pattern == (KeyPattern::Parallel, KeyPattern::Parallel) {
+        return share_size;
+    }
+    let memtier = match cfg.key_maximum - cfg.key_minimum {
+        0 if cfg.test_time.is_none() => DEFAULT_REQUESTS,
+        n => n,
+    };
+    if parallel {
+        memtier.min(share_size)
+    } else {
+        memtier
+    }
+}
+
 pub fn plan_connections(cfg: &Config, wl: &Workload, cluster: Option<&ClusterPlan>) -> Vec<Vec<ConnPlan>> {
     let total = cfg.clients as u64 * cfg.threads as u64;
     let parallel = parallel_keys(cfg);
@@ -77,7 +107,7 @@ pub fn plan_connections(cfg: &Config, wl: &Workload, cluster: Option<&ClusterPla
             let limit = match cfg.requests {
                 Requests::Unset => None,
                 Requests::PerClient(n) => Some(n),
-                Requests::AllKeys => Some(if empty { 0 } else { key_max - key_min + 1 }),
+                Requests::AllKeys => Some(allkeys_requests(cfg, parallel, (!empty).then_some((key_min, key_max)))),
             };
             let seed = if cfg.distinct_client_seed { seed0.wrapping_add(index + 1) } else { seed0 };
             match cluster {
@@ -98,7 +128,15 @@ pub fn plan_connections(cfg: &Config, wl: &Workload, cluster: Option<&ClusterPla
                     let per_shard: Option<Vec<u64>> = match cfg.requests {
                         Requests::AllKeys if !empty => {
                             let (p, s) = Generator::first_key_parts(wl);
-                            Some(keys_per_shard(cl, (&p, cfg.key_prefix.as_bytes(), &s), key_min, key_max))
+                            let format = (&p[..], cfg.key_prefix.as_bytes(), &s[..]);
+                            // At most one pass over [key_min, key_max]: the first n keys.
+                            let n = allkeys_requests(cfg, parallel, Some((key_min, key_max)));
+                            let n = n.min(key_max - key_min + 1);
+                            Some(if n == 0 {
+                                vec![0; cl.shards.len()]
+                            } else {
+                                keys_per_shard(cl, format, key_min, key_min + n - 1)
+                            })
                         }
                         Requests::AllKeys => Some(vec![0; cl.shards.len()]),
                         Requests::PerClient(n) => {
