@@ -3,6 +3,7 @@ that the keyspace holds what the suite says it should."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -182,7 +183,7 @@ def snapshot_for(test: TestSpec, *, binary: Path, scale: float | None) -> Snapsh
     definition = {
         "generated": generator.plan(scale).fingerprint() if generator else None,
         "preload": [db.preload.tool, *db.preload.arguments] if db.preload else None,
-        "loadgen": loadgen_version() if db.preload else None,
+        "loadgen": loadgen_identity() if db.preload else None,
         "init_commands": db.init_commands, "init_lua": db.init_lua,
         "configuration": db.configuration_parameters,
     }
@@ -236,9 +237,13 @@ def unknown_parameters(test: TestSpec, binary: Path, extra: dict[str, str]) -> l
 
 
 @lru_cache(maxsize=1)
-def loadgen_version() -> str:
-    proc = subprocess.run([str(loadgen_binary()), "--version"], capture_output=True, text=True, timeout=30)
-    return proc.stdout.strip()
+def loadgen_identity() -> str:
+    """The load generator's version and a digest of its binary: a rebuilt generator may write
+    different data for the same arguments, so cached snapshots of its preloads must not match."""
+    binary = loadgen_binary()
+    proc = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
+    digest = hashlib.sha256(binary.read_bytes()).hexdigest()[:16]
+    return f"{proc.stdout.strip()} sha256:{digest}"
 
 
 def cache_root() -> Path:
