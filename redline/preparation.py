@@ -187,8 +187,9 @@ def snapshot_for(test: TestSpec, *, binary: Path, scale: float | None) -> Snapsh
         "init_commands": db.init_commands, "init_lua": db.init_lua,
         "configuration": db.configuration_parameters,
     }
-    plan = DatasetPlan(name=f"prepared:{test.name}", scale=scale, key_count=db.keyspacelen or 0,
-                       element_count=0, seed=0, definition=json.dumps(definition, sort_keys=True))
+    # Not keyed by the test's name: suites that prepare the same data share one snapshot.
+    plan = DatasetPlan(name="prepared", scale=scale, key_count=0, element_count=0, seed=0,
+                       definition=json.dumps(definition, sort_keys=True))
     return Snapshot(plan, rdb_version_of(binary), SnapshotCache(cache_root() / "snapshots"))
 
 

@@ -244,3 +244,27 @@ def test_a_server_with_an_append_only_file_is_prepared_not_restored(tmp_path, re
     first, aof = [json.loads(f)["dataset"] for (f,) in
                   sqlite3.connect(tmp_path / "r.db").execute("SELECT facts FROM runs ORDER BY id")]
     assert first["snapshot"] and not aof.get("restored_from") and aof["keyspace_length"] == 1
+
+
+def test_suites_that_prepare_the_same_data_share_one_snapshot(tmp_path, redline_cli, monkeypatch):
+    monkeypatch.setenv("REDLINE_CACHE", str(tmp_path / "cache"))
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    # slow enough (pipeline 1) to be worth a snapshot (preparation.SNAPSHOT_WORTH_S)
+    preload = ("  preload_tool:", "    tool: memtier_benchmark",
+               "    arguments: --ratio 1:0 -n allkeys --key-pattern P:P --key-minimum 1 --key-maximum 150000 -c 2 -t 1")
+    write_suite(suites, "a-reads", "--ratio 0:1 --key-maximum 3000 -c 2 -t 1 --test-time 1",
+                db_lines=(*preload, "  check:", "    keyspacelen: 150000"))
+    write_suite(suites, "b-writes", "--ratio 1:0 --key-maximum 3000 -c 2 -t 1 --test-time 1",
+                db_lines=preload)
+    write_suite(suites, "c-other-data", "--ratio 0:1 -c 2 -t 1 --test-time 1",
+                db_lines=(*preload[:2], preload[2].replace("150000", "2000")))
+    redline_cli("run", suites, "--warmup", "0s", "--store", tmp_path / "r.db", check_exit=0)
+    datasets = {test: json.loads(facts)["dataset"] for test, facts in
+                sqlite3.connect(tmp_path / "r.db").execute("SELECT test, facts FROM runs")}
+    assert datasets["a-reads"]["snapshot"] and not datasets["a-reads"].get("restored_from")
+    assert datasets["b-writes"]["restored_from"] == datasets["a-reads"]["snapshot"]
+    assert datasets["b-writes"]["keyspace_length"] == 150000
+    assert datasets["a-reads"]["snapshot_key"] == datasets["b-writes"]["snapshot_key"]
+    assert datasets["c-other-data"]["snapshot_key"] != datasets["a-reads"]["snapshot_key"]
+    assert not datasets["c-other-data"].get("restored_from")
