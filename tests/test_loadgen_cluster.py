@@ -83,10 +83,11 @@ def test_cluster_moved_is_followed(cluster, tmp_path):
     nodes, clients = cluster
     out = tmp_path / "o.json"
     proc = subprocess.Popen([str(BIN), "-s", "127.0.0.1", "-p", str(nodes[0].port), "--cluster-mode",
-                             "--test-time", "3", "-c", "2", "-t", "1", "--ratio", "0:1",
+                             "--test-time", "5", "-c", "2", "-t", "1", "--ratio", "0:1",
                              "--key-maximum", "2000", "--json-out-file", str(out), "--hide-histogram"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(1.0)
+    # (5 s of load: the slot move below must land while it runs, also on a busy machine)
     # Hand the first primary's (empty) slots to the second one behind the client's back.
     target_id = clients[1].execute_command("CLUSTER", "MYID").decode()
     for c in (clients[1], clients[0], clients[2]):      # the new owner first: no ping-pong

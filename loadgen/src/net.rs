@@ -88,17 +88,22 @@ fn resolve(host: &str, port: u16, family: Option<u8>) -> io::Result<SocketAddr> 
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("cannot resolve {host}")))
 }
 
+/// Append one command to `out` as a RESP array of bulk strings.
+fn encode_command(out: &mut Vec<u8>, args: &[&str]) {
+    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
 /// Commands sent right after connecting, and how many replies they produce.
 pub fn handshake_bytes(cfg: &Config) -> (Vec<u8>, usize) {
     let mut out = Vec::new();
     let mut n = 0;
     let mut cmd = |args: &[&str]| {
-        out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
-        for a in args {
-            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            out.extend_from_slice(a.as_bytes());
-            out.extend_from_slice(b"\r\n");
-        }
+        encode_command(&mut out, args);
         n += 1;
     };
     if let Some(a) = &cfg.authenticate {
@@ -161,11 +166,9 @@ fn blocking_exchange<S: Read + Write>(s: &mut S, request: &[u8], replies: usize)
     Ok(out)
 }
 
-fn check_handshake(replies: &[Value], what: &[u8]) -> Result<(), ConnectError> {
+fn check_handshake(replies: &[Value]) -> Result<(), ConnectError> {
     for v in replies {
         if let Value::Error(e) = v {
-            let names = String::from_utf8_lossy(what).into_owned();
-            let _ = names;
             return Err(ConnectError::Rejected(format!(
                 "server rejected the connection handshake: {}",
                 String::from_utf8_lossy(e)
@@ -174,6 +177,27 @@ fn check_handshake(replies: &[Value], what: &[u8]) -> Result<(), ConnectError> {
     }
     Ok(())
 }
+
+/// Run the handshake on a plain blocking socket (TCP or Unix), bounded by a read timeout that
+/// `set_timeout` applies to the socket and lifts afterwards.
+fn plain_handshake<S: Read + Write>(
+    s: &mut S,
+    hs: &[u8],
+    nreplies: usize,
+    set_timeout: impl Fn(&S, Option<Duration>) -> io::Result<()>,
+) -> Result<(), ConnectError> {
+    if nreplies == 0 {
+        return Ok(());
+    }
+    let _ = set_timeout(s, Some(HANDSHAKE_TIMEOUT));
+    let replies = blocking_exchange(s, hs, nreplies).map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
+    check_handshake(&replies)?;
+    let _ = set_timeout(s, None);
+    Ok(())
+}
+
+/// How long a connection handshake (AUTH, HELLO, SELECT) or a setup query may wait for replies.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 static TLS: std::sync::OnceLock<Result<crate::tls::TlsSetup, String>> = std::sync::OnceLock::new();
 
@@ -192,14 +216,14 @@ pub fn connect(cfg: &Config, ep: &Endpoint, timeout: Duration) -> Result<Stream,
             let mut s = std::net::TcpStream::connect_timeout(&addr, timeout)
                 .map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
             let _ = s.set_nodelay(true);
-            let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+            let _ = s.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
             let mut conn = crate::tls::handshake(setup, host, &mut s)
                 .map_err(|e| ConnectError::Rejected(format!("TLS handshake failed: {}", io_text(&e))))?;
             if nreplies > 0 {
                 let mut tls = rustls::Stream::new(&mut conn, &mut s);
                 let r = blocking_exchange(&mut tls, &hs, nreplies)
                     .map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
-                check_handshake(&r, &hs)?;
+                check_handshake(&r)?;
             }
             let _ = s.set_read_timeout(None);
             s.set_nonblocking(true).map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
@@ -210,26 +234,14 @@ pub fn connect(cfg: &Config, ep: &Endpoint, timeout: Duration) -> Result<Stream,
             let mut s = std::net::TcpStream::connect_timeout(&addr, timeout)
                 .map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
             let _ = s.set_nodelay(true);
-            if nreplies > 0 {
-                let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-                let r = blocking_exchange(&mut s, &hs, nreplies)
-                    .map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
-                check_handshake(&r, &hs)?;
-                let _ = s.set_read_timeout(None);
-            }
+            plain_handshake(&mut s, &hs, nreplies, std::net::TcpStream::set_read_timeout)?;
             s.set_nonblocking(true).map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
             Ok(Stream::Tcp(mio::net::TcpStream::from_std(s)))
         }
         Endpoint::Unix(path) => {
             let mut s = std::os::unix::net::UnixStream::connect(path)
                 .map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
-            if nreplies > 0 {
-                let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-                let r = blocking_exchange(&mut s, &hs, nreplies)
-                    .map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
-                check_handshake(&r, &hs)?;
-                let _ = s.set_read_timeout(None);
-            }
+            plain_handshake(&mut s, &hs, nreplies, std::os::unix::net::UnixStream::set_read_timeout)?;
             s.set_nonblocking(true).map_err(|e| ConnectError::Unreachable(io_text(&e)))?;
             Ok(Stream::Unix(mio::net::UnixStream::from_std(s)))
         }
@@ -240,15 +252,10 @@ pub fn connect(cfg: &Config, ep: &Endpoint, timeout: Duration) -> Result<Stream,
 pub fn query(cfg: &Config, ep: &Endpoint, args: &[&str]) -> Result<Value, String> {
     let (hs, n) = handshake_bytes(cfg);
     let mut req = hs;
-    req.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
-    for a in args {
-        req.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        req.extend_from_slice(a.as_bytes());
-        req.extend_from_slice(b"\r\n");
-    }
+    encode_command(&mut req, args);
     let run = |replies: io::Result<Vec<Value>>| -> Result<Value, String> {
         let mut r = replies.map_err(|e| format!("{ep}: {e}"))?;
-        check_handshake(&r[..n], b"").map_err(|e| match e {
+        check_handshake(&r[..n]).map_err(|e| match e {
             ConnectError::Rejected(m) | ConnectError::Unreachable(m) => m,
         })?;
         Ok(r.pop().unwrap_or(Value::Null))
@@ -258,7 +265,7 @@ pub fn query(cfg: &Config, ep: &Endpoint, args: &[&str]) -> Result<Value, String
             let addr = resolve(host, *port, cfg.ip_family).map_err(|e| format!("{ep}: {e}"))?;
             let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))
                 .map_err(|e| format!("cannot connect to {ep}: {}", io_text(&e)))?;
-            let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+            let _ = s.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
             if cfg.tls.enabled {
                 let setup = tls_setup(cfg)?;
                 let mut conn = crate::tls::handshake(setup, host, &mut s)
@@ -270,7 +277,7 @@ pub fn query(cfg: &Config, ep: &Endpoint, args: &[&str]) -> Result<Value, String
         }
         Endpoint::Unix(p) => {
             let mut s = std::os::unix::net::UnixStream::connect(p).map_err(|e| format!("cannot connect to {ep}: {e}"))?;
-            let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+            let _ = s.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
             run(blocking_exchange(&mut s, &req, n + 1))
         }
     }
