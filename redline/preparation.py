@@ -17,6 +17,7 @@ import redis
 from redline.errors import RunError
 from redline.load import LoadRequest, loadgen_binary, run_load
 from redline.server import ManagedServer, Server, ServerSettings
+from redline.spec.keyspace import unreachable_keyspace
 
 if TYPE_CHECKING:
     from redline.spec import TestSpec
@@ -282,6 +283,9 @@ def prepare(test: TestSpec, server: Server, *, scale: float | None, observer,
         missing = []          # a server without COMMAND INFO: let the run tell
     if missing:
         raise SkipTest(f"the server does not know {', '.join(missing)} (COMMAND INFO)")
+    shortfall = unreachable_keyspace(test.db)
+    if shortfall:
+        raise RunError(f"keyspace check failed before preparing anything: {shortfall}")
     if test.db.dataset_name:
         facts = _generated_dataset(test, server, scale, observer)
     if test.db.preload:

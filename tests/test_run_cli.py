@@ -106,10 +106,16 @@ def test_keyspace_check_failure_names_expected_and_found(tmp_path, redline_cli):
                           "--key-maximum 100 -c 2 -t 1",
                           "  init_commands:", "  - '\"SET\" \"extra\" \"1\"'",
                           "  check:", "    keyspacelen: 100"))
+    write_suite(suites, "unreachable", "--ratio 0:1 -c 2 -t 1 --test-time 1",
+                db_lines=("  preload_tool:", "    tool: memtier_benchmark",
+                          "    arguments: --ratio 1:0 --key-pattern P:P -c 2 -t 1",
+                          "  check:", "    keyspacelen: 1000000"))
     out = tmp_path / "out.json"
     redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db", check_exit=1)
     runs = {r["test"]: r for r in json.loads(out.read_text())}
     assert all(r["status"] == "failed" for r in runs.values())
+    assert runs["unreachable"]["error"].startswith("keyspace check failed before preparing anything: "
+                                                   "check.keyspacelen 1,000,000 cannot be reached")
     assert "expected 1000 keys" in runs["wrong-count"]["error"] and "found 0" in runs["wrong-count"]["error"]
     assert runs["init-adds-a-key"]["error"].endswith(
         "expected 100 keys after preparation, found 101 (100 after the preload, +1 from init commands)")

@@ -383,6 +383,27 @@ def test_keyspacelen_without_anything_to_fill_it_warns(tmp_path):
     assert any("nothing fills the database" in m for m in messages(spec, "warning"))
 
 
+def test_unreachable_keyspace_is_a_warning_at_the_check_line(tmp_path):
+    # no -n: memtier's default of 10,000 SETs on one connection can create at most 30,000 keys
+    text = GOOD.replace(' "-n" "allkeys"', "").replace("keyspacelen: 10\n", "keyspacelen: 50000\n")
+    spec = load_test(write(tmp_path, text))
+    (warning,) = [d for d in spec.diagnostics if "cannot be reached" in d.message]
+    assert warning.severity == "warning" and warning.line == line_number(text, "keyspacelen:")
+    assert warning.message == ("check.keyspacelen 50,000 cannot be reached: the preload's 10,000 requests "
+                               "(10,000 per connection × 1 connection; no -n, so memtier's default of 10,000 "
+                               "per connection) can create at most 30,000 keys (one per argument at most)")
+    reachable = load_test(write(tmp_path, text.replace("keyspacelen: 50000", "keyspacelen: 10000"), "ok.yml"))
+    assert not any("cannot be reached" in d.message for d in reachable.diagnostics)
+
+
+@needs_upstream
+def test_only_the_upstream_mset_load_suites_have_an_unreachable_keyspace():
+    flagged = {s.name for s in resolve_suites([str(UPSTREAM)])
+               if any("cannot be reached" in d.message for d in s.diagnostics)}
+    assert flagged == {f"memtier_benchmark-10Mkeys-load-string-mset-{n}-keys-with-{size}-values"
+                       for n, size in [(10, "1000B"), (10, "100B"), (10, "10B"), (50, "100B"), (50, "10B")]}
+
+
 def test_non_memtier_and_multi_client_warn(tmp_path):
     text = GOOD[:GOOD.index("clientconfig:")] + """\
 clientconfigs:

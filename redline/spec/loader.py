@@ -8,6 +8,7 @@ import yaml
 
 from .errors import SpecError
 from .memtier import parse_client_arguments, split_command
+from .keyspace import unreachable_keyspace
 from .model import DbConfig, TestSpec, ToolInvocation
 from .yamlnodes import NodeReader, compose_file, line_of, suggest, type_name
 
@@ -325,5 +326,9 @@ class _SpecBuilder:
             r.report(line_of(root) if "dbconfig" not in items else line_of(items["dbconfig"][0]),
                      "warning", f"dbconfig.check.keyspacelen is {db.keyspacelen} but nothing "
                      "fills the database (no preload_tool, init_commands, init_lua or dataset)")
+        shortfall = unreachable_keyspace(db)
+        if shortfall:
+            dbconfig = items["dbconfig"][1]
+            r.report(r.line_of_text(dbconfig, "keyspacelen") or line_of(dbconfig), "warning", shortfall)
         if "tested-commands" not in items:
             r.report(line_of(root), "warning", "missing 'tested-commands'")

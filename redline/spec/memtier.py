@@ -507,8 +507,8 @@ def parse_client_arguments(argv: list[str]) -> Workload:
         wl.requests = wl.key_maximum - wl.key_minimum
         if wl.key_pattern == "P:P":
             wl.requests = wl.requests // wl.connections + 1
-    elif wl.requests is None and wl.test_time is None:
-        wl.requests = DEFAULT_REQUESTS
+    if not wl.requests and wl.test_time is None:
+        wl.requests = DEFAULT_REQUESTS   # memtier: neither -n (or a zero count) nor --test-time
     _find_placeholders(wl, problems)
     wl.read_only = _classify(wl)
     return wl
