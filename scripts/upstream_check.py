@@ -17,6 +17,7 @@ import argparse
 import collections
 import json
 import sqlite3
+import statistics
 import subprocess
 import sys
 import time
@@ -60,6 +61,7 @@ def summarise(runs: list[dict], seconds: float, command: list[str], partial: boo
     flagged = [r for r in runs if classify(r) == "valid" and any("miss path" in f for f in r.get("flags", []))]
     lines += ["", f"Valid but measuring the miss path (more than half of the reads missed): {len(flagged)}", ""]
     lines += [f"- {r['test']}: {next(f for f in r['flags'] if 'miss path' in f)}" for r in flagged]
+    lines += snapshot_reuse(runs)
     return "\n".join(lines) + "\n"
 
 
@@ -82,8 +84,33 @@ def runs_from_store(store: Path) -> list[dict]:
         metrics = dict(db.execute("SELECT name, value FROM metrics WHERE run_id=?", (row["id"],)).fetchall())
         facts = json.loads(row["facts"] or "{}")
         runs.append({"test": row["test"], "status": row["status"], "error": row["error"],
-                     "ops_per_sec": metrics.get("ops_per_sec"), "flags": facts.get("flags", [])})
+                     "ops_per_sec": metrics.get("ops_per_sec"), "flags": facts.get("flags", []),
+                     "dataset": facts.get("dataset") or {}})
     return runs
+
+
+def snapshot_reuse(runs: list[dict]) -> list[str]:
+    """How much preparation the shared snapshots saved: each restore against the preparation
+    that saved the snapshot it restored."""
+    prepared = {r["dataset"]["snapshot_key"]: r for r in runs
+                if r.get("dataset", {}).get("snapshot") and r["dataset"].get("snapshot_key")}
+    pairs = [(prepared[r["dataset"]["snapshot_key"]], r) for r in runs
+             if r.get("dataset", {}).get("restored_from") and r["dataset"].get("snapshot_key") in prepared]
+    if not pairs:
+        return []
+    saved = sum(p["dataset"]["prepared_s"] - r["dataset"]["prepared_s"] for p, r in pairs)
+    ratios = sorted(p["dataset"]["prepared_s"] / max(r["dataset"]["prepared_s"], 1e-3) for p, r in pairs)
+    lines = ["", f"Shared snapshots: {len(prepared)} preparations were saved as RDB snapshots and "
+             f"{len(pairs)} suites restored one instead of preparing, saving {saved / 60:.0f} minutes "
+             f"(median speed-up {statistics.median(ratios):.1f}×). The slowest preparations restored:", "",
+             "| restored by | prepared by | keys | preparation s | restore s | speed-up |",
+             "|---|---|---:|---:|---:|---:|"]
+    pairs.sort(key=lambda pr: -pr[0]["dataset"]["prepared_s"])
+    for p, r in pairs[:8]:
+        lines.append(f"| {r['test']} | {p['test']} | {r['dataset'].get('keyspace_length', 0):,} | "
+                     f"{p['dataset']['prepared_s']:.1f} | {r['dataset']['prepared_s']:.1f} | "
+                     f"{p['dataset']['prepared_s'] / max(r['dataset']['prepared_s'], 1e-3):.0f}× |")
+    return lines
 
 
 def main() -> int:
@@ -106,7 +133,7 @@ def main() -> int:
                "--warmup", "1s", "--store", str(args.store), "--json", str(args.json)]
     started = time.monotonic()
     subprocess.run(command)            # exit status 1 when some runs failed: the summary says which
-    runs = json.loads(args.json.read_text())
+    runs = runs_from_store(args.store)   # the --json file lacks the dataset facts
     args.out.write_text(summarise(runs, time.monotonic() - started,
                                   ["redline", "run", "<upstream test-suites>", "--duration", args.duration,
                                    "--warmup", "1s"]))
