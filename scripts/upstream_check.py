@@ -7,8 +7,15 @@ Each suite is run for --duration (default 3s, after a 1s warm-up) against Debian
 Suites this machine cannot run (other topologies, several clients at once, commands the server
 does not know, datasets larger than memory) are skipped by redline with the reason. The summary
 counts, of the runnable suites, how many completed with valid results (status ok, operations
-measured, no error replies) and lists every failure with its reason. Not part of the CI run: it
-takes about an hour.
+measured, no error replies) and lists every failure with its reason. Not part of the CI run: the
+upstream preloads are large (10M keys, 10M stream entries), so it takes hours on 2 cores.
+
+A check can be resumed (--resume skips suites finished in the stores) and split: two halves on
+one core each, sharing the snapshot cache, then one summary over both stores:
+
+    scripts/upstream_check.py --resume --part 1/2 --cpus 0 --store a.db --store b.db --json a.json &
+    scripts/upstream_check.py --resume --part 2/2 --cpus 1 --store b.db --store a.db --json b.json
+    scripts/upstream_check.py --summarise-store --store a.db --store b.db
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import sqlite3
 import statistics
 import subprocess
@@ -74,19 +82,49 @@ def _reason_class(reason: str) -> str:
 
 
 def runs_from_store(store: Path) -> list[dict]:
-    """The runs recorded so far (a check still running, or cut short), in --json's shape."""
+    """The latest finished run of each test in the store (over every session, so a check that
+    was resumed or split is summarised whole), in --json's shape."""
     db = sqlite3.connect(store)
     db.row_factory = sqlite3.Row
-    session = db.execute("SELECT max(id) FROM sessions").fetchone()[0]
-    runs = []
-    for row in db.execute("SELECT id, test, status, error, facts FROM runs WHERE session_id=? "
-                          "AND status != 'running' ORDER BY id", (session,)):
+    latest: dict[str, dict] = {}
+    for row in db.execute("SELECT id, test, status, error, facts FROM runs "
+                          "WHERE status NOT IN ('running', 'interrupted') ORDER BY id"):
         metrics = dict(db.execute("SELECT name, value FROM metrics WHERE run_id=?", (row["id"],)).fetchall())
         facts = json.loads(row["facts"] or "{}")
-        runs.append({"test": row["test"], "status": row["status"], "error": row["error"],
-                     "ops_per_sec": metrics.get("ops_per_sec"), "flags": facts.get("flags", []),
-                     "dataset": facts.get("dataset") or {}})
-    return runs
+        latest[row["test"]] = {"test": row["test"], "status": row["status"], "error": row["error"],
+                               "ops_per_sec": metrics.get("ops_per_sec"), "flags": facts.get("flags", []),
+                               "dataset": facts.get("dataset") or {}}
+    return list(latest.values())
+
+
+def runs_from_stores(stores: list[Path]) -> list[dict]:
+    runs: dict[str, dict] = {}
+    for store in stores:
+        if store.exists():
+            runs.update({r["test"]: r for r in runs_from_store(store)})
+    return sorted(runs.values(), key=lambda r: r["test"])
+
+
+def suites_to_run(directory: Path, done: set[str], part: tuple[int, int]) -> list[Path]:
+    """The suite files not yet finished, and of those every N-th starting at the K-th (--part K/N)."""
+    from redline.spec import resolve_suites
+    todo = [spec.path for spec in resolve_suites([str(directory)]) if spec.name not in done]
+    k, n = part
+    return todo[k - 1::n]
+
+
+def parse_part(text: str) -> tuple[int, int]:
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N, got {text!r}")
+    return int(k), int(n)
+
+
+def parse_cpus(text: str) -> set[int]:
+    try:
+        return {int(c) for c in text.split(",")}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected CPU numbers like 0 or 0,1, got {text!r}") from None
 
 
 def snapshot_reuse(runs: list[dict]) -> list[str]:
@@ -117,26 +155,35 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suites", type=Path, default=DEFAULT_SUITES)
     parser.add_argument("--duration", default="3s")
-    parser.add_argument("--store", type=Path, default=Path("upstream-check.db"))
+    parser.add_argument("--store", type=Path, action="append",
+                        help="results store (default upstream-check.db); runs go to the first, and "
+                             "every one given is read for --resume and the summary")
     parser.add_argument("--json", type=Path, default=Path("upstream-check.json"))
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "upstream-check.md")
+    parser.add_argument("--resume", action="store_true",
+                        help="skip suites that already have a finished run in the stores")
+    parser.add_argument("--part", type=parse_part, default=(1, 1), metavar="K/N",
+                        help="run only every N-th remaining suite, starting at the K-th")
+    parser.add_argument("--cpus", type=parse_cpus,
+                        help="run redline on these CPUs only (its pinning plan uses what it may use)")
     parser.add_argument("--summarise-store", action="store_true",
-                        help="do not run anything: summarise what --store holds so far")
+                        help="do not run anything: summarise what the stores hold so far")
     args = parser.parse_args()
+    stores = args.store or [Path("upstream-check.db")]
+    shown = ["redline", "run", "<upstream test-suites>", "--duration", args.duration, "--warmup", "1s"]
     if args.summarise_store:
-        runs = runs_from_store(args.store)
-        args.out.write_text(summarise(runs, 0.0, ["redline", "run", "<upstream test-suites>", "--duration",
-                                                  args.duration, "--warmup", "1s"], partial=True))
+        args.out.write_text(summarise(runs_from_stores(stores), 0.0, shown, partial=True))
         print(args.out.read_text())
         return 0
-    command = [str(REPO / ".venv" / "bin" / "redline"), "run", str(args.suites), "--duration", args.duration,
-               "--warmup", "1s", "--store", str(args.store), "--json", str(args.json)]
+    done = {r["test"] for r in runs_from_stores(stores)} if args.resume else set()
+    files = suites_to_run(args.suites, done, args.part)
+    command = [str(REPO / ".venv" / "bin" / "redline"), "run", *map(str, files), "--duration", args.duration,
+               "--warmup", "1s", "--store", str(stores[0]), "--json", str(args.json)]
     started = time.monotonic()
-    subprocess.run(command)            # exit status 1 when some runs failed: the summary says which
-    runs = runs_from_store(args.store)   # the --json file lacks the dataset facts
-    args.out.write_text(summarise(runs, time.monotonic() - started,
-                                  ["redline", "run", "<upstream test-suites>", "--duration", args.duration,
-                                   "--warmup", "1s"]))
+    cpus = args.cpus
+    # exit status 1 when some runs failed: the summary says which
+    subprocess.run(command, preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+    args.out.write_text(summarise(runs_from_stores(stores), time.monotonic() - started, shown))
     print(args.out.read_text())
     return 0
 
