@@ -191,6 +191,9 @@ pub struct Worker {
     ops_in_phase: u64,
     finished_conns: usize,
     reported_finished: bool,
+    /// Some connection may be waiting to reconnect: the timer scans must look at every one.
+    /// Without rate limiting and lost connections the event loop skips those scans.
+    reconnecting: bool,
     cluster: Option<ClusterState>,
     redirects: Vec<Redirect>,
     credits: Vec<u32>,
@@ -216,6 +219,7 @@ impl Worker {
             ops_in_phase: 0,
             finished_conns: 0,
             reported_finished: false,
+            reconnecting: false,
             cluster: spec.cluster.as_ref().map(|c| ClusterState {
                 shards: c.shards.clone(),
                 table: SlotTable::new(&c.owner),
@@ -398,7 +402,15 @@ impl Worker {
         phase == PHASE_DONE
     }
 
+    /// Whether any connection has a deadline (a reconnect, or a rate-limited send).
+    fn has_timers(&self) -> bool {
+        self.reconnecting || self.spec.cfg.rate_limiting.is_some()
+    }
+
     fn poll_timeout(&self, now: u64) -> Option<Duration> {
+        if !self.has_timers() {
+            return None;
+        }
         let mut earliest: Option<u64> = None;
         let rate = self.spec.cfg.rate_limiting.is_some();
         for c in &self.conns {
@@ -417,6 +429,9 @@ impl Worker {
     }
 
     fn timers(&mut self, now: u64) -> Result<(), String> {
+        if !self.has_timers() {
+            return Ok(());
+        }
         let rate = self.spec.cfg.rate_limiting.is_some();
         for c in 0..self.conns.len() {
             match self.conns[c].state {
@@ -425,6 +440,7 @@ impl Worker {
                 _ => {}
             }
         }
+        self.reconnecting = self.conns.iter().any(|c| matches!(c.state, State::Backoff { .. }));
         Ok(())
     }
 
@@ -687,6 +703,7 @@ impl Worker {
         let conn = &mut self.conns[c];
         if conn.state != State::Finished {
             conn.state = State::Backoff { retry_ns: now + 10_000_000, down_since_ns: now, delay_ms: 10 };
+            self.reconnecting = true;
         }
         Ok(())
     }
@@ -694,6 +711,7 @@ impl Worker {
     fn reconnect_now(&mut self, c: usize, now: u64) -> Result<(), String> {
         self.drop_stream(c);
         self.conns[c].state = State::Backoff { retry_ns: now, down_since_ns: now, delay_ms: 10 };
+        self.reconnecting = true;
         self.try_reconnect(c, now)
     }
 
@@ -710,9 +728,7 @@ impl Worker {
                 conn.stream = Some(s);
                 conn.state = State::Ready;
                 conn.writable = true;
-                if conn.next_send_ns < now && conn.interval_ns > 0 {
-                    // Rate limiting: intended send times keep running while disconnected.
-                }
+                // Rate limiting: intended send times kept running while disconnected.
                 if self.measuring {
                     self.stats.conns.reconnects += 1;
                 }
