@@ -31,12 +31,19 @@ class SkipTest(Exception):
     """This server cannot run the test as written (not a failure of the server)."""
 
 
-BYTES_PER_KEY_OVERHEAD = 80          # rough per-key/element cost in redis beyond the value itself
+BYTES_PER_KEY_OVERHEAD = 80          # rough per-key cost in redis beyond its values
+ELEMENT_OVERHEAD = 64                # per field/member of a hash table or skiplist encoded collection
+COMPACT_ELEMENT_OVERHEAD = 4         # per entry of a listpack (small collections)
+# redis' defaults for small collections kept as listpacks: hash-max-listpack-entries 512,
+# zset-max-listpack-entries 128 (and 128 for the other types' compact forms)
+COMPACT_ENCODING_MAX_ENTRIES = {"HSET": 512, "HMSET": 512}
+DEFAULT_COMPACT_MAX_ENTRIES = 128
 MEMORY_SHARE = 0.6                   # a dataset may take at most this share of the available memory
 
 
 def estimated_preload_bytes(test: TestSpec) -> int:
-    """A rough size of what the preload writes (keys × (value + overhead)); 0 when unknown."""
+    """A rough size of what the preload writes: requests × (each command's values and literal
+    arguments + an element overhead per value), taking the largest command; 0 when unknown."""
     workload = getattr(test.db.preload, "workload", None) if test.db.preload else None
     if workload is None:
         return 0
@@ -44,7 +51,23 @@ def estimated_preload_bytes(test: TestSpec) -> int:
         writes = workload.key_maximum - workload.key_minimum + 1  # at most one pass over the range
     else:
         writes = (workload.requests or 0) * workload.clients * workload.threads
-    return writes * ((workload.data_size or 0) + BYTES_PER_KEY_OVERHEAD)
+    return writes * max((_request_bytes(command, workload) for command in workload.commands), default=0)
+
+
+def _request_bytes(command: list[str], workload) -> int:
+    """What one request of `command` may leave in memory: the key's overhead, `__data__` values
+    of the workload's size (the middle of --data-size-range) each with an element overhead (a
+    hash with 300 fields costs 300 of them, small listpack-encoded ones a few bytes), and the
+    literal arguments as written."""
+    if workload.data_size_range:
+        value = sum(workload.data_size_range) // 2
+    else:
+        value = workload.data_size or 0
+    values = sum(1 for arg in command[1:] if arg == "__data__")
+    literals = sum(len(arg) for arg in command[1:] if arg != "__data__")
+    compact_limit = COMPACT_ENCODING_MAX_ENTRIES.get(command[0].upper(), DEFAULT_COMPACT_MAX_ENTRIES)
+    per_element = COMPACT_ELEMENT_OVERHEAD if values <= compact_limit else ELEMENT_OVERHEAD
+    return BYTES_PER_KEY_OVERHEAD + values * (value + per_element) + literals
 
 
 def available_memory_bytes() -> int:
