@@ -157,6 +157,27 @@ def _measures_miss_path(test: TestSpec, hits: int | None, misses: int | None) ->
     return misses / (hits + misses) > MISS_PATH_RATIO
 
 
+def _nothing_completed(result: LoadResult, probe: WindowProbe) -> str:
+    """Why a window measured no operation: usually every connection's first requests queue behind
+    each other's slow calls for longer than the window (upstream runs such suites for minutes)."""
+    sent = result.extra.get("send_pattern") or {}
+    connections = (result.extra.get("connections") or {}).get("opened") or 0
+    in_flight = connections * (sent.get("pipeline") or 1)
+    reason = (f"no reply completed in the measured {result.measured_s:g} s with {in_flight} requests "
+              f"in flight ({connections} connections × pipeline {sent.get('pipeline') or 1})")
+    commands = [c.get("type", "") for c in sent.get("commands") or []]
+    executed = probe.server_time_per_call(commands)
+    if executed:
+        calls, per_call_ms = executed
+        round_s = in_flight * per_call_ms / 1000
+        reason += f"; the server spent {per_call_ms:.2f} ms per call over {calls} calls (INFO commandstats)"
+        if round_s > (result.measured_s or 0):
+            reason += f", so one round of those requests takes about {round_s:.1f} s — a longer --duration measures it"
+        else:
+            reason += ", so the replies were held back rather than slow (a blocking command waiting for data?)"
+    return reason
+
+
 class Engine:
     def __init__(self, *, store: Store, observer: Observer, cpus: list[int] | None = None):
         self.store = store
@@ -249,12 +270,17 @@ class Engine:
             if restored:
                 # the server loaded the snapshot while starting: a restore costs the whole start
                 started = deploy_started
-                dataset = {"restored_from": str(restored), "keyspace_length": preparation.check_keyspace(test, server)}
+                dataset = {"restored_from": str(restored), **preparation.check_keyspace(test, server)}
             else:
                 dataset = preparation.prepare(test, server, scale=settings.scale, observer=self.observer,
                                               client_cpus=plan.client_cpus, workdir=self.workdir)
                 dataset["prepared_s"] = round(time.monotonic() - started, 3)
-                if snapshot and dataset["prepared_s"] >= preparation.SNAPSHOT_WORTH_S:
+                if snapshot and dataset["keys_with_ttl"]:
+                    # an RDB stores deadlines, not durations: restored later, these keys would be
+                    # gone or about to go, so this preparation is repeated for every run instead
+                    self.observer.note(f"dataset snapshot not saved: {dataset['keys_with_ttl']} keys have "
+                                       "a time to live and would be expired when restored")
+                elif snapshot and dataset["prepared_s"] >= preparation.SNAPSHOT_WORTH_S:
                     self.observer.phase("saving a dataset snapshot for later runs")
                     saving = time.monotonic()
                     dataset["snapshot"] = preparation.save_snapshot(snapshot, server, self.observer)
@@ -407,6 +433,8 @@ class Engine:
             flags.append(f"measures the miss path ({misses / (hits + misses):.0%} misses)")
         if metrics["errors"]:
             flags.append(f"{int(metrics['errors'])} error replies")
+        if not ops and measured_s:
+            flags.append(_nothing_completed(result, probe))
         for warning in result.extra.get("warnings") or []:
             flags.append(warning)
         series = result.per_second()

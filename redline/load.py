@@ -17,6 +17,7 @@ from redline.errors import RunError
 from redline.pinning import pinned
 
 PERCENTILES = "50,90,99,99.9,99.99"
+LISTENER_GRACE_S = 90.0     # the window probe may wait this long for a busy server to answer INFO (2 × its 30 s timeout, and some)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -197,10 +198,13 @@ def run_load(request: LoadRequest, *, listener: LoadListener | None = None,
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        thread.join(timeout=5)
+        thread.join(timeout=LISTENER_GRACE_S)
     tail = "\n".join(reader.other_lines[-10:])
     if reader.failure is not None:
         raise reader.failure
+    if thread.is_alive():      # a listener still reading the server: its readings are incomplete
+        raise RunError(f"the window probe was still waiting for the server {LISTENER_GRACE_S:.0f}s after "
+                       "redline-load finished (INFO unanswered)")
     if server_lost:
         raise ServerGone("the server exited while load was running")
     if timed_out:

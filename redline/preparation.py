@@ -278,21 +278,31 @@ def cache_root() -> Path:
 
 def keyspace_length(client) -> int:
     """Keys in every database (of every shard, when given a cluster's summed INFO)."""
-    return sum(db.get("keys", 0) for name, db in client.info("keyspace").items() if name.startswith("db"))
+    return keyspace_counts(client)[0]
 
 
-def check_keyspace(test: TestSpec, server: Server, *, before_init: int | None = None) -> int:
+def keyspace_counts(client) -> tuple[int, int]:
+    """(keys, keys with a time to live) over every database, from INFO keyspace."""
+    dbs = [db for name, db in client.info("keyspace").items() if name.startswith("db")]
+    return sum(db.get("keys", 0) for db in dbs), sum(db.get("expires", 0) for db in dbs)
+
+
+def check_keyspace(test: TestSpec, server: Server, *, before_init: int | None = None) -> dict:
     """The suite's check.keyspacelen, enforced after init commands as upstream does; returns the
-    number of keys found. `before_init` (keys after the preload) says who made a mismatch."""
-    found = keyspace_length(server.info_client())
+    keys found and how many of them expire. `before_init` (keys after the preload) says who made
+    a mismatch."""
+    found, with_ttl = keyspace_counts(server.info_client())
     expected = test.db.keyspacelen
     if expected is not None and found != expected:
         origin = ""
         if before_init is not None and before_init != found:
             origin = f" ({before_init} after the preload, {found - before_init:+d} from init commands)"
+        if with_ttl:
+            origin += (f"; {with_ttl} of them have a time to live, and keys whose time ran out while "
+                       "preparing are gone")
         raise RunError(f"keyspace check failed: expected {expected} keys after preparation, "
                        f"found {found}{origin}")
-    return found
+    return {"keyspace_length": found, "keys_with_ttl": with_ttl}
 
 
 def prepare(test: TestSpec, server: Server, *, scale: float | None, observer,
@@ -330,5 +340,5 @@ def prepare(test: TestSpec, server: Server, *, scale: float | None, observer,
         raise RunError(f"init command failed: {exc}") from exc
     except redis.RedisError as exc:
         raise RunError(f"server unreachable during preparation: {exc}") from exc
-    facts["keyspace_length"] = check_keyspace(test, server, before_init=before_init)
+    facts.update(check_keyspace(test, server, before_init=before_init))
     return facts

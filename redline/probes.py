@@ -78,17 +78,26 @@ class WindowProbe:
     cpu_per_second: list[float] = field(default_factory=list)   # server CPU utilisation, 0..n cores
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _info_start_thread: threading.Thread | None = None
 
     def mark_start(self) -> None:
+        # CPU is read at once; INFO waits its turn behind whatever the server is executing (seconds,
+        # for a queue of slow calls), so it is read aside and never delays the end mark's CPU reading
         self.cpu_start = read_cpu(self.pids)
-        self.info_start = read_info(self.client)
+        self._info_start_thread = threading.Thread(target=self._read_info_start, daemon=True)
+        self._info_start_thread.start()
         if self.cpu_start is not None:
             self._thread = threading.Thread(target=self._sample_each_second, daemon=True)
             self._thread.start()
 
+    def _read_info_start(self) -> None:
+        self.info_start = read_info(self.client)
+
     def mark_end(self) -> None:
         self.cpu_end = read_cpu(self.pids)
         self._stop.set()
+        if self._info_start_thread is not None:
+            self._info_start_thread.join()
         self.info_end = read_info(self.client)
         if self._thread is not None:
             self._thread.join(timeout=2)
@@ -119,3 +128,18 @@ class WindowProbe:
         if key not in self.info_start or key not in self.info_end:
             return None
         return int(self.info_end[key]) - int(self.info_start[key])
+
+    def server_time_per_call(self, commands: list[str]) -> tuple[int, float] | None:
+        """(calls, milliseconds per call) of these commands since the server started, from INFO
+        commandstats at the window's end. Counted when the server executes a call, whether or not
+        its reply reached the client; cumulative because a server busy with a long queue answers
+        the window-start INFO late, after the load has already stopped."""
+        if not self.info_end:
+            return None
+        calls = usec = 0
+        for command in {c.lower().replace(" ", "|") for c in commands}:
+            stats = self.info_end.get(f"cmdstat_{command}")
+            if isinstance(stats, dict):
+                calls += int(stats.get("calls", 0))
+                usec += float(stats.get("usec", 0))
+        return (calls, usec / calls / 1000) if calls else None

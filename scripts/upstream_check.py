@@ -24,6 +24,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -86,28 +87,35 @@ def runs_from_store(store: Path) -> list[dict]:
     db = sqlite3.connect(store)
     db.row_factory = sqlite3.Row
     latest: dict[str, dict] = {}
-    for row in db.execute("SELECT id, test, status, error, facts FROM runs "
+    for row in db.execute("SELECT id, test, status, error, facts, finished_at FROM runs "
                           "WHERE status NOT IN ('running', 'interrupted') ORDER BY id"):
         metrics = dict(db.execute("SELECT name, value FROM metrics WHERE run_id=?", (row["id"],)).fetchall())
         facts = json.loads(row["facts"] or "{}")
         latest[row["test"]] = {"test": row["test"], "status": row["status"], "error": row["error"],
+                               "finished_at": row["finished_at"] or 0.0,
                                "ops_per_sec": metrics.get("ops_per_sec"), "flags": facts.get("flags", []),
                                "dataset": facts.get("dataset") or {}}
     return list(latest.values())
 
 
 def runs_from_stores(stores: list[Path]) -> list[dict]:
+    """Each test's run that finished last, whichever store holds it (a re-run supersedes)."""
     runs: dict[str, dict] = {}
     for store in stores:
         if store.exists():
-            runs.update({r["test"]: r for r in runs_from_store(store)})
+            for run in runs_from_store(store):
+                if run["test"] not in runs or run["finished_at"] >= runs[run["test"]]["finished_at"]:
+                    runs[run["test"]] = run
     return sorted(runs.values(), key=lambda r: r["test"])
 
 
-def suites_to_run(directory: Path, done: set[str], part: tuple[int, int]) -> list[Path]:
-    """The suite files not yet finished, and of those every N-th starting at the K-th (--part K/N)."""
+def suites_to_run(directory: Path, done: set[str], part: tuple[int, int],
+                  rerun: re.Pattern | None = None) -> list[Path]:
+    """The suite files not yet finished (or named by --rerun), and of those every N-th starting at
+    the K-th (--part K/N)."""
     from redline.spec import resolve_suites
-    todo = [spec.path for spec in resolve_suites([str(directory)]) if spec.name not in done]
+    todo = [spec.path for spec in resolve_suites([str(directory)])
+            if spec.name not in done or (rerun and rerun.search(spec.name))]
     k, n = part
     return todo[k - 1::n]
 
@@ -158,6 +166,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "upstream-check.md")
     parser.add_argument("--resume", action="store_true",
                         help="skip suites that already have a finished run in the stores")
+    parser.add_argument("--rerun", type=re.compile, metavar="REGEX",
+                        help="with --resume: run the suites whose names match again (the newer run counts)")
     parser.add_argument("--part", type=parse_part, default=(1, 1), metavar="K/N",
                         help="run only every N-th remaining suite, starting at the K-th")
     parser.add_argument("--cpus", type=parse_cpus,
@@ -172,7 +182,7 @@ def main() -> int:
         print(args.out.read_text())
         return 0
     done = {r["test"] for r in runs_from_stores(stores)} if args.resume else set()
-    files = suites_to_run(args.suites, done, args.part)
+    files = suites_to_run(args.suites, done, args.part, args.rerun)
     command = [str(REPO / ".venv" / "bin" / "redline"), "run", *map(str, files), "--duration", args.duration,
                "--warmup", "1s", "--store", str(stores[0]), "--json", str(args.json)]
     started = time.monotonic()

@@ -275,3 +275,47 @@ def test_suites_that_prepare_the_same_data_share_one_snapshot(tmp_path, redline_
     assert datasets["a-reads"]["snapshot_key"] == datasets["b-writes"]["snapshot_key"]
     assert datasets["c-other-data"]["snapshot_key"] != datasets["a-reads"]["snapshot_key"]
     assert not datasets["c-other-data"].get("restored_from")
+
+
+def test_a_window_in_which_no_reply_completed_says_why(tmp_path, redline_cli):
+    """Every request blocks (BLPOP on a list nobody fills): the window measures nothing, and the
+    run says so with what was in flight instead of reporting zero throughput as a result."""
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    write_suite(suites, "never-answered", '--command="BLPOP nothing 0" --pipeline 2 -c 5 -t 2 --test-time 1')
+    out = tmp_path / "out.json"
+    redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db", check_exit=0)
+    run = json.loads(out.read_text())[0]
+    assert run["status"] == "ok" and not run["ops_per_sec"]
+    [flag] = [f for f in run["flags"] if f.startswith("no reply completed")]
+    assert flag.startswith("no reply completed in the measured 1 s with 20 requests in flight "
+                           "(10 connections × pipeline 2); the server spent ")
+    assert flag.endswith("so the replies were held back rather than slow (a blocking command waiting for data?)")
+
+
+def test_keys_with_a_time_to_live_are_prepared_every_time_never_restored(tmp_path, redline_cli, monkeypatch):
+    """An RDB keeps each key's deadline: restored minutes later the keys would be gone."""
+    monkeypatch.setenv("REDLINE_CACHE", str(tmp_path / "cache"))
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    preload = ("  preload_tool:", "    tool: memtier_benchmark",
+               '    arguments: --command "SET __key__ __data__ EX 300" --command-key-pattern P -n allkeys'
+               " --key-minimum 1 --key-maximum 150000 -c 5 -t 2 --pipeline 20")
+    write_suite(suites, "expiring", "--ratio 0:1 --key-maximum 150000 -c 2 -t 1 --test-time 1",
+                db_lines=(*preload, "  check:", "    keyspacelen: 150000"))
+    write_suite(suites, "expiring-check-wrong", "--ratio 0:1 -c 2 -t 1 --test-time 1",
+                db_lines=(*preload, "  check:", "    keyspacelen: 150001"))
+    out = tmp_path / "out.json"
+    for _ in range(2):
+        proc = redline_cli("run", suites, "--name", "expiring$", "--warmup", "0s", "--store", tmp_path / "r.db",
+                           check_exit=0)
+        assert "dataset snapshot not saved: 150000 keys have a time to live" in " ".join((proc.stdout + proc.stderr).split())
+    db = sqlite3.connect(tmp_path / "r.db")
+    datasets = [json.loads(f)["dataset"] for (f,) in db.execute("SELECT facts FROM runs ORDER BY id")]
+    assert len(datasets) == 2
+    assert all(d["keys_with_ttl"] == 150000 and not d.get("snapshot") and not d.get("restored_from")
+               for d in datasets)
+    redline_cli("run", suites, "--name", "wrong", "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db",
+                check_exit=1)
+    assert json.loads(out.read_text())[0]["error"].endswith(
+        "found 150000; 150000 of them have a time to live, and keys whose time ran out while preparing are gone")

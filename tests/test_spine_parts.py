@@ -6,6 +6,8 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ import pytest
 from redline.cli import duration
 from redline.engine import Side, interleaved
 from redline.errors import RunError, UsageError
-from redline.probes import read_cpu
+from redline.probes import WindowProbe, read_cpu
 from redline.server import ManagedServer, ServerSettings
 from redline.store import RunOutcome, Store
 from redline.targets import parse_config_pairs, parse_target
@@ -77,6 +79,35 @@ def test_managed_server_starts_pinned_with_no_persistence_and_stops():
         server.stop()
     assert not server.alive()
     assert not server.workdir.exists()
+
+
+def test_the_probe_reads_cpu_on_time_while_the_server_is_busy_and_server_time_per_call():
+    """A server busy with a 1.5 s script answers INFO late; the window's CPU edges are still read
+    when marked, and the per-call cost of a command comes from INFO commandstats."""
+    server = ManagedServer(ServerSettings(binary=REDIS)).start()
+    try:
+        client = server.client()
+        client.sadd("s", *range(10_000))
+        for _ in range(20):
+            client.srandmember("s", 5000)
+        busy_loop = ("local t = redis.call('TIME') repeat local n = redis.call('TIME') "
+                     "until (n[1] - t[1]) * 1000000 + (n[2] - t[2]) > 1500000")
+        script = threading.Thread(target=server.client().eval, args=(busy_loop, 0))
+        script.start()
+        time.sleep(0.2)
+        probe = WindowProbe(pids=server.pids(), client=server.info_client())
+        started = time.monotonic()
+        probe.mark_start()
+        probe.mark_end()
+        script.join()
+        assert time.monotonic() - started > 1.0          # INFO waited for the script
+        assert probe.cpu.at < 0.5 and probe.cpu.total_s < 0.5
+        assert probe.info_start is not None and probe.info_end is not None
+        calls, ms_per_call = probe.server_time_per_call(["SRANDMEMBER"])
+        assert calls == 20 and ms_per_call > 0.05
+        assert probe.server_time_per_call(["GET"]) is None       # never called
+    finally:
+        server.stop()
 
 
 def test_busy_port_is_replaced_by_a_free_one():
