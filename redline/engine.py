@@ -157,6 +157,21 @@ def _measures_miss_path(test: TestSpec, hits: int | None, misses: int | None) ->
     return misses / (hits + misses) > MISS_PATH_RATIO
 
 
+ERROR_TYPES_SHOWN = 3
+
+
+def _error_replies(load_output: dict) -> str:
+    """'N error replies: n1 × <first message of that type>; …' — the server's own words, most
+    frequent types first, so a reader sees the cause (a syntax the server lacks, BUSYKEY …)."""
+    counts: dict[str, int] = load_output.get("errors") or {}
+    examples: dict[str, str] = load_output.get("error_examples") or {}
+    ranked = sorted(counts.items(), key=lambda item: -item[1])
+    parts = [f"{count} × {examples.get(kind, kind)}" for kind, count in ranked[:ERROR_TYPES_SHOWN]]
+    if len(ranked) > ERROR_TYPES_SHOWN:
+        parts.append(f"{len(ranked) - ERROR_TYPES_SHOWN} more types")
+    return f"{sum(counts.values())} error replies: {'; '.join(parts)}"
+
+
 def _nothing_completed(result: LoadResult, probe: WindowProbe) -> str:
     """Why a window measured no operation: usually every connection's first requests queue behind
     each other's slow calls for longer than the window (upstream runs such suites for minutes)."""
@@ -266,6 +281,7 @@ class Engine:
         else:
             server = RemoteServer(*side.target.address).start()
         try:
+            preparation.check_server_can_run(test, server)
             started = time.monotonic()
             if restored:
                 # the server loaded the snapshot while starting: a restore costs the whole start
@@ -432,7 +448,7 @@ class Engine:
         if _measures_miss_path(test, hits, misses):
             flags.append(f"measures the miss path ({misses / (hits + misses):.0%} misses)")
         if metrics["errors"]:
-            flags.append(f"{int(metrics['errors'])} error replies")
+            flags.append(_error_replies(result.extra))
         if not ops and measured_s:
             flags.append(_nothing_completed(result, probe))
         for warning in result.extra.get("warnings") or []:

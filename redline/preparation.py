@@ -34,11 +34,44 @@ class SkipTest(Exception):
 BYTES_PER_KEY_OVERHEAD = 80          # rough per-key cost in redis beyond its values
 ELEMENT_OVERHEAD = 64                # per field/member of a hash table or skiplist encoded collection
 COMPACT_ELEMENT_OVERHEAD = 4         # per entry of a listpack (small collections)
-# redis' defaults for small collections kept as listpacks: hash-max-listpack-entries 512,
-# zset-max-listpack-entries 128 (and 128 for the other types' compact forms)
-COMPACT_ENCODING_MAX_ENTRIES = {"HSET": 512, "HMSET": 512}
-DEFAULT_COMPACT_MAX_ENTRIES = 128
 MEMORY_SHARE = 0.6                   # a dataset may take at most this share of the available memory
+
+
+@dataclass(frozen=True)
+class CompactEncodingLimit:
+    """When redis keeps a collection in its compact (listpack) form: at most `entries` elements
+    of at most `value_bytes` each; the configuration parameters that change it, newest name
+    first (7.0 renamed ziplist to listpack and kept the old names as aliases)."""
+    entries: int
+    value_bytes: int
+    entries_parameters: tuple[str, ...]
+    value_parameters: tuple[str, ...]
+
+    def within(self, elements: int, value_bytes: int, config: dict[str, str]) -> bool:
+        entries = _config_int(config, self.entries_parameters, self.entries)
+        largest = _config_int(config, self.value_parameters, self.value_bytes)
+        return elements <= entries and value_bytes <= largest
+
+
+def _encoding_limit(kind: str, entries: int, value_bytes: int) -> CompactEncodingLimit:
+    return CompactEncodingLimit(entries, value_bytes,
+                                (f"{kind}-max-listpack-entries", f"{kind}-max-ziplist-entries"),
+                                (f"{kind}-max-listpack-value", f"{kind}-max-ziplist-value"))
+
+
+# redis' defaults: hash-max-listpack-entries 512 / -value 64, zset-max-listpack-entries 128 / -value 64
+COMPACT_ENCODING_LIMITS = {"HSET": _encoding_limit("hash", 512, 64),
+                           "HMSET": _encoding_limit("hash", 512, 64),
+                           "ZADD": _encoding_limit("zset", 128, 64)}
+DEFAULT_COMPACT_ENCODING_LIMIT = CompactEncodingLimit(128, 64, (), ())
+
+
+def _config_int(config: dict[str, str], names: tuple[str, ...], default: int) -> int:
+    for name in names:
+        text = str(config.get(name, "")).strip().strip("'\"")
+        if text.isdigit():
+            return int(text)
+    return default
 
 
 def estimated_preload_bytes(test: TestSpec) -> int:
@@ -51,22 +84,26 @@ def estimated_preload_bytes(test: TestSpec) -> int:
         writes = workload.key_maximum - workload.key_minimum + 1  # at most one pass over the range
     else:
         writes = (workload.requests or 0) * workload.clients * workload.threads
-    return writes * max((_request_bytes(command, workload) for command in workload.commands), default=0)
+    config = test.db.configuration_parameters
+    return writes * max((_request_bytes(command, workload, config) for command in workload.commands),
+                        default=0)
 
 
-def _request_bytes(command: list[str], workload) -> int:
+def _request_bytes(command: list[str], workload, config: dict[str, str]) -> int:
     """What one request of `command` may leave in memory: the key's overhead, `__data__` values
     of the workload's size (the middle of --data-size-range) each with an element overhead (a
-    hash with 300 fields costs 300 of them, small listpack-encoded ones a few bytes), and the
-    literal arguments as written."""
+    hash with 300 fields in a hash table costs 300 of them, a listpack a few bytes each; which
+    encoding follows the suite's own configuration-parameters), and the literal arguments."""
     if workload.data_size_range:
         value = sum(workload.data_size_range) // 2
+        largest_value = max(workload.data_size_range)
     else:
-        value = workload.data_size or 0
+        value = largest_value = workload.data_size or 0
     values = sum(1 for arg in command[1:] if arg == "__data__")
     literals = sum(len(arg) for arg in command[1:] if arg != "__data__")
-    compact_limit = COMPACT_ENCODING_MAX_ENTRIES.get(command[0].upper(), DEFAULT_COMPACT_MAX_ENTRIES)
-    per_element = COMPACT_ELEMENT_OVERHEAD if values <= compact_limit else ELEMENT_OVERHEAD
+    limit = COMPACT_ENCODING_LIMITS.get(command[0].upper(), DEFAULT_COMPACT_ENCODING_LIMIT)
+    compact = limit.within(values, largest_value, config)
+    per_element = COMPACT_ELEMENT_OVERHEAD if compact else ELEMENT_OVERHEAD
     return BYTES_PER_KEY_OVERHEAD + values * (value + per_element) + literals
 
 
@@ -105,19 +142,67 @@ def unsupported_reason(test: TestSpec, topology, *, managed: bool = True) -> str
     return None
 
 
-def used_commands(test: TestSpec) -> list[str]:
-    """The command names the measured client and the preload send (memtier's default mix: SET, GET)."""
-    names: list[str] = []
+def _literal_commands(test: TestSpec):
+    """Each command line the measured client, the preload and the init commands send as written
+    (memtier's default SET/GET mix has none)."""
     for invocation in (test.client, test.db.preload):
         workload = getattr(invocation, "workload", None) if invocation else None
-        if workload is None:
-            continue
-        if workload.arbitrary_commands:
-            names += [command[0].upper() for command in workload.commands if command]
-        else:
-            names += ["SET", "GET"]
-    names += [command[0].upper() for command in test.db.init_commands if command]
-    return sorted(set(names))
+        if workload is not None and workload.arbitrary_commands:
+            yield from (command for command in workload.commands if command)
+    yield from (command for command in test.db.init_commands if command)
+
+
+def _uses_default_mix(test: TestSpec) -> bool:
+    return any(getattr(invocation, "workload", None) is not None and not invocation.workload.arbitrary_commands
+               for invocation in (test.client, test.db.preload) if invocation)
+
+
+def used_commands(test: TestSpec) -> list[str]:
+    """The command names the measured client and the preload send (memtier's default mix: SET, GET)."""
+    names = {command[0].upper() for command in _literal_commands(test)}
+    if _uses_default_mix(test):
+        names |= {"SET", "GET"}
+    return sorted(names)
+
+
+def restore_payloads(test: TestSpec) -> list[bytes]:
+    """The literal DUMP payloads of the test's `RESTORE key ttl payload …` commands."""
+    payloads = []
+    for command in _literal_commands(test):
+        if command[0].upper() == "RESTORE" and len(command) >= 4 and "__" not in command[3]:
+            try:
+                payloads.append(command[3].encode("latin-1"))   # the tokenizer keeps \xHH as one char
+            except UnicodeEncodeError:
+                continue
+    return sorted(set(payloads))
+
+
+def dump_rdb_version(payload: bytes) -> int | None:
+    """A DUMP payload ends with its RDB version (2 bytes, little-endian) and a CRC64 (8 bytes)."""
+    return int.from_bytes(payload[-10:-8], "little") if len(payload) >= 10 else None
+
+
+RESTORE_PROBE_KEY = "redline:restore-probe"
+
+
+def check_restore_payloads(test: TestSpec, client: redis.Redis) -> None:
+    """A server refuses DUMP payloads of a newer RDB version than its own (upstream's RESTORE
+    suites carry Redis 7.4 payloads): try each payload once on a scratch key before preparing,
+    so such a suite is skipped with the reason instead of measuring a stream of error replies."""
+    for payload in restore_payloads(test):
+        own = None
+        try:
+            client.set(RESTORE_PROBE_KEY, b"x")
+            own = dump_rdb_version(client.dump(RESTORE_PROBE_KEY) or b"")
+            client.restore(RESTORE_PROBE_KEY, 0, payload, replace=True)
+        except redis.ResponseError as exc:
+            theirs = dump_rdb_version(payload)
+            if theirs is not None and own is not None and theirs > own:
+                raise SkipTest(f"its RESTORE payload is RDB version {theirs}; this server writes version {own} "
+                               f"and refuses newer payloads ({exc})") from exc
+            raise RunError(f"the server refuses the suite's RESTORE payload: {exc}") from exc
+        finally:
+            client.delete(RESTORE_PROBE_KEY)
 
 
 def unknown_commands(test: TestSpec, client: redis.Redis) -> list[str]:
@@ -305,17 +390,23 @@ def check_keyspace(test: TestSpec, server: Server, *, before_init: int | None = 
     return {"keyspace_length": found, "keys_with_ttl": with_ttl}
 
 
-def prepare(test: TestSpec, server: Server, *, scale: float | None, observer,
-            client_cpus: tuple[int, ...] | None, workdir: Path) -> dict:
-    """Fill the server for `test`; returns the facts about the data to record with each run."""
-    facts: dict = {}
-    scale = dataset_scale(test, scale)
+def check_server_can_run(test: TestSpec, server: Server) -> None:
+    """SkipTest when the running server lacks what the test sends: a command (COMMAND INFO) or
+    the RDB version of a RESTORE payload. Checked before preparing and before a restore alike."""
     try:
         missing = unknown_commands(test, server.client())
     except redis.RedisError:
         missing = []          # a server without COMMAND INFO: let the run tell
     if missing:
         raise SkipTest(f"the server does not know {', '.join(missing)} (COMMAND INFO)")
+    check_restore_payloads(test, server.command_client())
+
+
+def prepare(test: TestSpec, server: Server, *, scale: float | None, observer,
+            client_cpus: tuple[int, ...] | None, workdir: Path) -> dict:
+    """Fill the server for `test`; returns the facts about the data to record with each run."""
+    facts: dict = {}
+    scale = dataset_scale(test, scale)
     shortfall = unreachable_keyspace(test.db)
     if shortfall:
         raise RunError(f"keyspace check failed before preparing anything: {shortfall}")

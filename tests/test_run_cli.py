@@ -319,3 +319,51 @@ def test_keys_with_a_time_to_live_are_prepared_every_time_never_restored(tmp_pat
                 check_exit=1)
     assert json.loads(out.read_text())[0]["error"].endswith(
         "found 150000; 150000 of them have a time to live, and keys whose time ran out while preparing are gone")
+
+
+def _escaped(payload: bytes) -> str:
+    return "".join(f"\\x{byte:02x}" for byte in payload)
+
+
+def test_restore_payloads_the_server_refuses_are_found_before_measuring(tmp_path, redline_cli):
+    """Upstream's RESTORE suites carry Redis 7.4 DUMP payloads (RDB version 12) that older servers
+    refuse: a newer payload skips the suite with the versions, a corrupt one fails it, a good one runs."""
+    from conftest import start_redis_server
+    server = start_redis_server(tmp_path)
+    try:
+        server.client().set("k", "AAAAAAAAAA")
+        dumped = server.client().dump("k")
+    finally:
+        server.stop()
+    own = int.from_bytes(dumped[-10:-8], "little")
+    newer = dumped[:-10] + (own + 2).to_bytes(2, "little") + dumped[-8:]
+    corrupt = dumped[:-1] + bytes([dumped[-1] ^ 0xFF])
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    for name, payload in (("restore-good", dumped), ("restore-newer", newer), ("restore-corrupt", corrupt)):
+        write_suite(suites, name, f"--command 'RESTORE __key__ 0 \"{_escaped(payload)}\" REPLACE' "
+                                  "--key-maximum 100 -c 2 -t 1 --test-time 1")
+    out = tmp_path / "out.json"
+    redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db", check_exit=1)
+    runs = {r["test"]: r for r in json.loads(out.read_text())}
+    assert runs["restore-good"]["status"] == "ok" and runs["restore-good"]["ops_per_sec"] > 0
+    assert not [f for f in runs["restore-good"]["flags"] if "error replies" in f]
+    assert runs["restore-newer"]["status"] == "skipped"
+    assert runs["restore-newer"]["error"].startswith(
+        f"its RESTORE payload is RDB version {own + 2}; this server writes version {own} and refuses newer payloads (")
+    assert runs["restore-corrupt"]["status"] == "failed"
+    assert runs["restore-corrupt"]["error"] == ("the server refuses the suite's RESTORE payload: "
+                                                "DUMP payload version or checksum are wrong")
+
+
+def test_error_replies_are_counted_with_the_servers_own_words(tmp_path, redline_cli):
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    write_suite(suites, "bad-option", '--command "SET __key__ __data__ NOSUCHOPTION" --command-ratio 1 '
+                                      '--command "GET __key__" --command-ratio 1 -c 2 -t 1 --test-time 1')
+    out = tmp_path / "out.json"
+    redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db", check_exit=0)
+    [run] = json.loads(out.read_text())
+    [flag] = [f for f in run["flags"] if "error replies" in f]
+    count = int(flag.split()[0])
+    assert count > 100 and flag == f"{count} error replies: {count} × ERR syntax error"

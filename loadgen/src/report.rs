@@ -229,6 +229,9 @@ pub fn redline_object(cfg: &Config, wl: &Workload, r: &RunResult, warnings: &[St
     for (k, v) in errs {
         errors.insert(String::from_utf8_lossy(k).into_owned(), json!(v));
     }
+    let error_examples: Map<String, Value> = r.stats.error_examples.iter()
+        .map(|(k, line)| (String::from_utf8_lossy(k).into_owned(), json!(String::from_utf8_lossy(line))))
+        .collect();
     let builtin = wl.builtin_ratio.is_some();
     let (hits, misses) = if builtin {
         (total.hits, total.misses)
@@ -253,6 +256,7 @@ pub fn redline_object(cfg: &Config, wl: &Workload, r: &RunResult, warnings: &[St
         "misses": misses,
         "hits_counted_as": if builtin { "GET replies that are not null (memtier)" } else { "non-null, non-error replies of every command; misses are null replies" },
         "errors": Value::Object(errors),
+        "error_examples": Value::Object(error_examples),
         "send_pattern": {
             "pipeline": cfg.pipeline,
             "threads": cfg.threads,

@@ -124,11 +124,16 @@ pub struct ConnCounters {
     pub lost: u64,
 }
 
+/// Longest error line kept as an example of its type.
+const ERROR_EXAMPLE_MAX: usize = 200;
+
 pub struct ThreadStats {
     pub cmds: Vec<CmdStats>,
     /// seconds[s][cmd]
     pub seconds: Vec<Vec<SecondStats>>,
     pub errors: HashMap<Vec<u8>, u64>,
+    /// The first full error line seen of each type (what a reader needs to see the cause).
+    pub error_examples: HashMap<Vec<u8>, Vec<u8>>,
     /// Null / non-null replies of all commands (redline's hit accounting for --command).
     pub null_replies: u64,
     pub value_replies: u64,
@@ -144,6 +149,7 @@ impl ThreadStats {
             cmds: (0..ncmds).map(|_| CmdStats::new()).collect(),
             seconds: Vec::new(),
             errors: HashMap::new(),
+            error_examples: HashMap::new(),
             null_replies: 0,
             value_replies: 0,
             conns: ConnCounters::default(),
@@ -201,6 +207,7 @@ impl ThreadStats {
             *n += 1;
         } else {
             self.errors.insert(word.to_vec(), 1);
+            self.error_examples.insert(word.to_vec(), line[..line.len().min(ERROR_EXAMPLE_MAX)].to_vec());
         }
     }
 
@@ -218,6 +225,9 @@ impl ThreadStats {
         }
         for (k, v) in &o.errors {
             *self.errors.entry(k.clone()).or_insert(0) += v;
+        }
+        for (k, line) in &o.error_examples {
+            self.error_examples.entry(k.clone()).or_insert_with(|| line.clone());
         }
         self.null_replies += o.null_replies;
         self.value_replies += o.value_replies;
