@@ -74,25 +74,36 @@ def _config_int(config: dict[str, str], names: tuple[str, ...], default: int) ->
     return default
 
 
+# commands whose value replaces the key's (or field's) previous one: rewriting a key costs nothing more
+REPLACING_COMMANDS = frozenset({"SET", "SETEX", "PSETEX", "SETNX", "GETSET", "HSET", "HMSET", "HSETNX"})
+
+
 def estimated_preload_bytes(test: TestSpec) -> int:
-    """A rough size of what the preload writes: requests × (each command's values and literal
-    arguments + an element overhead per value), taking the largest command; 0 when unknown."""
+    """A rough size of what the preload leaves: a key overhead per distinct key, plus each
+    request's values and literal arguments (with an element overhead per value) — for every
+    request when the command adds to a collection (LPUSH 640,000 times over 5,000 keys grows
+    lists), once per key when it replaces (SET); the largest command counts. 0 when unknown."""
     workload = getattr(test.db.preload, "workload", None) if test.db.preload else None
     if workload is None:
         return 0
+    key_range = workload.key_maximum - workload.key_minimum + 1
     if workload.requests_allkeys:
-        writes = workload.key_maximum - workload.key_minimum + 1  # at most one pass over the range
+        writes = key_range  # at most one pass over the range
     else:
         writes = (workload.requests or 0) * workload.clients * workload.threads
+    keys = min(writes, key_range)
     config = test.db.configuration_parameters
-    return writes * max((_request_bytes(command, workload, config) for command in workload.commands),
-                        default=0)
+    largest = 0
+    for command in workload.commands:
+        kept = keys if command[0].upper() in REPLACING_COMMANDS else writes
+        largest = max(largest, kept * _request_bytes(command, workload, config))
+    return keys * BYTES_PER_KEY_OVERHEAD + largest
 
 
 def _request_bytes(command: list[str], workload, config: dict[str, str]) -> int:
-    """What one request of `command` may leave in memory: the key's overhead, `__data__` values
-    of the workload's size (the middle of --data-size-range) each with an element overhead (a
-    hash with 300 fields in a hash table costs 300 of them, a listpack a few bytes each; which
+    """What one request of `command` may add to memory besides its key: `__data__` values of
+    the workload's size (the middle of --data-size-range) each with an element overhead (a hash
+    with 300 fields in a hash table costs 300 of them, a listpack a few bytes each; which
     encoding follows the suite's own configuration-parameters), and the literal arguments."""
     if workload.data_size_range:
         value = sum(workload.data_size_range) // 2
@@ -100,11 +111,11 @@ def _request_bytes(command: list[str], workload, config: dict[str, str]) -> int:
     else:
         value = largest_value = workload.data_size or 0
     values = sum(1 for arg in command[1:] if arg == "__data__")
-    literals = sum(len(arg) for arg in command[1:] if arg != "__data__")
+    literals = sum(len(arg) for arg in command[1:] if arg != "__data__" and arg != "__key__")
     limit = COMPACT_ENCODING_LIMITS.get(command[0].upper(), DEFAULT_COMPACT_ENCODING_LIMIT)
     compact = limit.within(values, largest_value, config)
     per_element = COMPACT_ELEMENT_OVERHEAD if compact else ELEMENT_OVERHEAD
-    return BYTES_PER_KEY_OVERHEAD + values * (value + per_element) + literals
+    return values * (value + per_element) + literals
 
 
 def available_memory_bytes() -> int:

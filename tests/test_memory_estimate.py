@@ -10,14 +10,14 @@ from redline.spec import load_test
 
 SUITE = """\
 version: 0.4
-name: estimate-{fields}
+name: estimate
 dbconfig:
   configuration-parameters:
     hash-max-listpack-entries: '{listpack_entries}'
   preload_tool:
     tool: memtier_benchmark
-    arguments: '--data-size-range=8-24 --random-data --key-prefix entity: --command "HSET __key__ {pairs}"
-      --command-key-pattern P -n allkeys --key-minimum 1 --key-maximum {keys} -c 4 -t 1 --pipeline 20'
+    arguments: '{data} --key-prefix entity: --command "{command}" --command-key-pattern P {requests}
+      --key-minimum 1 --key-maximum {keys} -c 4 -t 1 --pipeline 20'
 tested-commands:
 - hget
 clientconfig:
@@ -26,21 +26,38 @@ clientconfig:
 """
 
 
-# listpacks (50 and 300 fields under the default limit of 512), then the suite's own limit of 128
-# turning 300 fields into a hash table (an upstream feature-store suite does this: 4x the memory)
-@pytest.mark.parametrize("fields, keys, listpack_entries", [(50, 20_000, 512), (300, 2_000, 512),
-                                                            (300, 2_000, 128)])
-def test_estimate_is_close_to_the_memory_a_real_preload_takes(tmp_path, fields, keys, listpack_entries):
-    pairs = " ".join(f"feature_{i} __data__" for i in range(1, fields + 1))
+def hset(fields: int) -> str:
+    return "HSET __key__ " + " ".join(f"feature_{i} __data__" for i in range(1, fields + 1))
+
+
+FEATURES = "--data-size-range=8-24 --random-data"
+CASES = {
+    # listpacks (50 and 300 fields under the default limit of 512) ...
+    "50 fields, listpack": (hset(50), FEATURES, "-n allkeys", 20_000, 512),
+    "300 fields, listpack": (hset(300), FEATURES, "-n allkeys", 2_000, 512),
+    # ... then the suite's own limit of 128 turns 300 fields into a hash table (an upstream
+    # feature-store suite does this: 4x the memory)
+    "300 fields, hash table": (hset(300), FEATURES, "-n allkeys", 2_000, 128),
+    # many pushes over few keys grow lists (an upstream LPOP suite: 128 elements per key)
+    "LPUSH 50 per key": ("LPUSH __key__ __data__", "--data-size 10", "-n 25000", 2_000, 512),
+    # many SETs over few keys rewrite the same keys
+    "SET rewritten": ("SET __key__ __data__", "--data-size 100", "-n 25000", 20_000, 512),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_estimate_is_close_to_the_memory_a_real_preload_takes(tmp_path, case):
+    command, data, requests, keys, listpack_entries = CASES[case]
     path = tmp_path / "suite.yml"
-    path.write_text(SUITE.format(fields=fields, pairs=pairs, keys=keys, listpack_entries=listpack_entries))
+    path.write_text(SUITE.format(command=command, data=data, requests=requests, keys=keys,
+                                 listpack_entries=listpack_entries))
     test = load_test(path)
     server = start_redis_server(tmp_path, **test.db.configuration_parameters)
     try:
         before = server.client().info("memory")["used_memory"]
         run_load(LoadRequest(arguments=test.db.preload.arguments, host=server.host, port=server.port,
                              json_path=tmp_path / "preload.json"), timeout_s=120)
-        assert server.client().dbsize() == keys          # four connections: each writes its share once
+        assert server.client().dbsize() == keys          # four connections: each writes its share
         used = server.client().info("memory")["used_memory"] - before
     finally:
         server.stop()
