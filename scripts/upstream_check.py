@@ -28,7 +28,6 @@ import re
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -45,27 +44,30 @@ def classify(run: dict) -> str:
     return "valid"
 
 
-def summarise(runs: list[dict], seconds: float, command: list[str], partial: bool = False) -> str:
+def summarise(runs: list[dict], command: list[str], *, suite_count: int, hours: float) -> str:
+    """The check's summary in Markdown, over every store (a resumed or split check is whole)."""
     kinds = collections.Counter(classify(r) for r in runs)
     runnable = len(runs) - kinds["skipped"]
     valid_share = kinds["valid"] / runnable if runnable else 0.0
-    timing = "partial: the first suites of a check still running or cut short" if partial \
-        else f"{seconds / 60:.0f} minutes"
     lines = ["# Upstream suites on this machine", "",
-             f"Command: `{' '.join(command)}` ({timing}).", "",
+             f"Command: `{' '.join(command)}` ({_coverage(runs, suite_count, hours)}).", "",
              "| suites | runnable here | valid results | failed | ran but invalid | skipped |",
              "|---:|---:|---:|---:|---:|---:|",
              f"| {len(runs)} | {runnable} | {kinds['valid']} ({valid_share:.0%}) | {kinds['failed']} | "
              f"{kinds['invalid']} | {kinds['skipped']} |", ""]
-    reasons = collections.Counter(_reason_class(r["error"]) for r in runs if r["status"] == "skipped")
+    skipped = [r for r in runs if r["status"] == "skipped"]
+    reasons = collections.Counter(_reason_class(r["error"]) for r in skipped)
     lines += ["Skipped, by reason:", "", "| reason | suites |", "|---|---:|"]
     lines += [f"| {reason} | {count} |" for reason, count in reasons.most_common()]
+    grouped = [r for r in skipped if _reason_class(r["error"]) != r["error"]]
+    if grouped:
+        lines += ["", "The grouped reasons, suite by suite:", ""]
+        lines += [f"- {r['test']}: {_without_directories(r['error'])}" for r in grouped]
     lines += ["", "Failed or invalid, each with its reason:", "", "| suite | reason |", "|---|---|"]
     for r in runs:
-        kind = classify(r)
-        if kind in ("failed", "invalid"):
+        if classify(r) in ("failed", "invalid"):
             why = r.get("error") or "; ".join(r.get("flags", [])) or "no operations measured"
-            lines.append(f"| {r['test']} | {why.splitlines()[0][:200]} |")
+            lines.append(f"| {r['test']} | {why.splitlines()[0]} |")
     flagged = [r for r in runs if classify(r) == "valid" and any("miss path" in f for f in r.get("flags", []))]
     lines += ["", f"Valid but measuring the miss path (more than half of the reads missed): {len(flagged)}", ""]
     lines += [f"- {r['test']}: {next(f for f in r['flags'] if 'miss path' in f)}" for r in flagged]
@@ -73,12 +75,37 @@ def summarise(runs: list[dict], seconds: float, command: list[str], partial: boo
     return "\n".join(lines) + "\n"
 
 
+def _coverage(runs: list[dict], suite_count: int, hours: float) -> str:
+    done = "every suite has a result" if len(runs) >= suite_count else \
+        f"partial: {len(runs)} of {suite_count} suites have a result"
+    return f"{done}; {hours:.1f} hours of running, parts that ran side by side counted each"
+
+
+def wall_hours(stores: list[Path]) -> float:
+    """First start to last finish in each store, added up (a store holds one part of a check)."""
+    total = 0.0
+    for store in stores:
+        if store.exists():
+            first, last = sqlite3.connect(store).execute(
+                "SELECT min(started_at), max(finished_at) FROM runs").fetchone()
+            total += (last - first) if first and last else 0.0
+    return total / 3600
+
+
+# reasons that differ only in a detail, counted as one row (each suite's own words listed below)
+REASON_GROUPS = {"runs on ": "needs another topology (replicas, cluster, io-threads; choose with --topology)",
+                 "client tool": "its client tool is not memtier_benchmark",
+                 "preload tool": "its preload tool is not memtier_benchmark",
+                 "its preload needs": "its preload needs more than 60% of the available memory",
+                 "the suite has errors": "the suite has errors"}
+
+
 def _reason_class(reason: str) -> str:
-    for prefix in ("needs topology", "runs ", "the server does not know", "its preload needs",
-                   "client tool", "preload tool", "the suite has errors"):
-        if reason.startswith(prefix):
-            return reason if prefix == "the server does not know" else prefix + " …"
-    return reason
+    return next((label for prefix, label in REASON_GROUPS.items() if reason.startswith(prefix)), reason)
+
+
+def _without_directories(reason: str) -> str:
+    return re.sub(r"/\S*/([^/\s]+\.ya?ml)", r"\1", reason)
 
 
 def runs_from_store(store: Path) -> list[dict]:
@@ -120,6 +147,11 @@ def suites_to_run(directory: Path, done: set[str], part: tuple[int, int],
     return todo[k - 1::n]
 
 
+def suite_count(directory: Path) -> int:
+    from redline.spec import resolve_suites
+    return len(resolve_suites([str(directory)]))
+
+
 def parse_part(text: str) -> tuple[int, int]:
     k, _, n = text.partition("/")
     if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
@@ -139,19 +171,25 @@ def snapshot_reuse(runs: list[dict]) -> list[str]:
     that saved the snapshot it restored."""
     prepared = {r["dataset"]["snapshot_key"]: r for r in runs
                 if r.get("dataset", {}).get("snapshot") and r["dataset"].get("snapshot_key")}
-    pairs = [(prepared[r["dataset"]["snapshot_key"]], r) for r in runs
-             if r.get("dataset", {}).get("restored_from") and r["dataset"].get("snapshot_key") in prepared]
-    if not pairs:
+    restorers: dict[str, list[dict]] = collections.defaultdict(list)
+    for r in runs:
+        key = r.get("dataset", {}).get("snapshot_key")
+        if r["dataset"].get("restored_from") and key in prepared:
+            restorers[key].append(r)
+    if not restorers:
         return []
-    avoided = sum(p["dataset"]["prepared_s"] for p, _ in pairs)
+    def avoided(key: str) -> float:
+        return prepared[key]["dataset"]["prepared_s"] * len(restorers[key])
+    restores = sum(len(rs) for rs in restorers.values())
     lines = ["", f"Shared snapshots: {len(prepared)} preparations were saved as RDB snapshots and "
-             f"{len(pairs)} suites restored one instead of preparing their data again, avoiding "
-             f"{avoided / 60:.0f} minutes of preparation. The largest:", "",
-             "| restored by | prepared by | keys | preparation s |", "|---|---|---:|---:|"]
-    pairs.sort(key=lambda pr: -pr[0]["dataset"]["prepared_s"])
-    for p, r in pairs[:8]:
-        lines.append(f"| {r['test']} | {p['test']} | {r['dataset'].get('keyspace_length', 0):,} | "
-                     f"{p['dataset']['prepared_s']:.1f} |")
+             f"{restores} suites restored one instead of preparing their data again, avoiding "
+             f"{sum(map(avoided, restorers)) / 60:.0f} minutes of preparation. The largest savings:", "",
+             "| snapshot prepared by | keys | preparation s | restored by | avoided s |",
+             "|---|---:|---:|---:|---:|"]
+    for key in sorted(restorers, key=avoided, reverse=True)[:8]:
+        p = prepared[key]
+        lines.append(f"| {p['test']} | {p['dataset'].get('keyspace_length', 0):,} | "
+                     f"{p['dataset']['prepared_s']:.1f} | {len(restorers[key])} suites | {avoided(key):.0f} |")
     return lines
 
 
@@ -177,22 +215,18 @@ def main() -> int:
     args = parser.parse_args()
     stores = args.store or [Path("upstream-check.db")]
     shown = ["redline", "run", "<upstream test-suites>", "--duration", args.duration, "--warmup", "1s"]
-    if args.summarise_store:
-        args.out.write_text(summarise(runs_from_stores(stores), 0.0, shown, partial=True))
-        print(args.out.read_text())
-        return 0
-    done = {r["test"] for r in runs_from_stores(stores)} if args.resume else set()
-    files = suites_to_run(args.suites, done, args.part, args.rerun)
-    command = [str(REPO / ".venv" / "bin" / "redline"), "run", *map(str, files), "--duration", args.duration,
-               "--warmup", "1s", "--store", str(stores[0]), "--json", str(args.json)]
-    started = time.monotonic()
-    cpus = args.cpus
-    # exit status 1 when some runs failed: the summary says which
-    subprocess.run(command, preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
-    args.out.write_text(summarise(runs_from_stores(stores), time.monotonic() - started, shown))
+    if not args.summarise_store:
+        done = {r["test"] for r in runs_from_stores(stores)} if args.resume else set()
+        files = suites_to_run(args.suites, done, args.part, args.rerun)
+        command = [str(REPO / ".venv" / "bin" / "redline"), "run", *map(str, files), "--duration", args.duration,
+                   "--warmup", "1s", "--store", str(stores[0]), "--json", str(args.json)]
+        cpus = args.cpus
+        # exit status 1 when some runs failed: the summary says which
+        subprocess.run(command, preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+    args.out.write_text(summarise(runs_from_stores(stores), shown, suite_count=suite_count(args.suites),
+                                  hours=wall_hours(stores)))
     print(args.out.read_text())
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
