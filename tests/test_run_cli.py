@@ -125,19 +125,23 @@ def test_keyspace_check_failure_names_expected_and_found(tmp_path, redline_cli):
 def test_killing_redline_keeps_finished_runs_and_marks_the_current_one(tmp_path, sig):
     db = tmp_path / "r.db"
     proc = subprocess.Popen([*REDLINE, "run", "quick", "--name", "string-set-100B-pipeline-(1|10)$",
-                             "--runs", "5", "--duration", "1s", "--warmup", "0s", "--store", str(db)],
+                             "--runs", "5", "--duration", "2s", "--warmup", "0s", "--store", str(db)],
                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        time.sleep(0.2)
+        time.sleep(0.1)
         try:
             with sqlite3.connect(db) as check:
                 finished = check.execute("SELECT count(*) FROM runs WHERE status='ok'").fetchone()[0]
-                running = check.execute("SELECT count(*) FROM runs WHERE status='running'").fetchone()[0]
+                started = [at for (at,) in check.execute("SELECT started_at FROM runs WHERE status='running'")]
         except sqlite3.OperationalError:       # the store is still being created
             continue
-        if finished >= 2 and running == 1:
+        # signal well inside a run (begun under 0.5 s ago, 2 s long): between two runs there
+        # is no current run to mark
+        if finished >= 2 and len(started) == 1 and time.time() - started[0] < 0.5:
             break
+    else:
+        pytest.fail("never saw a run in progress after two finished ones")
     proc.send_signal(sig)
     assert proc.wait(timeout=30) != 0
     Store(db).close()   # opening the store again recovers what a killed process left behind
