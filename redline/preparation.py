@@ -153,19 +153,25 @@ def unsupported_reason(test: TestSpec, topology, *, managed: bool = True) -> str
     return None
 
 
+def _workloads(test: TestSpec):
+    """The parsed memtier workloads of the measured client and of the preload, where there are."""
+    for invocation in (test.client, test.db.preload):
+        workload = getattr(invocation, "workload", None) if invocation else None
+        if workload is not None:
+            yield workload
+
+
 def _literal_commands(test: TestSpec):
     """Each command line the measured client, the preload and the init commands send as written
     (memtier's default SET/GET mix has none)."""
-    for invocation in (test.client, test.db.preload):
-        workload = getattr(invocation, "workload", None) if invocation else None
-        if workload is not None and workload.arbitrary_commands:
+    for workload in _workloads(test):
+        if workload.arbitrary_commands:
             yield from (command for command in workload.commands if command)
     yield from (command for command in test.db.init_commands if command)
 
 
 def _uses_default_mix(test: TestSpec) -> bool:
-    return any(getattr(invocation, "workload", None) is not None and not invocation.workload.arbitrary_commands
-               for invocation in (test.client, test.db.preload) if invocation)
+    return any(not workload.arbitrary_commands for workload in _workloads(test))
 
 
 def used_commands(test: TestSpec) -> list[str]:
@@ -201,19 +207,25 @@ def check_restore_payloads(test: TestSpec, client: redis.Redis) -> None:
     suites carry Redis 7.4 payloads): try each payload once on a scratch key before preparing,
     so such a suite is skipped with the reason instead of measuring a stream of error replies."""
     for payload in restore_payloads(test):
-        own = None
         try:
-            client.set(RESTORE_PROBE_KEY, b"x")
-            own = dump_rdb_version(client.dump(RESTORE_PROBE_KEY) or b"")
             client.restore(RESTORE_PROBE_KEY, 0, payload, replace=True)
         except redis.ResponseError as exc:
-            theirs = dump_rdb_version(payload)
+            theirs, own = dump_rdb_version(payload), _server_dump_version(client)
             if theirs is not None and own is not None and theirs > own:
                 raise SkipTest(f"its RESTORE payload is RDB version {theirs}; this server writes version {own} "
                                f"and refuses newer payloads ({exc})") from exc
             raise RunError(f"the server refuses the suite's RESTORE payload: {exc}") from exc
         finally:
             client.delete(RESTORE_PROBE_KEY)
+
+
+def _server_dump_version(client: redis.Redis) -> int | None:
+    """The RDB version of the server's own DUMP payloads (a scratch key, deleted at once)."""
+    try:
+        client.set(RESTORE_PROBE_KEY, b"x")
+        return dump_rdb_version(client.dump(RESTORE_PROBE_KEY) or b"")
+    finally:
+        client.delete(RESTORE_PROBE_KEY)
 
 
 def unknown_commands(test: TestSpec, client: redis.Redis) -> list[str]:

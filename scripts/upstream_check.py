@@ -136,20 +136,18 @@ def runs_from_stores(stores: list[Path]) -> list[dict]:
     return sorted(runs.values(), key=lambda r: r["test"])
 
 
-def suites_to_run(directory: Path, done: set[str], part: tuple[int, int],
+def suite_specs(directory: Path) -> list:
+    from redline.spec import resolve_suites
+    return resolve_suites([str(directory)])
+
+
+def suites_to_run(specs: list, done: set[str], part: tuple[int, int],
                   rerun: re.Pattern | None = None) -> list[Path]:
     """The suite files not yet finished (or named by --rerun), and of those every N-th starting at
     the K-th (--part K/N)."""
-    from redline.spec import resolve_suites
-    todo = [spec.path for spec in resolve_suites([str(directory)])
-            if spec.name not in done or (rerun and rerun.search(spec.name))]
+    todo = [spec.path for spec in specs if spec.name not in done or (rerun and rerun.search(spec.name))]
     k, n = part
     return todo[k - 1::n]
-
-
-def suite_count(directory: Path) -> int:
-    from redline.spec import resolve_suites
-    return len(resolve_suites([str(directory)]))
 
 
 def parse_part(text: str) -> tuple[int, int]:
@@ -215,15 +213,16 @@ def main() -> int:
     args = parser.parse_args()
     stores = args.store or [Path("upstream-check.db")]
     shown = ["redline", "run", "<upstream test-suites>", "--duration", args.duration, "--warmup", "1s"]
+    specs = suite_specs(args.suites)
     if not args.summarise_store:
         done = {r["test"] for r in runs_from_stores(stores)} if args.resume else set()
-        files = suites_to_run(args.suites, done, args.part, args.rerun)
+        files = suites_to_run(specs, done, args.part, args.rerun)
         command = [str(REPO / ".venv" / "bin" / "redline"), "run", *map(str, files), "--duration", args.duration,
                    "--warmup", "1s", "--store", str(stores[0]), "--json", str(args.json)]
         cpus = args.cpus
         # exit status 1 when some runs failed: the summary says which
         subprocess.run(command, preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
-    args.out.write_text(summarise(runs_from_stores(stores), shown, suite_count=suite_count(args.suites),
+    args.out.write_text(summarise(runs_from_stores(stores), shown, suite_count=len(specs),
                                   hours=wall_hours(stores)))
     print(args.out.read_text())
     return 0
