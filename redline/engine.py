@@ -209,6 +209,8 @@ class Engine:
             managed = all(side.target.managed for side in sides)
             for number, test in enumerate(tests, 1):
                 self.observer.test_started(test, number, len(tests))
+                for dropped in test.dropped:          # redline-owned settings (redline.spec.owned)
+                    self.observer.note(f"{dropped.location}: {dropped.message}")
                 for topology in settings.topologies:
                     reason = preparation.unsupported_reason(test, topology, managed=managed)
                     if reason:

@@ -15,6 +15,8 @@ from typing import Callable, Protocol
 from redline.children import die_with_parent
 from redline.errors import RunError
 from redline.pinning import pinned
+from redline.spec.memtier import without_options
+from redline.spec.owned import CLIENT_OPTIONS
 
 PERCENTILES = "50,90,99,99.9,99.99"
 LISTENER_GRACE_S = 90.0     # the window probe may wait this long for a busy server to answer INFO (2 × its 30 s timeout, and some)
@@ -51,9 +53,11 @@ class LoadRequest:
     cpus: tuple[int, ...] | None = None
 
     def argv(self) -> list[str]:
-        """Suite arguments first, redline's overrides after them (the last value of a flag wins).
-        A duration makes every run time-based: a suite's request count (-n) is dropped with it."""
-        arguments = without_request_count(self.arguments) if self.duration_s is not None else self.arguments
+        """Suite arguments first without the options redline owns (redline.spec.owned), redline's
+        own after them (the last value of a flag wins). A duration makes every run time-based: a
+        suite's request count (-n) is dropped with it."""
+        dropped = {*CLIENT_OPTIONS, *(REQUEST_OPTIONS if self.duration_s is not None else ())}
+        arguments = without_options(self.arguments, dropped)
         argv = [str(loadgen_binary()), *arguments, "--server", self.host, "--port", str(self.port),
                 "--json-out-file", str(self.json_path), "--events", "--hide-histogram",
                 f"--print-percentiles={PERCENTILES}"]
@@ -64,21 +68,7 @@ class LoadRequest:
         return argv
 
 
-REQUEST_FLAGS = ("-n", "--requests")
-
-
-def without_request_count(arguments: list[str]) -> list[str]:
-    """memtier arguments without -n/--requests (`-n N`, `--requests N`, `--requests=N`)."""
-    out, skip_next = [], False
-    for token in arguments:
-        if skip_next:
-            skip_next = False
-            continue
-        if token in REQUEST_FLAGS:
-            skip_next = True
-        elif not token.startswith("--requests="):
-            out.append(token)
-    return out
+REQUEST_OPTIONS = ("requests",)
 
 
 def _seconds_arg(seconds: float) -> str:

@@ -160,12 +160,11 @@ class ManagedServer(Server):
                        f"(busy: {', '.join(map(str, self.busy_ports))})")
 
     def _write_config(self, port: int) -> Path:
-        lines = [
-            f"port {port}", f"bind {LOOPBACK}", "daemonize no",
-            f"dir {self.workdir}", f"logfile {self.log_path}", "dbfilename dump.rdb",
-        ]
         merged = {**BASE_CONFIG, **self.settings.config}
-        lines += [_config_line(str(k), str(v)) for k, v in merged.items()]
+        lines = [_config_line(str(k), str(v)) for k, v in merged.items()]
+        # redline's own last: the last line of a parameter wins (redline.spec.owned)
+        lines += [f"port {port}", f"bind {LOOPBACK}", "daemonize no",
+                  f"dir {self.workdir}", f"logfile {self.log_path}", "dbfilename dump.rdb"]
         path = self.workdir / "redis.conf"
         path.write_text("\n".join(lines) + "\n")
         return path

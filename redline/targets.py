@@ -9,6 +9,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from redline.errors import UsageError
+from redline.spec.owned import owned_server_parameter
 
 SCHEMES = "bin:PATH, git:REPO@REF, src:DIR or tcp://HOST:PORT"
 
@@ -84,6 +85,9 @@ def parse_config_pairs(pairs: list[str], flag: str) -> dict[str, str]:
         name, sep, value = pair.partition("=")
         if not sep or not name.strip():
             raise UsageError(f"{flag} expects NAME=VALUE, got {pair!r}")
+        owned = owned_server_parameter(name)
+        if owned:
+            raise UsageError(f"{flag} {name.strip()}: redline sets this parameter itself ({owned})")
         config[name.strip()] = value
     return config
 

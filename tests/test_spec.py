@@ -488,8 +488,9 @@ def test_abbreviated_and_redline_owned_flags_warn():
     assert wl.pipeline == 4 and not wl.errors
     warnings = [p.message for p in wl.problems]
     assert "abbreviated flag --pipel read as --pipeline" in warnings
-    assert any("--server is decided by redline" in m for m in warnings)
-    assert any("--port is decided by redline" in m for m in warnings)
+    assert "--server is set by redline (where the load goes); the suite's value is dropped" in warnings
+    assert any("--port is set by redline" in m for m in warnings)
+    assert [p.owned for p in wl.problems] == [False, True, True]
     ambiguous = parse_client_arguments(["--data-size-r", "1-2", "--key-m", "3"]).errors
     assert any("ambiguous memtier_benchmark flag --key-m" in p.message for p in ambiguous)
 

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import yaml
 
-from .errors import SpecError
+from .errors import Diagnostic, SpecError
 from .memtier import parse_client_arguments, split_command
 from .keyspace import unreachable_keyspace
 from .model import DbConfig, TestSpec, ToolInvocation
+from .owned import owned_server_parameter, server_parameter_note
 from .yamlnodes import NodeReader, compose_file, line_of, suggest, type_name
 
 SUPPORTED_VERSION = "0.4"
@@ -66,6 +67,12 @@ def load_test(path: Path) -> TestSpec:
 class _SpecBuilder:
     def __init__(self, reader: NodeReader):
         self.r = reader
+        self.dropped: list[Diagnostic] = []   # redline-owned settings the suite gave
+
+    def _drop(self, line: int | None, message: str) -> None:
+        """A redline-owned setting in the suite: a warning, and not used (redline.spec.owned)."""
+        self.r.report(line, "warning", message)
+        self.dropped.append(self.r.diagnostics[-1])
 
     def build(self, root: yaml.MappingNode) -> TestSpec:
         r = self.r
@@ -91,7 +98,7 @@ class _SpecBuilder:
             topologies=r.string_list(value("redis-topologies"), "redis-topologies"),
             build_variants=r.string_list(value("build-variants"), "build-variants"),
             db=db, client=clients[-1], extensions=self._extensions(value("redline")),
-            diagnostics=r.diagnostics, clients=clients,
+            diagnostics=r.diagnostics, clients=clients, dropped=self.dropped,
         )
         self._cross_checks(spec, items, root)
         spec.diagnostics.sort(key=lambda d: d.line or 0)
@@ -180,7 +187,10 @@ class _SpecBuilder:
                      f"mapping of server config names to values, got {type_name(node)}")
             return {}
         out = {}
-        for key, (_, value_node) in r.entries(node, "dbconfig.configuration-parameters").items():
+        for key, (key_node, value_node) in r.entries(node, "dbconfig.configuration-parameters").items():
+            if owned_server_parameter(key):
+                self._drop(line_of(key_node), f"dbconfig.configuration-parameters: {server_parameter_note(key)}")
+                continue
             text = r.scalar_text(value_node, f"dbconfig.configuration-parameters.{key}")
             if text is not None:
                 out[key] = text
@@ -284,7 +294,11 @@ class _SpecBuilder:
             invocation.workload = parse_client_arguments(argv)
             for problem in invocation.workload.problems:
                 line = self._token_line(args_node, problem.token) or line_of(args_key)
-                r.report(line, problem.severity, f"{where}.arguments: {problem.message}")
+                message = f"{where}.arguments: {problem.message}"
+                if problem.owned:
+                    self._drop(line, message)
+                else:
+                    r.report(line, problem.severity, message)
         else:
             r.report(line_of(tool_node), "warning", f"{where}.tool '{tool}' is not "
                      f"{MEMTIER_TOOL}-compatible: redline-load cannot run it, so `redline run` "

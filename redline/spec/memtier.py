@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from .command_table import command_kind
+from .owned import CLIENT_OPTIONS, client_option_note
 
 # Long options of memtier_benchmark (2.x) -> whether they take a value.
 LONG_OPTIONS: dict[str, bool] = {
@@ -56,15 +57,6 @@ SHORT_OPTIONS: dict[str, str] = {
     "4": "ipv4", "6": "ipv6", "u": "uri",
 }
 
-# Flags that say where to connect or where to write output: redline decides these itself.
-REDLINE_OWNED = frozenset({
-    "server", "host", "port", "unix-socket", "uri", "ipv4", "ipv6", "authenticate", "tls",
-    "cert", "key", "cacert", "tls-skip-verify", "sni", "tls-protocols", "out-file",
-    "json-out-file", "hdr-file-prefix", "client-stats", "statsd-host", "statsd-port",
-    "statsd-prefix", "statsd-run-label", "graphite-port", "help", "version", "show-config",
-    "debug",
-})
-
 POSITIVE_INT_OPTIONS = frozenset({
     "clients", "threads", "pipeline", "test-time", "data-size", "run-count", "rate-limiting",
     "multi-key-get", "scan-incremental-max-iterations", "clients-start", "clients-step",
@@ -101,6 +93,7 @@ class ArgumentProblem:
     severity: str  # "error" | "warning"
     message: str
     token: str | None = None  # the argv token concerned, to locate it in the file
+    owned: bool = False  # a redline-owned option (redline.spec.owned): dropped from the suite
 
 
 @dataclass
@@ -218,6 +211,7 @@ class _Option:
     name: str  # long name
     value: str | None
     token: str  # the argv token that named it
+    indices: tuple[int, ...] = ()  # positions in argv of the token(s) it was read from
 
 
 def _resolve_long(name: str) -> tuple[str | None, str | None]:
@@ -237,7 +231,7 @@ def _scan_options(argv: list[str], problems: list[ArgumentProblem]) -> list[_Opt
     options: list[_Option] = []
     i = 0
     while i < len(argv):
-        tok = argv[i]
+        tok, start = argv[i], i
         if tok == "--":
             for extra in argv[i + 1:]:
                 problems.append(ArgumentProblem("error", f"unexpected argument {extra!r}", extra))
@@ -265,12 +259,12 @@ def _scan_options(argv: list[str], problems: list[ArgumentProblem]) -> list[_Opt
                 else:
                     problems.append(ArgumentProblem("error", f"--{long} needs a value", tok))
                     break
-                options.append(_Option(long, value, tok))
+                options.append(_Option(long, value, tok, tuple(range(start, i + 1))))
             else:
                 if has_eq:
                     problems.append(ArgumentProblem(
                         "error", f"--{long} takes no value (got {tok!r})", tok))
-                options.append(_Option(long, None, tok))
+                options.append(_Option(long, None, tok, tuple(range(start, i + 1))))
         elif tok.startswith("-") and len(tok) > 1:
             j = 1
             while j < len(tok):
@@ -290,9 +284,9 @@ def _scan_options(argv: list[str], problems: list[ArgumentProblem]) -> list[_Opt
                     else:
                         problems.append(ArgumentProblem("error", f"-{letter} needs a value", tok))
                         break
-                    options.append(_Option(long, value, tok))
+                    options.append(_Option(long, value, tok, tuple(range(start, i + 1))))
                     break
-                options.append(_Option(long, None, tok))
+                options.append(_Option(long, None, tok, tuple(range(start, i + 1))))
                 j += 1
         else:
             problems.append(ArgumentProblem(
@@ -330,10 +324,8 @@ def _apply(opt: _Option, wl: Workload, problems: list[ArgumentProblem]) -> None:
                   "test-time": "test_time", "data-size": "data_size", "run-count": "run_count",
                   "rate-limiting": "rate_limiting", "key-minimum": "key_minimum",
                   "key-maximum": "key_maximum"}
-    if name in REDLINE_OWNED:
-        problems.append(ArgumentProblem(
-            "warning", f"--{name} is decided by redline; the suite's value is not used",
-            opt.token))
+    if name in CLIENT_OPTIONS:
+        problems.append(ArgumentProblem("warning", client_option_note(name), opt.token, owned=True))
     if name == "command":
         try:
             argv = split_command(str(value))
@@ -512,3 +504,16 @@ def parse_client_arguments(argv: list[str]) -> Workload:
     _find_placeholders(wl, problems)
     wl.read_only = _classify(wl)
     return wl
+
+
+def without_options(argv: list[str], names) -> list[str]:
+    """`argv` without the options whose long name is in `names`, in any spelling (`-S x`, `-Sx`,
+    `--unix-socket x`, `--unix-socket=x`, a unique prefix); every other token as written. An
+    option that shared a dropped token (`-RS/tmp/sock`) is kept, spelled out."""
+    options = _scan_options(list(argv), [])
+    dropped = {index for opt in options if opt.name in names for index in opt.indices}
+    kept = [token for index, token in enumerate(argv) if index not in dropped]
+    for opt in options:
+        if opt.name not in names and dropped.intersection(opt.indices):
+            kept += [f"--{opt.name}"] + ([opt.value] if opt.value is not None else [])
+    return kept

@@ -52,6 +52,7 @@ class TestSpec:
     extensions: dict  # our own top-level `redline:` block, validated
     diagnostics: list[Diagnostic]
     clients: list[ToolInvocation] = field(default_factory=list)  # every client; >1 = multi-client
+    dropped: list[Diagnostic] = field(default_factory=list)  # redline-owned settings the suite gave (not used)
 
     @property
     def has_errors(self) -> bool:

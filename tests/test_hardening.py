@@ -1,0 +1,54 @@
+"""A hostile suite or a wrong flag never yields a wrong result or a traceback (issue #14, §1 §2 §5):
+real redis-server, real redline-load, real SQLite, real files."""
+
+import json
+import sqlite3
+from pathlib import Path
+
+from conftest import start_redis_server
+from test_run_cli import write_suite
+
+
+def test_a_suite_cannot_steer_the_load_the_output_files_or_the_servers_files(tmp_path, redline_cli):
+    (tmp_path / "decoy-dir").mkdir()
+    decoy = start_redis_server(tmp_path / "decoy-dir", unixsocket=str(tmp_path / "decoy.sock"), unixsocketperm="700")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    try:
+        suite = write_suite(tmp_path, "steering", f"--ratio 1:0 -c 2 -t 1 --test-time 1 --unix-socket {tmp_path}/decoy.sock "
+                            f"-o {tmp_path}/out.txt --hdr-file-prefix {tmp_path}/hdr --client-stats {tmp_path}/cs -x 3",
+                            db_lines=(f"    dir: {elsewhere}", f"    logfile: {tmp_path}/evil.log",
+                                      "    dbfilename: evil.rdb"))
+        out = tmp_path / "out.json"
+        proc = redline_cli("run", suite, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db", check_exit=0)
+        decoy_info = decoy.client().info("stats")
+        decoy_keys = decoy.client().dbsize()
+    finally:
+        decoy.stop()
+    (run,) = json.loads(out.read_text())
+    assert run["status"] == "ok" and run["ops_per_sec"] > 0
+    assert decoy_keys == 0 and decoy_info["total_commands_processed"] < 10    # only our own INFO/DBSIZE
+    assert run["server_cpu_us_per_op"] > 0.1                                  # the load hit redline's server
+    assert not list(tmp_path.glob("out.txt*")) and not list(tmp_path.glob("hdr*")) and not list(tmp_path.glob("cs*"))
+    assert not (tmp_path / "evil.log").exists() and not list(elsewhere.iterdir())
+    facts = json.loads(sqlite3.connect(tmp_path / "r.db").execute("SELECT facts FROM runs").fetchone()[0])
+    for owned in ("--unix-socket", "-o", "--hdr-file-prefix", "--client-stats", "-x"):
+        assert owned not in facts["loadgen_argv"], owned
+    assert "dir" not in facts["server_config"] and "logfile" not in facts["server_config"]
+    arguments_line = suite.read_text().splitlines().index(next(line for line in suite.read_text().splitlines()
+                                                              if "arguments:" in line)) + 1
+    assert (f"{suite}:{arguments_line}: clientconfig.arguments: --unix-socket is set by redline (where the load goes); "
+            "the suite's value is dropped") in proc.stderr
+    assert f"{suite}:7: dbconfig.configuration-parameters: configuration parameter dir is set by redline" in proc.stderr
+    validate = redline_cli("suites", "validate", suite, check_exit=0)
+    for name in ("--unix-socket", "--out-file", "--hdr-file-prefix", "--client-stats", "--run-count"):
+        assert f"clientconfig.arguments: {name} is set by redline" in validate.stdout, name
+    for name in ("dir", "logfile", "dbfilename"):
+        assert f"configuration parameter {name} is set by redline" in validate.stdout, name
+
+
+def test_a_redline_owned_server_parameter_on_the_command_line_is_refused(tmp_path, redline_cli):
+    proc = redline_cli("run", "quick", "--config", "dir=/tmp", "--store", tmp_path / "r.db", check_exit=2)
+    assert proc.stderr.strip() == ("redline: error: --config dir: redline sets this parameter itself "
+                                   "(where files are written)")
+    assert not (tmp_path / "r.db").exists()
