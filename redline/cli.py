@@ -3,47 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import re
 import signal
 import sys
 from pathlib import Path
 
 from redline import __version__
+from redline.argtypes import duration, positive_float, positive_int, regex, whole_seconds
 from redline.build.command import add_build_parser
 from redline.errors import RunError, UsageError
 from redline.suites_cmd import add_suites_parser
-
-DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
-
-def duration(text: str) -> float:
-    """'10s', '500ms', '2m', or plain seconds."""
-    match = DURATION.match(text)
-    if not match:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (examples: 10s, 500ms, 2m)")
-    return float(match.group(1)) * UNIT_SECONDS[match.group(2)]
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
 
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line: `redline: error: …`, exit code 2."""
@@ -56,15 +24,17 @@ def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
     """Which tests: suites and a name filter (shared by run and compare)."""
     parser.add_argument("suites", nargs="*", metavar="SUITE",
                         help="a suite YAML file, a directory of them, or a built-in suite name (default: quick)")
-    parser.add_argument("--name", metavar="REGEX", help="keep the tests whose name matches REGEX")
+    parser.add_argument("--name", type=regex, metavar="REGEX", help="keep the tests whose name matches REGEX")
 
 
 def add_measurement_arguments(parser: argparse.ArgumentParser, *, default_runs: int) -> None:
     parser.add_argument("--runs", type=positive_int, default=default_runs, help=f"runs per test (default {default_runs})")
-    parser.add_argument("--duration", type=duration, metavar="TIME",
-                        help="measured time per run, replacing the suite's --test-time (e.g. 10s)")
+    parser.add_argument("--duration", type=whole_seconds, metavar="TIME",
+                        help="measured time per run in whole seconds, replacing the suite's --test-time "
+                             "(e.g. 10s, 2m)")
     parser.add_argument("--warmup", type=duration, default=2.0, metavar="TIME",
-                        help="warm-up before each measured window, excluded from every metric (default 2s)")
+                        help="warm-up before each measured window, excluded from every metric "
+                             "(default 2s; e.g. 500ms, 0s)")
     parser.add_argument("--scale", type=positive_float, metavar="S",
                         help="scale of generated datasets (default: the suite's dataset-scale, else 1)")
     parser.add_argument("--store", type=Path, default=Path("redline.db"), metavar="PATH",
@@ -127,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     hot.set_defaults(func=_command("hotspots_command"))
 
     history = commands.add_parser("history", help="stored results over time, with change points")
-    history.add_argument("--name", metavar="REGEX", help="only tests whose name matches REGEX")
+    history.add_argument("--name", type=regex, metavar="REGEX", help="only tests whose name matches REGEX")
     history.add_argument("--metric", default="ops_per_sec",
                          help="ops_per_sec (default), p50_ms, p99_ms, server_cpu_us_per_op, …")
     history.add_argument("--p-value", type=positive_float, default=0.001,

@@ -8,11 +8,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from redline import machine
+from redline import machine, preparation, verdict_report
 from redline.comparison import (COMPARED_METRICS, apply_false_discovery_control, attach_profiles, compare_test,
                                 extra_runs_needed, looks_confidence)
 from redline.engine import Engine, RunRecord, RunSettings, Side
 from redline.errors import UsageError
+from redline.outputs import check_output_paths
 from redline.pinning import available_cpus
 from redline.preparation import DEFAULT_TOPOLOGY
 from redline.report import ConsoleObserver, print_profiles, print_results, write_json
@@ -21,19 +22,35 @@ from redline.stats import Verdict, noise_floor_pct
 from redline.store import Store
 from redline.topology import parse_topology, plan_cpus
 from redline.targets import Target, default_target, ensure_built, parse_config_pairs, parse_target
-from redline import verdict_report
 
 DEFAULT_SUITE = "quick"
 FDR_Q = 0.05          # Benjamini–Hochberg false-discovery rate for verdicts of change
 
 
+OUTPUT_FLAGS = ("json", "markdown")     # every file a measuring command writes besides the store
+
+
+def check_before_starting(args) -> list:
+    """What can be checked before a server starts or the store is opened: the output paths and
+    the suites. Returns the tests the arguments select."""
+    check_output_paths({f"--{name}": getattr(args, name, None) for name in OUTPUT_FLAGS})
+    return select_tests(args)
+
+
 def select_tests(args) -> list:
+    """The tests the arguments select; a suite with errors is a usage error, never a skip."""
     try:
         tests = select(resolve_suites(args.suites or [DEFAULT_SUITE]), args.name)
     except SpecError as exc:
         raise UsageError(str(exc)) from exc
     if not tests:
         raise UsageError(f"no test matches --name {args.name!r}" if args.name else "the suites hold no tests")
+    broken = [t for t in tests if t.has_errors]
+    if broken:
+        first = next(d for d in broken[0].diagnostics if d.severity == "error")
+        others = f" and {len(broken) - 1} more suites with errors" if len(broken) > 1 else ""
+        raise UsageError(f"{first.location}: {first.message} ({broken[0].name}{others}; "
+                         "`redline suites validate` lists every error)")
     return tests
 
 
@@ -42,9 +59,10 @@ def target_from(text: str | None, pairs: list[str], flag: str, variant: str | No
     return parse_target(text or default_target().spec, config, variant)
 
 
-def build_sides(sides: list[Side], observer: ConsoleObserver) -> list[Side]:
-    """Build (or fetch from the cache) every git:/src: target before anything is measured."""
-    built = []
+def ready_sides(sides: list[Side], observer: ConsoleObserver) -> list[Side]:
+    """Build (or fetch from the cache) every git:/src: target and check the server configuration
+    given for it, before the store is opened and anything is measured."""
+    ready = []
     for side in sides:
         if side.target.build is not None and side.target.binary is None:
             observer.phase(f"build {side.target.spec}")
@@ -52,8 +70,21 @@ def build_sides(sides: list[Side], observer: ConsoleObserver) -> list[Side]:
             facts = target.build_facts or {}
             observer.note(f"{side.target.spec}: {'cache hit' if facts.get('cache_hit') else 'built'} → {target.binary}")
             side = Side(target, side.name)
-        built.append(side)
-    return built
+        check_server_config(side.target)
+        ready.append(side)
+    return ready
+
+
+def check_server_config(target: Target) -> None:
+    """Server configuration from the command line must exist in the binary (CONFIG GET *): a
+    misspelt name is a usage error, not a skipped test or a one-sided comparison."""
+    if not target.managed or not target.config:
+        return
+    known = preparation.binary_traits(target.binary).config_parameters
+    unknown = sorted(name for name in target.config if name.lower() not in known)
+    if unknown:
+        raise UsageError(f"server configuration {', '.join(unknown)}: {target.binary} has no such "
+                         "configuration parameter (CONFIG GET *)")
 
 
 @dataclass
@@ -66,15 +97,10 @@ class Session:
     records: list[RunRecord]
 
 
-def execute_session(args, *, kind: str, sides: list[Side], tests: list | None = None, more_runs=None) -> Session:
-    """Open the store, run the engine on the tests (default: those the arguments select) with
-    progress, always close cleanly."""
-    tests = tests if tests is not None else select_tests(args)
-    topologies = tuple(parse_topology(name) for name in (args.topology or [DEFAULT_TOPOLOGY]))
-    console = Console(stderr=True, highlight=False)
+def _print_plan(console: Console, what: str, sides: list[Side], topologies) -> None:
+    """What is about to be measured, on which servers and cores."""
     labels = " vs ".join(f"{s.name + ' ' if s.name else ''}{s.target.label}" for s in sides)
-    console.print(f"redline {machine.facts()['redline_version']} {kind}: {len(tests)} tests × {args.runs} runs; "
-                  f"{labels}")
+    console.print(f"redline {machine.facts()['redline_version']} {what}; {labels}")
     for topology in topologies:
         if not topology.unsupported:
             plan = plan_cpus(topology, available_cpus())
@@ -84,22 +110,32 @@ def execute_session(args, *, kind: str, sides: list[Side], tests: list | None = 
     if any(not s.target.managed for s in sides):
         console.print("[yellow]tcp target: someone else's server — no process control, no server CPU, "
                       "no profiles[/yellow]")
-    store = Store(args.store)
-    session_id = store.begin_session(kind=kind, argv=sys.argv, machine=machine.facts())
+
+
+def execute_session(args, *, kind: str, sides: list[Side], tests: list, more_runs=None) -> Session:
+    """Get the sides ready, open the store, run the engine on the tests with progress, always
+    close cleanly."""
+    topologies = tuple(parse_topology(name) for name in (args.topology or [DEFAULT_TOPOLOGY]))
+    console = Console(stderr=True, highlight=False)
     observer = ConsoleObserver(console)
-    status = "interrupted"
     try:
-        sides = build_sides(sides, observer)
-        engine = Engine(store=store, observer=observer)
-        records = engine.execute(tests=tests, sides=sides, session_id=session_id, more_runs=more_runs,
-                                 settings=RunSettings(runs=args.runs, duration_s=args.duration,
-                                                      warmup_s=args.warmup, scale=args.scale,
-                                                      profile=args.profile, topologies=topologies,
-                                                      snapshots=args.snapshots))
-        status = "finished"
+        sides = ready_sides(sides, observer)
+        _print_plan(console, f"{kind}: {len(tests)} tests × {args.runs} runs", sides, topologies)
+        store = Store(args.store)
+        session_id = store.begin_session(kind=kind, argv=sys.argv, machine=machine.facts())
+        status = "interrupted"
+        try:
+            engine = Engine(store=store, observer=observer)
+            records = engine.execute(tests=tests, sides=sides, session_id=session_id, more_runs=more_runs,
+                                     settings=RunSettings(runs=args.runs, duration_s=args.duration,
+                                                          warmup_s=args.warmup, scale=args.scale,
+                                                          profile=args.profile, topologies=topologies,
+                                                          snapshots=args.snapshots))
+            status = "finished"
+        finally:
+            store.finish_session(session_id, status)
     finally:
         observer.close()
-        store.finish_session(session_id, status)
     return Session(kind, store, session_id, records)
 
 
@@ -124,7 +160,7 @@ def _failures_line(session: Session, console: Console) -> int:
 # -- redline run ---------------------------------------------------------------------------------
 def run_command(args) -> int:
     target = target_from(args.target, args.config, "--config", args.variant)
-    session = execute_session(args, kind="run", sides=[Side(target)])
+    session = execute_session(args, kind="run", sides=[Side(target)], tests=check_before_starting(args))
     measured = [r for r in session.records if r.purpose == "measure"]
     out = Console(highlight=False)
     print_results(out, measured)
@@ -141,9 +177,9 @@ def compare_command(args) -> int:
                       "comparison")
     if args.max_runs < args.runs:
         raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")
-    floors = Store(args.store).noise_floors()
+    tests = check_before_starting(args)
+    floors = Store(args.store).noise_floors() if args.store.exists() else {}
     confidence = looks_confidence(args.runs, args.max_runs)
-    tests = select_tests(args)
     lone_p_value = FDR_Q / (len(tests) * len(args.topology or [DEFAULT_TOPOLOGY]) * len(COMPARED_METRICS))
 
     def more_runs(test, records, runs_so_far):
@@ -184,7 +220,8 @@ def compare_command(args) -> int:
 # -- redline calibrate ---------------------------------------------------------------------------
 def calibrate_command(args) -> int:
     target = target_from(args.target, args.config, "--config", args.variant)
-    session = execute_session(args, kind="calibrate", sides=[Side(target, "baseline"), Side(target, "comparison")])
+    session = execute_session(args, kind="calibrate", sides=[Side(target, "baseline"), Side(target, "comparison")],
+                              tests=check_before_starting(args))
     out = Console(highlight=False)
     by_test = measured_runs_by_test(session.records)
     from rich.table import Table
@@ -208,6 +245,8 @@ def calibrate_command(args) -> int:
             row.append(f"{floor:.1f}%")
         table.add_row(*row)
     out.print(table)
+    if args.json:
+        write_json(args.json, [r for r in session.records if r.purpose == "measure"])
     return 1 if _failures_line(session, Console(stderr=True, highlight=False)) else 0
 
 
@@ -249,10 +288,7 @@ def history_command(args) -> int:
     from redline.changepoint import detect_change_points
     if not args.store.exists():
         raise UsageError(f"no result store at {args.store}")
-    try:
-        pattern = re.compile(args.name) if args.name else None
-    except re.error as exc:
-        raise UsageError(f"--name {args.name!r} is not a regular expression: {exc}") from None
+    pattern = re.compile(args.name) if args.name else None     # checked by the argument parser
     per_session: dict[tuple, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for row in Store(args.store).history(args.metric):
         if pattern is None or pattern.search(row["test"]):

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from .argtypes import regex
 from .spec import (Diagnostic, SpecError, TestSpec, builtin_suites, discover, load_test,
                    parse_priority_range, select)
 
@@ -48,7 +49,7 @@ def add_suites_parser(subparsers) -> None:
                          help="only tests whose tested-commands include C (e.g. get, client|list)")
     listing.add_argument("--priority", metavar="A:B",
                          help="only tests with priority in A..B inclusive (A:, :B and A work)")
-    listing.add_argument("--name", metavar="REGEX", help="only tests whose name matches REGEX")
+    listing.add_argument("--name", type=regex, metavar="REGEX", help="only tests whose name matches REGEX")
     listing.add_argument("--topology", metavar="T",
                          help="only tests that list redis-topology T (e.g. oss-standalone)")
     listing.set_defaults(func=run_list)

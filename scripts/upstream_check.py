@@ -44,7 +44,7 @@ def classify(run: dict) -> str:
     return "valid"
 
 
-def summarise(runs: list[dict], command: list[str], *, suite_count: int, hours: float) -> str:
+def summarise(runs: list[dict], command: list[str], *, suite_count: int, hours: float, refused: list) -> str:
     """The check's summary in Markdown, over every store (a resumed or split check is whole)."""
     kinds = collections.Counter(classify(r) for r in runs)
     runnable = len(runs) - kinds["skipped"]
@@ -72,6 +72,8 @@ def summarise(runs: list[dict], command: list[str], *, suite_count: int, hours: 
     lines += ["", f"Valid but measuring the miss path (more than half of the reads missed): {len(flagged)}", ""]
     lines += [f"- {r['test']}: {next(f for f in r['flags'] if 'miss path' in f)}" for r in flagged]
     lines += snapshot_reuse(runs)
+    lines += ["", f"Not run: the suite has errors (`redline run` refuses such a suite with exit 2): {len(refused)}", ""]
+    lines += [f"- {spec.name}: {next(d for d in spec.diagnostics if d.severity == 'error')}" for spec in refused]
     return "\n".join(lines) + "\n"
 
 
@@ -143,9 +145,10 @@ def suite_specs(directory: Path) -> list:
 
 def suites_to_run(specs: list, done: set[str], part: tuple[int, int],
                   rerun: re.Pattern | None = None) -> list[Path]:
-    """The suite files not yet finished (or named by --rerun), and of those every N-th starting at
-    the K-th (--part K/N)."""
-    todo = [spec.path for spec in specs if spec.name not in done or (rerun and rerun.search(spec.name))]
+    """The suite files without errors not yet finished (or named by --rerun), and of those every
+    N-th starting at the K-th (--part K/N)."""
+    todo = [spec.path for spec in specs if not spec.has_errors
+            and (spec.name not in done or (rerun and rerun.search(spec.name)))]
     k, n = part
     return todo[k - 1::n]
 
@@ -223,6 +226,7 @@ def main() -> int:
         # exit status 1 when some runs failed: the summary says which
         subprocess.run(command, preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
     args.out.write_text(summarise(runs_from_stores(stores), shown, suite_count=len(specs),
+                                  refused=[spec for spec in specs if spec.has_errors],
                                   hours=wall_hours(stores)))
     print(args.out.read_text())
     return 0

@@ -52,3 +52,67 @@ def test_a_redline_owned_server_parameter_on_the_command_line_is_refused(tmp_pat
     assert proc.stderr.strip() == ("redline: error: --config dir: redline sets this parameter itself "
                                    "(where files are written)")
     assert not (tmp_path / "r.db").exists()
+
+
+def _suite_with(tmp_path: Path, name: str, **kwargs) -> Path:
+    suites = tmp_path / "suites"
+    suites.mkdir(exist_ok=True)
+    return write_suite(suites, name, kwargs.pop("arguments", "--ratio 1:0 -c 1 -t 1 --test-time 1"), **kwargs)
+
+
+def _malformed(tmp: Path) -> list[tuple[list[str], str]]:
+    """(arguments, a fragment of the one-line error) for every subcommand."""
+    bad_dbconfig = tmp / "bad-dbconfig.yml"
+    bad_dbconfig.write_text((tmp / "suites" / "good.yml").read_text().replace(
+        "dbconfig:\n  configuration-parameters:\n    save: '\"\"'\n", "dbconfig: 5\n"))
+    unknown_flag = _suite_with(tmp, "unknown-flag", arguments="--ratio 1:0 --frobnicate 3 --test-time 1")
+    good = str(tmp / "suites" / "good.yml")
+    return [
+        (["run", bad_dbconfig], f"{bad_dbconfig}:4: dbconfig must be a mapping, got an integer"),
+        (["run", unknown_flag], "unknown memtier_benchmark flag --frobnicate"),
+        (["run", good, "--config", "nosuchparam=1"], "server configuration nosuchparam: /usr/bin/redis-server has no such"),
+        (["run", good, "--config", "=1"], "--config expects NAME=VALUE"),
+        (["run", good, "--duration", "500ms"], "'500ms' is not a whole number of seconds"),
+        (["run", good, "--duration", "1500ms"], "'1500ms' is not a whole number of seconds"),
+        (["run", good, "--duration", "0s"], "'0s' is not a whole number of seconds"),
+        (["run", good, "--warmup", "soon"], "not a duration"),
+        (["run", good, "--name", "("], "invalid name regex '('"),
+        (["run", good, "--json", "/proc/redline.json"], "--json /proc/redline.json: cannot write there"),
+        (["run", good, "--json", tmp], f"--json {tmp}: is a directory"),
+        (["run", good, "--target", f"git:{tmp}/no-repo@main"], f"git repository does not exist: {tmp}/no-repo"),
+        (["run", good, "--runs", "-1"], "expected a positive integer"),
+        (["compare", good, "--comparison-config", "nosuchparam=1"], "server configuration nosuchparam"),
+        (["compare", good, "--baseline-config", "nosuchparam=1"], "server configuration nosuchparam"),
+        (["compare", good, "--name", "("], "invalid name regex '('"),
+        (["compare", good, "--markdown", "/proc/redline.md"], "--markdown /proc/redline.md: cannot write there"),
+        (["compare", good, "--json", "same.out", "--markdown", "same.out"], "--markdown same.out: the same file as --json"),
+        (["compare", good, "--max-runs", "0"], "expected a positive integer"),
+        (["calibrate", good, "--name", "("], "invalid name regex '('"),
+        (["calibrate", good, "--json", "/proc/redline.json"], "--json /proc/redline.json: cannot write there"),
+        (["calibrate", good, "--config", "nosuchparam=1"], "server configuration nosuchparam"),
+        (["history", "--name", "("], "invalid name regex '('"),
+        (["history", "--p-value", "x"], "expected a positive number"),
+        (["hotspots", "--top", "0"], "expected a positive integer"),
+        (["hotspots", "--store", "none.db"], "no result store at none.db"),
+        (["build", f"git:{tmp}/no-repo@main"], f"git repository does not exist: {tmp}/no-repo"),
+        (["build", "ftp:somewhere"], "cannot build target 'ftp:somewhere'"),
+        (["suites", "validate"], "the following arguments are required: PATH"),
+        (["suites", "list", good, "--name", "("], "invalid name regex '('"),
+        (["suites", "list", good, "--priority", "x:y"], "priority range must look like A:B"),
+        (["no-such-command"], "invalid choice: 'no-such-command'"),
+        (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+    ]
+
+
+def test_every_subcommand_refuses_malformed_arguments_in_one_line_before_anything_starts(tmp_path, redline_cli):
+    _suite_with(tmp_path, "good")
+    failures = []
+    for arguments, fragment in _malformed(tmp_path):
+        proc = redline_cli(*arguments)
+        lines = proc.stderr.strip().splitlines()
+        if proc.returncode != 2 or len(lines) != 1 or fragment not in proc.stderr or "Traceback" in proc.stderr:
+            failures.append((arguments, proc.returncode, proc.stderr[-600:]))
+    assert not failures, failures
+    assert not (tmp_path / "redline.db").exists() or sqlite3.connect(tmp_path / "redline.db").execute(
+        "SELECT count(*) FROM runs").fetchone()[0] == 0                    # nothing was measured
+    assert not (tmp_path / "same.out").exists()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from redline.cli import duration
+from redline.argtypes import duration
 from redline.engine import Side, interleaved
 from redline.errors import RunError, UsageError
 from redline.probes import WindowProbe, read_cpu

@@ -124,16 +124,19 @@ def _command_matches(wanted: str, tested: list[str]) -> bool:
                or t.lower().replace("|", " ") == wanted for t in tested)
 
 
+def name_pattern(text: str) -> re.Pattern:
+    """A test-name filter (re.search); ValueError with a one-line reason when it does not compile."""
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise ValueError(f"invalid name regex {text!r}: {exc}") from None
+
+
 def select(tests: list[TestSpec], name_regex: str | None = None, *, group: str | None = None,
            command: str | None = None, priority: PriorityRange | str | None = None,
            topology: str | None = None) -> list[TestSpec]:
     """Tests whose name matches `name_regex` (re.search) and every other filter given."""
-    pattern = None
-    if name_regex is not None:
-        try:
-            pattern = re.compile(name_regex)
-        except re.error as exc:
-            raise ValueError(f"invalid name regex {name_regex!r}: {exc}") from None
+    pattern = name_pattern(name_regex) if name_regex is not None else None
     if isinstance(priority, str):
         priority = parse_priority_range(priority)
     out = []

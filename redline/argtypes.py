@@ -1,0 +1,55 @@
+"""Types of command-line arguments: a bad value is a one-line usage error from the parser."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from redline.spec.discovery import name_pattern
+
+DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def duration(text: str) -> float:
+    """'10s', '500ms', '2m', or plain seconds."""
+    match = DURATION.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (examples: 10s, 500ms, 2m)")
+    return float(match.group(1)) * UNIT_SECONDS[match.group(2)]
+
+
+def whole_seconds(text: str) -> float:
+    """A measured time: whole seconds, at least 1 (redline-load's --test-time counts seconds)."""
+    seconds = duration(text)
+    if seconds < 1 or not seconds.is_integer():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds of at least 1 "
+                                         "(the load generator measures whole seconds; examples: 1s, 10s, 2m)")
+    return seconds
+
+
+def regex(text: str) -> str:
+    """A name filter: a Python regular expression (checked here, used by re.search)."""
+    try:
+        name_pattern(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _positive(text: str, convert, kind: str):
+    try:
+        value = convert(text)
+    except ValueError:
+        value = 0
+    if not 0 < value < float("inf"):      # NaN and infinity too
+        raise argparse.ArgumentTypeError(f"expected a positive {kind}, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    return _positive(text, int, "integer")
+
+
+def positive_float(text: str) -> float:
+    return _positive(text, float, "number")
