@@ -8,6 +8,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from redline import terminal
+
 from redline import machine, preparation, verdict_report
 from redline.comparison import (COMPARED_METRICS, apply_false_discovery_control, attach_profiles, compare_test,
                                 extra_runs_needed, looks_confidence)
@@ -106,17 +108,17 @@ def _print_plan(console: Console, what: str, sides: list[Side], topologies) -> N
             plan = plan_cpus(topology, available_cpus())
             console.print(f"{topology.name}: {plan.describe()}")
             for warning in plan.warnings:
-                console.print(f"[yellow]{warning}[/yellow]")
+                console.print(warning, style="yellow")
     if any(not s.target.managed for s in sides):
-        console.print("[yellow]tcp target: someone else's server — no process control, no server CPU, "
-                      "no profiles[/yellow]")
+        console.print("tcp target: someone else's server — no process control, no server CPU, no profiles",
+                      style="yellow")
 
 
 def execute_session(args, *, kind: str, sides: list[Side], tests: list, more_runs=None) -> Session:
     """Get the sides ready, open the store, run the engine on the tests with progress, always
     close cleanly."""
     topologies = tuple(parse_topology(name) for name in (args.topology or [DEFAULT_TOPOLOGY]))
-    console = Console(stderr=True, highlight=False)
+    console = terminal.console(stderr=True)
     observer = ConsoleObserver(console)
     try:
         sides = ready_sides(sides, observer)
@@ -151,9 +153,9 @@ def measured_runs_by_test(records: list[RunRecord]) -> dict[str, list[RunRecord]
 def _failures_line(session: Session, console: Console) -> int:
     failed = [r for r in session.records if r.status == "failed"]
     skipped = {r.test for r in session.records if r.status == "skipped"}
-    console.print(f"stored {len(session.records) - len(skipped)} runs in {session.store.path} (session {session.session_id})"
-                  + (f"; {len(skipped)} tests skipped" if skipped else "")
-                  + (f"; [red]{len(failed)} failed[/red]" if failed else ""))
+    console.print(terminal.styled(
+        f"stored {len(session.records) - len(skipped)} runs in {session.store.path} (session {session.session_id})"
+        + (f"; {len(skipped)} tests skipped" if skipped else ""), (f"; {len(failed)} failed" if failed else "", "red")))
     return len(failed)
 
 
@@ -162,12 +164,12 @@ def run_command(args) -> int:
     target = target_from(args.target, args.config, "--config", args.variant)
     session = execute_session(args, kind="run", sides=[Side(target)], tests=check_before_starting(args))
     measured = [r for r in session.records if r.purpose == "measure"]
-    out = Console(highlight=False)
+    out = terminal.console()
     print_results(out, measured)
     print_profiles(out, [r for r in session.records if r.purpose == "profile"])
     if args.json:
         write_json(args.json, measured)
-    return 1 if _failures_line(session, Console(stderr=True, highlight=False)) else 0
+    return 1 if _failures_line(session, terminal.console(stderr=True)) else 0
 
 
 # -- redline compare -----------------------------------------------------------------------------
@@ -198,7 +200,7 @@ def compare_command(args) -> int:
         artifacts = session.store.path.with_name(session.store.path.stem + "-artifacts") / f"compare-{session.session_id}"
         attach_profiles(comparisons, session.records, artifacts)
     session.store.save_comparisons(session.session_id, [c.as_json() for c in comparisons])
-    out = Console(highlight=False)
+    out = terminal.console()
     out.print(verdict_report.terminal_table(comparisons, width=out.width))
     out.print(verdict_report.summary_sentence(comparisons, len(by_test)))
     for line in verdict_report.profile_lines(comparisons):
@@ -209,10 +211,11 @@ def compare_command(args) -> int:
                                                          comparison=comparison.target.label))
     if args.json:
         verdict_report.write_json(args.json, comparisons, session.records)
-    _failures_line(session, Console(stderr=True, highlight=False))
+    _failures_line(session, terminal.console(stderr=True))
     regressions = [c for c in comparisons if c.verdict == Verdict.REGRESSION]
     if args.fail_on_regression and regressions:
-        Console(stderr=True).print(f"[red]{len(regressions)} regression(s), false-discovery controlled[/red]")
+        terminal.console(stderr=True).print(f"{len(regressions)} regression(s), false-discovery controlled",
+                                            style="red")
         return 1
     return 0
 
@@ -222,7 +225,7 @@ def calibrate_command(args) -> int:
     target = target_from(args.target, args.config, "--config", args.variant)
     session = execute_session(args, kind="calibrate", sides=[Side(target, "baseline"), Side(target, "comparison")],
                               tests=check_before_starting(args))
-    out = Console(highlight=False)
+    out = terminal.console()
     by_test = measured_runs_by_test(session.records)
     from rich.table import Table
     table = Table(title="noise floor on this machine (A/A, % change an identical comparison can show)",
@@ -247,7 +250,7 @@ def calibrate_command(args) -> int:
     out.print(table)
     if args.json:
         write_json(args.json, [r for r in session.records if r.purpose == "measure"])
-    return 1 if _failures_line(session, Console(stderr=True, highlight=False)) else 0
+    return 1 if _failures_line(session, terminal.console(stderr=True)) else 0
 
 
 # -- redline hotspots ----------------------------------------------------------------------------
@@ -268,7 +271,7 @@ def hotspots_command(args) -> int:
         raise UsageError(f"no profiled runs in session {session_id} of {args.store}: run with --profile first")
     names = [f"{r['test']}" + (f" [{r['side']}]" if r["side"] else "") for r in rows]
     result = hotspots([Path(r["folded_path"]) for r in rows], top=args.top, names=names)
-    out = Console(highlight=False)
+    out = terminal.console()
     out.print(f"session {session_id}: {len(rows)} profiled tests")
     out.print(format_hotspots_table(result))
     out.print(format_hot_stacks_table(result))
@@ -307,5 +310,5 @@ def history_command(args) -> int:
                             f"({c.delta_pct:+.1f}%, p {c.p_value:.4f})" for c in found)
         table.add_row(test, topology, target, str(len(values)), verdict_report.format_number(values[-1]),
                       changes or ("none" if len(values) >= 6 else "needs 6 points"))
-    Console(highlight=False).print(table)
+    terminal.console().print(table)
     return 0

@@ -12,7 +12,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from redline import terminal
 from redline.engine import METRICS, Observer, RunRecord
+from redline.terminal import styled
 
 
 def _fmt_count(value: float | None) -> str:
@@ -42,9 +44,9 @@ class ConsoleObserver(Observer):
     line per finished run."""
 
     def __init__(self, console: Console | None = None):
-        self.console = console or Console(stderr=True, highlight=False)
-        self.bars = Progress(TextColumn("  {task.description:<16}"), BarColumn(),
-                                 TaskProgressColumn(), TextColumn("{task.fields[detail]}"),
+        self.console = console or terminal.console(stderr=True)
+        self.bars = Progress(TextColumn("  {task.description:<16}", markup=False), BarColumn(),
+                                 TaskProgressColumn(), TextColumn("{task.fields[detail]}", markup=False),
                                  TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
                                  console=self.console, transient=True)
         self.task = None
@@ -61,11 +63,11 @@ class ConsoleObserver(Observer):
 
     def test_started(self, test, index: int, count: int) -> None:
         self._end_phase()
-        self.console.print(f"[bold][{index}/{count}] {test.name}[/bold]")
+        self.console.print(f"[{index}/{count}] {test.name}", style="bold")
 
     def test_skipped(self, test, reason: str) -> None:
         self._end_phase()
-        self.console.print(f"  [yellow]skipped:[/yellow] {reason}")
+        self.console.print(styled("  ", ("skipped:", "yellow"), f" {reason}"))
 
     def phase(self, name: str, *, total: float | None = None, unit: str = "s") -> None:
         self._end_phase()
@@ -88,7 +90,7 @@ class ConsoleObserver(Observer):
         self._end_phase()
         side = f"{record.side} " if record.side else ""
         if record.status != "ok":
-            self.console.print(f"  {side}run {record.run_index + 1}: [red]failed[/red]: {record.error}")
+            self.console.print(styled(f"  {side}run {record.run_index + 1}: ", ("failed", "red"), f": {record.error}"))
             return
         m = record.metrics
         parts = [f"{_fmt_count(m.get('ops_per_sec'))} ops/s", f"p50 {_fmt_ms(m.get('p50_ms'))} ms",
@@ -97,11 +99,11 @@ class ConsoleObserver(Observer):
             parts.append(f"server {m['server_cpu_us_per_op']:.2f} µs/op")
         self.console.print(f"  {side}run {record.run_index + 1}: " + "  ".join(parts))
         for flag in record.flags:
-            self.console.print(f"    [yellow]⚠ {flag}[/yellow]")
+            self.console.print(f"    ⚠ {flag}", style="yellow")
 
     def note(self, text: str) -> None:
         self._end_phase()
-        self.console.print(f"  [yellow]{text}[/yellow]")
+        self.console.print(f"  {text}", style="yellow")
 
 
 def _median(values: list[float]) -> float | None:
@@ -173,7 +175,7 @@ def print_results(console: Console, records: list[RunRecord]) -> None:
     console.print("µs/op: server CPU per operation; client: load generator CPU use; hits: keyspace hit rate; "
                   "all runs are in the store and in --json.", style="dim")
     for note in notes:
-        console.print(f"[yellow]⚠[/yellow] {note}")
+        console.print(styled(("⚠", "yellow"), f" {note}"))
 
 
 def print_profiles(console: Console, records: list[RunRecord], top: int = 5) -> None:
@@ -181,7 +183,7 @@ def print_profiles(console: Console, records: list[RunRecord], top: int = 5) -> 
     for record in records:
         label = record.test + (f" [{record.side}]" if record.side else "")
         if record.status != "ok" or not record.profile:
-            console.print(f"profile {label}: [red]failed[/red]: {record.error}")
+            console.print(styled(f"profile {label}: ", ("failed", "red"), f": {record.error}"))
             continue
         prof = record.profile
         hottest = ", ".join(f"{s['symbol']} {s['share']:.0%}" for s in prof["top_self"][:top])

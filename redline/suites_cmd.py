@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from . import terminal
 from .argtypes import regex
 from .spec import (Diagnostic, SpecError, TestSpec, builtin_suites, discover, load_test,
                    parse_priority_range, select)
@@ -56,11 +57,11 @@ def add_suites_parser(subparsers) -> None:
 
 
 def _console(args: argparse.Namespace) -> Console:
-    return getattr(args, "console", None) or Console()
+    return getattr(args, "console", None) or terminal.console()
 
 
 def _error_console(args: argparse.Namespace) -> Console:
-    return getattr(args, "error_console", None) or Console(stderr=True)
+    return getattr(args, "error_console", None) or terminal.console(stderr=True)
 
 
 # -- validate ---------------------------------------------------------------------------------

@@ -7,11 +7,13 @@ import json
 from pathlib import Path
 
 from rich.table import Table
+from rich.text import Text
 
 from redline.comparison import TestComparison
 from redline.engine import RunRecord
 from redline.report import common_prefix
 from redline.stats import Verdict
+from redline.terminal import styled
 
 ORDER = {Verdict.REGRESSION: 0, Verdict.IMPROVEMENT: 1, Verdict.INCONCLUSIVE: 2, Verdict.NO_CHANGE: 3}
 STYLE = {Verdict.REGRESSION: "red", Verdict.IMPROVEMENT: "green", Verdict.INCONCLUSIVE: "yellow",
@@ -68,7 +70,7 @@ def terminal_table(comparisons: list[TestComparison], *, width: int = 200) -> Ta
                  "Δ": f"{r.delta_pct:+.1f}%" if r else "–",
                  "95% CI": f"[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]" if r else "–",
                  "p": f"{r.p_value:.3f}" if r else "–",
-                 "verdict": f"[{style}]{WORDS[c.verdict]}[/{style}]", "why": _explain(c)}
+                 "verdict": Text(WORDS[c.verdict], style=style), "why": _explain(c)}
         table.add_row(*(cells[column] for column in columns))
     return table
 
@@ -78,13 +80,14 @@ def _moves(c: TestComparison) -> str:
     return ", ".join(describe_move(m) for m in (c.moved_symbols or [])[:3])
 
 
-def profile_lines(comparisons: list[TestComparison]) -> list[str]:
+def profile_lines(comparisons: list[TestComparison]) -> list[Text]:
     """For each test with a verdict of change and a profile: why, in symbols."""
     lines, seen = [], set()
     for c in sorted_comparisons(comparisons):
         if c.significant and c.moved_symbols and c.test not in seen:
             seen.add(c.test)
-            lines.append(f"{c.test} ({WORDS[c.verdict]} in {c.metric}): {_moves(c)}  [dim]{c.diff_flamegraph}[/dim]")
+            lines.append(styled(f"{c.test} ({WORDS[c.verdict]} in {c.metric}): {_moves(c)}  ",
+                                (str(c.diff_flamegraph), "dim")))
     return lines
 
 

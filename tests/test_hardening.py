@@ -116,3 +116,41 @@ def test_every_subcommand_refuses_malformed_arguments_in_one_line_before_anythin
     assert not (tmp_path / "redline.db").exists() or sqlite3.connect(tmp_path / "redline.db").execute(
         "SELECT count(*) FROM runs").fetchone()[0] == 0                    # nothing was measured
     assert not (tmp_path / "same.out").exists()
+
+
+def test_brackets_in_a_test_name_or_a_server_reply_are_printed_as_text(tmp_path, redline_cli):
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    markup = write_suite(suites, "a-markup", '--command "OBJECT [/x] __key__" -c 1 -t 1 --test-time 1')
+    markup.write_text(markup.read_text().replace("name: a-markup", "name: '[/bold] a-markup [red]'"))
+    write_suite(suites, "b-after", "--ratio 1:0 -c 1 -t 1 --test-time 1")
+    out = tmp_path / "out.json"
+    proc = redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db", check_exit=0)
+    runs = {r["test"]: r for r in json.loads(out.read_text())}
+    assert runs["[/bold] a-markup [red]"]["status"] == "ok" and runs["b-after"]["status"] == "ok"
+    reply = next(f for f in runs["[/bold] a-markup [red]"]["flags"] if "error replies" in f)
+    assert "ERR unknown subcommand '[/x]'" in reply
+    assert "[1/2] [/bold] a-markup [red]" in proc.stderr and reply in proc.stderr
+    assert "[/bold] a-markup [red]" in proc.stdout and "[/x]" in proc.stdout     # results table and its notes
+    assert "Traceback" not in proc.stderr
+
+
+def test_tables_of_user_text_render_literally_on_the_terminal_console():
+    from rich.table import Table
+    from redline import terminal
+    from redline.engine import RunRecord
+    from redline.report import results_table
+    record = RunRecord(1, "[/bold] t [dim]", "bin:/x [/y]", None, 0, "ok", {"ops_per_sec": 1.0}, ["[/z] flag"])
+    table, notes = results_table([record])
+    console = terminal.console(width=200, record=True)
+    console.print(table)
+    for note in notes:
+        console.print(note)
+    legend = Table(title="[/title]")
+    legend.add_column("[/column]")
+    legend.add_row("[/cell]")
+    console.print(legend)
+    console.print(terminal.styled("[/plain] ", ("[/styled]", "red")))
+    text = console.export_text()
+    for literal in ("[/bold] t [dim]", "[/z] flag", "[/title]", "[/column]", "[/cell]", "[/plain] [/styled]"):
+        assert literal in text, literal

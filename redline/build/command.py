@@ -63,11 +63,11 @@ def progress_display(title: str):
 
     def show(line: str) -> None:
         if "display" not in state:
-            from rich.console import Console
             from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-            console = Console(stderr=True)
-            display = Progress(SpinnerColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
+            from redline import terminal
+            console = terminal.console(stderr=True)
+            display = Progress(SpinnerColumn(), TimeElapsedColumn(), TextColumn("{task.description}", markup=False),
                                console=console, transient=True)
             display.start()
             display.console.print(title)

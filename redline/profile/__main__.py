@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from rich.console import Console
+from redline import terminal
 
 from redline.errors import RunError, UsageError
 from redline.profile import (Recorder, describe_move, diff_flamegraph, format_hot_stacks_table,
@@ -36,7 +36,7 @@ def _record(args: argparse.Namespace) -> None:
 
 def _hotspots(args: argparse.Namespace) -> None:
     h = hotspots(args.folded, top=args.top)
-    console = Console()
+    console = terminal.console()
     console.print(format_hotspots_table(h))
     console.print(format_hot_stacks_table(h))
 

@@ -11,8 +11,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from redline.errors import UsageError
 from redline.profile.folding import read_folded
@@ -130,8 +130,8 @@ def format_hotspots_table(h: Hotspots) -> Table:
     table.add_column("tests", justify="right")
     table.add_column("hottest in")
     for rank, hot in enumerate(h.symbols, start=1):
-        table.add_row(str(rank), escape(hot.symbol), f"{hot.share:.1%}", f"{hot.tests}/{h.profiled}",
-                      escape(f"{hot.peak_test} ({hot.peak_share:.1%})"))
+        table.add_row(str(rank), Text(hot.symbol), f"{hot.share:.1%}", f"{hot.tests}/{h.profiled}",
+                      Text(f"{hot.peak_test} ({hot.peak_share:.1%})"))
     return table
 
 
@@ -145,5 +145,5 @@ def format_hot_stacks_table(h: Hotspots) -> Table:
     for rank, hot in enumerate(h.stacks, start=1):
         frames = hot.stack.split(";")
         shown = ("… ; " if len(frames) > STACK_FRAMES_SHOWN else "") + " ; ".join(frames[-STACK_FRAMES_SHOWN:])
-        table.add_row(str(rank), escape(shown), f"{hot.share:.1%}", f"{hot.tests}/{h.profiled}")
+        table.add_row(str(rank), Text(shown), f"{hot.share:.1%}", f"{hot.tests}/{h.profiled}")
     return table
