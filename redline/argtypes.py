@@ -8,6 +8,7 @@ import re
 from redline.spec.discovery import name_pattern
 
 DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+LONGEST_S = 24 * 3600.0
 UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 
@@ -16,7 +17,10 @@ def duration(text: str) -> float:
     match = DURATION.match(text)
     if not match:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (examples: 10s, 500ms, 2m)")
-    return float(match.group(1)) * UNIT_SECONDS[match.group(2)]
+    seconds = float(match.group(1)) * UNIT_SECONDS[match.group(2)]
+    if seconds > LONGEST_S:
+        raise argparse.ArgumentTypeError(f"{text!r} is longer than 24h")
+    return seconds
 
 
 def whole_seconds(text: str) -> float:

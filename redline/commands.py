@@ -32,10 +32,13 @@ FDR_Q = 0.05          # Benjamini–Hochberg false-discovery rate for verdicts o
 OUTPUT_FLAGS = ("json", "markdown")     # every file a measuring command writes besides the store
 
 
-def check_before_starting(args) -> list:
-    """What can be checked before a server starts or the store is opened: the output paths and
-    the suites. Returns the tests the arguments select."""
+def check_before_starting(args, sides: list[Side]) -> list:
+    """What can be checked before a server starts or the store is opened: the output paths, the
+    build variant and the suites. Returns the tests the arguments select."""
     check_output_paths({f"--{name}": getattr(args, name, None) for name in OUTPUT_FLAGS})
+    if args.variant and not any(side.target.build for side in sides):
+        raise UsageError(f"--variant {args.variant}: only git: and src: targets are built, and "
+                         f"{' and '.join(side.target.spec for side in sides)} is not one")
     return select_tests(args)
 
 
@@ -162,7 +165,8 @@ def _failures_line(session: Session, console: Console) -> int:
 # -- redline run ---------------------------------------------------------------------------------
 def run_command(args) -> int:
     target = target_from(args.target, args.config, "--config", args.variant)
-    session = execute_session(args, kind="run", sides=[Side(target)], tests=check_before_starting(args))
+    sides = [Side(target)]
+    session = execute_session(args, kind="run", sides=sides, tests=check_before_starting(args, sides))
     measured = [r for r in session.records if r.purpose == "measure"]
     out = terminal.console()
     print_results(out, measured)
@@ -179,7 +183,7 @@ def compare_command(args) -> int:
                       "comparison")
     if args.max_runs < args.runs:
         raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")
-    tests = check_before_starting(args)
+    tests = check_before_starting(args, [baseline, comparison])
     floors = Store(args.store).noise_floors() if args.store.exists() else {}
     confidence = looks_confidence(args.runs, args.max_runs)
     lone_p_value = FDR_Q / (len(tests) * len(args.topology or [DEFAULT_TOPOLOGY]) * len(COMPARED_METRICS))
@@ -223,8 +227,8 @@ def compare_command(args) -> int:
 # -- redline calibrate ---------------------------------------------------------------------------
 def calibrate_command(args) -> int:
     target = target_from(args.target, args.config, "--config", args.variant)
-    session = execute_session(args, kind="calibrate", sides=[Side(target, "baseline"), Side(target, "comparison")],
-                              tests=check_before_starting(args))
+    sides = [Side(target, "baseline"), Side(target, "comparison")]
+    session = execute_session(args, kind="calibrate", sides=sides, tests=check_before_starting(args, sides))
     out = terminal.console()
     by_test = measured_runs_by_test(session.records)
     from rich.table import Table

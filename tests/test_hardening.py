@@ -76,6 +76,8 @@ def _malformed(tmp: Path) -> list[tuple[list[str], str]]:
         (["run", good, "--duration", "1500ms"], "'1500ms' is not a whole number of seconds"),
         (["run", good, "--duration", "0s"], "'0s' is not a whole number of seconds"),
         (["run", good, "--warmup", "soon"], "not a duration"),
+        (["run", good, "--warmup", "99999999999999999999h"], "is longer than 24h"),
+        (["run", good, "--variant", "O3-lto"], "--variant O3-lto: only git: and src: targets are built"),
         (["run", good, "--name", "("], "invalid name regex '('"),
         (["run", good, "--json", "/proc/redline.json"], "--json /proc/redline.json: cannot write there"),
         (["run", good, "--json", tmp], f"--json {tmp}: is a directory"),
