@@ -5,6 +5,12 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
+from redline.errors import UsageError
+from redline.load import LoadRequest
+from redline.outputs import check_output_paths
+
 from conftest import start_redis_server
 from test_run_cli import write_suite
 
@@ -115,8 +121,7 @@ def test_every_subcommand_refuses_malformed_arguments_in_one_line_before_anythin
         if proc.returncode != 2 or len(lines) != 1 or fragment not in proc.stderr or "Traceback" in proc.stderr:
             failures.append((arguments, proc.returncode, proc.stderr[-600:]))
     assert not failures, failures
-    assert not (tmp_path / "redline.db").exists() or sqlite3.connect(tmp_path / "redline.db").execute(
-        "SELECT count(*) FROM runs").fetchone()[0] == 0                    # nothing was measured
+    assert not (tmp_path / "redline.db").exists()          # no store session was opened, nothing measured
     assert not (tmp_path / "same.out").exists()
 
 
@@ -156,3 +161,22 @@ def test_tables_of_user_text_render_literally_on_the_terminal_console():
     text = console.export_text()
     for literal in ("[/bold] t [dim]", "[/z] flag", "[/title]", "[/column]", "[/cell]", "[/plain] [/styled]"):
         assert literal in text, literal
+
+
+@pytest.mark.parametrize("spelling", [["-S", "/s"], ["-S/s"], ["--unix-socket", "/s"], ["--unix-socket=/s"],
+                                      ["--unix-sock", "/s"]])
+def test_an_owned_option_is_dropped_in_every_spelling(tmp_path, spelling):
+    request = LoadRequest(["--pipeline", "4", *spelling, "-c", "2"], "127.0.0.1", 7000, tmp_path / "j.json")
+    argv = request.argv()[1:]
+    assert argv[:4] == ["--pipeline", "4", "-c", "2"] and "/s" not in argv and "-S/s" not in argv
+    combined = LoadRequest(["-RS/s", "--ratio", "1:0"], "127.0.0.1", 7000, tmp_path / "j.json").argv()[1:]
+    assert combined[:3] == ["--ratio", "1:0", "--random-data"] and "/s" not in " ".join(combined)
+
+
+def test_the_output_check_truncates_nothing_and_leaves_nothing_behind(tmp_path):
+    kept = tmp_path / "kept.json"
+    kept.write_text("earlier results")
+    check_output_paths({"--json": kept, "--markdown": tmp_path / "new.md", "--other": None})
+    assert kept.read_text() == "earlier results" and not (tmp_path / "new.md").exists()
+    with pytest.raises(UsageError, match="no-dir/x.json: cannot write there"):
+        check_output_paths({"--json": tmp_path / "no-dir" / "x.json"})
