@@ -437,11 +437,13 @@ def prepare(test: TestSpec, server: Server, *, scale: float | None, observer,
         facts = _generated_dataset(test, server, scale, observer)
     if test.db.preload:
         observer.phase("preload", unit="requests")
-        run_load(LoadRequest(arguments=server.load_arguments(test.db.preload.arguments),
+        preload = run_load(LoadRequest(arguments=server.load_arguments(test.db.preload.arguments),
                              host=server.host, port=server.port,
                              json_path=workdir / f"preload-{server.port}.json", cpus=client_cpus),
                  listener=_PreloadProgress(observer), server_alive=server.alive,
                  timeout_s=test.db.preload.timeout_seconds or PRELOAD_TIMEOUT_S)
+        for warning in preload.extra.get("warnings", []):   # e.g. how -n allkeys differs from memtier
+            observer.note(f"preload: {warning}")
     client = server.command_client()
     has_init = bool(test.db.init_commands or test.db.init_lua)
     before_init = keyspace_length(server.info_client()) if has_init and test.db.keyspacelen is not None else None

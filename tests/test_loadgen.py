@@ -79,7 +79,7 @@ def commandstats(r):
 
 # ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("clients,threads,kmin,kmax", [(7, 3, 1, 10007), (50, 2, 0, 99), (4, 1, 5, 5)])
+@pytest.mark.parametrize("clients,threads,kmin,kmax", [(7, 3, 1, 10007), (50, 2, 0, 99)])
 def test_preload_writes_exactly_the_key_range(server, tmp_path, clients, threads, kmin, kmax):
     _, data = run_load([*base(server), "-n", "allkeys", "--key-pattern", "P:P", "--ratio", "1:0",
                         "--key-minimum", kmin, "--key-maximum", kmax, "-c", clients, "-t", threads,
@@ -93,6 +93,70 @@ def test_preload_writes_exactly_the_key_range(server, tmp_path, clients, threads
     assert not r.exists(f"memtier-{kmax + 1}")
     if kmin > 0:
         assert not r.exists(f"memtier-{kmin - 1}")
+
+
+def test_parallel_connections_beyond_the_key_range_write_above_the_maximum(server, tmp_path):
+    # memtier gives each P connection (max - min) / connections + 1 keys from min + index × that:
+    # 4 connections over the single key 5 write keys 5, 6, 7 and 8, as memtier does.
+    run_load([*base(server), "-n", "allkeys", "--key-pattern", "P:P", "--ratio", "1:0",
+              "--key-minimum", 5, "--key-maximum", 5, "-c", 4, "-t", 1], tmp_path)
+    r = client(server)
+    assert sorted(r.keys()) == [b"memtier-5", b"memtier-6", b"memtier-7", b"memtier-8"]
+
+
+def test_stream_preload_with_more_connections_than_streams_builds_memtiers_keys(server, tmp_path):
+    # The preload of the upstream 10streams-xreadgroup suite (-n reduced from 50,000): 200
+    # connections over keys 1..10. memtier's one-key slices put connection i on stream:(i+1),
+    # so it writes 200 streams of 3 entries (DBSIZE 200, not the 10 the suite describes).
+    run_load([*base(server), "--data-size", 100, "--command", "XADD stream:__key__ * field __data__",
+              "--command-key-pattern", "P", "--key-minimum", 1, "--key-maximum", 10, "--key-prefix", "",
+              "-n", 3, "-c", 50, "-t", 4], tmp_path)
+    r = client(server)
+    assert sorted(r.keys()) == sorted(f"stream:{i}".encode() for i in range(1, 201))
+    assert {r.xlen(f"stream:{i}") for i in range(1, 201)} == {3}
+
+
+# The preload lines of the upstream 1key-zset suites (issue #23) and the members memtier builds:
+# each connection walks its slice of (max - min) / connections + 1 keys, wrapping inside it, and
+# the two __key__ of "ZADD lb __key__ __key__" are two consecutive draws (score, member).
+ZSET_PRELOADS = [
+    pytest.param(["--key-maximum", 250, "-n", 25, "-t", 10, "-c", 1], 134, id="250-elements"),
+    pytest.param(["--key-maximum", 1000000, "-n", 100000, "-t", 10, "-c", 1], 949_996, id="zrank-1M"),
+    pytest.param(["--key-maximum", 1000000, "-t", 4, "-c", 100], 998_950, id="400-connections-1M",
+                 marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("arguments,members", ZSET_PRELOADS)
+def test_parallel_zadd_preloads_build_memtiers_member_counts(server, tmp_path, arguments, members):
+    run_load([*base(server), "--pipeline", 50, "--command", "ZADD lb __key__  __key__",
+              "--command-key-pattern", "P", "--key-prefix", "", *arguments], tmp_path, timeout=600)
+    assert client(server).zcard("lb") == members
+
+
+@pytest.mark.parametrize("extra,named", [
+    (["--ratio", "1:0"], "--ratio"),
+    (["--key-pattern", "P:P"], "--key-pattern"),
+    (["--command", "GET __key__", "--command-key-pattern", "R"], "--command-key-pattern P"),
+])
+def test_combinations_memtier_refuses_exit_2(server, tmp_path, extra, named):
+    proc, _ = run_load([*base(server), "-n", 10, "--command", "SET __key__ __data__",
+                        "--command-key-pattern", "P", *extra], tmp_path, expect_rc=2)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and named in lines[0] and "--command" in lines[0], proc.stderr
+    assert client(server).dbsize() == 0 and "cmdstat_set" not in client(server).info("commandstats")
+
+
+def test_stray_argument_is_ignored_and_the_cut_command_runs(server, tmp_path):
+    # Upstream's playbook-session-storage suites quote their HSET so that a shell split cuts it
+    # after "name User" and leaves the rest as a stray argument; memtier ignores the stray
+    # argument and runs the cut HSET (5 of its 10 field pairs). So does redline-load, saying so.
+    proc, data = run_load([*base(server), "-n", 5, "-c", 1, "-t", 1, "--key-minimum", 1, "--key-maximum", 1,
+                           "--command=HSET session:__key__ userId u organizationId o role admin email e name User",
+                           "__key__ permissions [read,write] lastActivity __timestamp__"], tmp_path)
+    assert client(server).hlen("session:memtier-1") == 5
+    assert "ignoring the stray argument '__key__ permissions" in proc.stderr
+    assert any("stray argument" in w for w in data["redline"]["warnings"])
 
 
 def test_preload_with_command_and_parallel_command_key_pattern(server, tmp_path):
@@ -289,7 +353,7 @@ def test_cannot_connect_is_exit_1():
 
 
 def test_placeholder_lookalike_is_sent_literally_and_warned(server, tmp_path):
-    proc, data = run_load([*base(server), "-n", 5, "-c", 1, "-t", 1, "--key-pattern", "S:S",
+    proc, data = run_load([*base(server), "-n", 5, "-c", 1, "-t", 1,
                            "--command", "SET __key__ __value__", "--command-key-pattern", "S",
                            "--key-minimum", 1, "--key-maximum", 5], tmp_path)
     assert "__value__" in proc.stderr and "warning" in proc.stderr

@@ -475,12 +475,27 @@ def test_read_only_classification(commands, expected):
     (["--command", "SET \"a b"], "unbalanced double quote"),
     (["--hide-histogram=yes"], "takes no value"),
     (["--pipeline"], "--pipeline needs a value"),
-    (["GET"], "unexpected argument 'GET'"),
+    (["--command", "SET __key__ x", "--ratio", "1:0"], "--ratio cannot be combined with --command"),
+    (["--key-pattern", "P:P", "--command", "SET __key__ x"], "--key-pattern cannot be combined with --command"),
+    (["--command", "SET __key__ x", "--command-key-pattern", "P", "--command", "GET __key__"],
+     "--command-key-pattern P is given for 1 of 2 --command options"),
+    (["--key-pattern", "P:R"], "the parallel pattern P must be given for both SET and GET"),
+    (["--cluster-mode", "--reconnect-interval", "10"], "--cluster-mode cannot be combined with --reconnect-interval"),
     (["--protocol", "memcache_text"], "not supported"),
 ])
 def test_argument_errors(argv, fragment):
     problems = parse_client_arguments(argv).errors
     assert any(fragment in p.message for p in problems), problems
+
+
+def test_stray_argument_is_a_warning_naming_the_cut_command():
+    wl = parse_client_arguments(["--command=HSET s:__key__ a 1 name User", "__key__ b 2", "-c", "2"])
+    assert not wl.errors and wl.clients == 2
+    assert wl.commands == [["HSET", "s:__key__", "a", "1", "name", "User"]]
+    (problem,) = wl.problems
+    assert problem.severity == "warning" and problem.token == "__key__ b 2"
+    assert "memtier_benchmark ignores it" in problem.message
+    assert "runs cut, as 'HSET s:__key__ a 1 name User'" in problem.message
 
 
 def test_abbreviated_and_redline_owned_flags_warn():

@@ -407,6 +407,7 @@ pub fn parse_args(args: &[String]) -> Result<Config, CliError> {
     let mut cfg = Config::default();
     let mut data_size_fixed: Option<u32> = None;
     let mut data_size_range: Option<DataSize> = None;
+    let mut given: Vec<&'static str> = Vec::new();
     let mut i = 0;
     while i < args.len() {
         let arg = &args[i];
@@ -414,7 +415,9 @@ pub fn parse_args(args: &[String]) -> Result<Config, CliError> {
         let mut pending: Vec<(&'static str, Option<String>)> = Vec::new();
         if let Some(body) = arg.strip_prefix("--") {
             if body.is_empty() {
-                return usage("unexpected argument '--'");
+                // getopt stops at "--"; memtier_benchmark never looks at what follows.
+                args[i..].iter().for_each(|a| cfg.warnings.push(stray_argument(a)));
+                break;
             }
             let (name, inline) = match body.split_once('=') {
                 Some((n, v)) => (n, Some(v.to_string())),
@@ -457,10 +460,12 @@ pub fn parse_args(args: &[String]) -> Result<Config, CliError> {
                 pending.push((full, None));
             }
         } else {
-            return usage(format!("unexpected argument '{arg}'"));
+            cfg.warnings.push(stray_argument(arg));
+            continue;
         }
 
         for (name, value) in pending {
+            given.push(name);
             let v = value.unwrap_or_default();
             match name {
                 "server" | "host" => cfg.server = v,
@@ -613,8 +618,53 @@ pub fn parse_args(args: &[String]) -> Result<Config, CliError> {
     } else if let Some(d) = data_size_fixed {
         cfg.data_size = DataSize::Fixed(d);
     }
+    refuse_as_memtier(&cfg, &given)?;
     validate(&mut cfg)?;
     Ok(cfg)
+}
+
+/// memtier_benchmark's getopt moves non-option arguments to the end and memtier never reads
+/// them, so it runs without them (upstream suites with a broken quote inside `--command`
+/// thereby run a cut command); redline-load does the same and says so.
+fn stray_argument(arg: &str) -> String {
+    format!("ignoring the stray argument '{arg}' (not an option; memtier_benchmark ignores it too)")
+}
+
+/// Option combinations memtier_benchmark refuses with a usage error (exit 2), refused the same
+/// way so that a command line redline-load runs is one memtier runs.
+fn refuse_as_memtier(cfg: &Config, given: &[&str]) -> Result<(), CliError> {
+    let (set, get) = cfg.key_pattern;
+    if (set == KeyPattern::Parallel) != (get == KeyPattern::Parallel) {
+        return usage(format!(
+            "--key-pattern {}:{}: the parallel pattern P must be given for both SET and GET (as memtier_benchmark requires)",
+            set.letter(),
+            get.letter()
+        ));
+    }
+    if !cfg.commands.is_empty() {
+        for (option, what) in [("ratio", "ratio"), ("key-pattern", "key pattern")] {
+            if given.contains(&option) {
+                return usage(format!(
+                    "--{option} cannot be combined with --command: give each command's {what} with --command-{option} (memtier_benchmark refuses this too)"
+                ));
+            }
+        }
+        let parallel = cfg.commands.iter().filter(|c| c.key_pattern == KeyPattern::Parallel).count();
+        if parallel > 0 && parallel < cfg.commands.len() {
+            return usage(format!(
+                "--command-key-pattern P is given for {parallel} of {} --command options: the parallel pattern must be given for every --command (memtier_benchmark refuses this too)",
+                cfg.commands.len()
+            ));
+        }
+    }
+    if cfg.cluster_mode {
+        for option in ["reconnect-interval", "unix-socket"] {
+            if given.contains(&option) {
+                return usage(format!("--cluster-mode cannot be combined with --{option} (memtier_benchmark refuses this too)"));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn parse_uri(cfg: &mut Config, v: &str) -> Result<(), CliError> {
@@ -696,11 +746,11 @@ mod tests {
     #[test]
     fn last_value_wins_and_commands_accumulate() {
         let c = p(&["-c", "3", "--clients=5", "--command", "SET __key__ __data__", "--command-ratio", "2",
-            "--command=GET __key__", "--command-key-pattern", "P"]).unwrap();
+            "--command=GET __key__", "--command-key-pattern", "S"]).unwrap();
         assert_eq!(c.clients, 5);
         assert_eq!(c.commands.len(), 2);
         assert_eq!(c.commands[0].ratio, 2);
-        assert_eq!(c.commands[1].key_pattern, KeyPattern::Parallel);
+        assert_eq!(c.commands[1].key_pattern, KeyPattern::Sequential);
     }
 
     #[test]
@@ -725,6 +775,41 @@ mod tests {
         assert!(p(&["-n", "5", "--test-time", "3"]).is_err());
         let c = p(&["--test-time", "3"]).unwrap();
         assert_eq!(c.requests, Requests::Unset);
+    }
+
+    fn usage_message(args: &[&str]) -> String {
+        match p(args) {
+            Err(CliError::Usage(m)) => m,
+            other => panic!("expected a usage error for {args:?}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn combinations_memtier_refuses_are_refused() {
+        let m = usage_message(&["--command", "SET __key__ x", "--ratio", "1:0"]);
+        assert!(m.contains("--ratio") && m.contains("--command"), "{m}");
+        let m = usage_message(&["--key-pattern=P:P", "--command", "SET __key__ x"]);
+        assert!(m.contains("--key-pattern") && m.contains("--command"), "{m}");
+        let m = usage_message(&["--command", "SET __key__ x", "--command-key-pattern", "P", "--command", "GET __key__"]);
+        assert!(m.contains("--command-key-pattern P") && m.contains("1 of 2"), "{m}");
+        let m = usage_message(&["--key-pattern", "P:R"]);
+        assert!(m.contains("P:R"), "{m}");
+        let m = usage_message(&["--cluster-mode", "--reconnect-interval", "5"]);
+        assert!(m.contains("--cluster-mode") && m.contains("--reconnect-interval"), "{m}");
+        // the same options without --command (or with one pattern everywhere) are fine
+        assert!(p(&["--ratio", "1:0", "--key-pattern", "P:P"]).is_ok());
+        assert!(p(&["--command", "SET __key__ x", "--command-key-pattern", "P", "--command", "GET __key__",
+            "--command-key-pattern", "P"]).is_ok());
+    }
+
+    #[test]
+    fn stray_arguments_are_ignored_with_a_warning() {
+        let c = p(&["--command=HSET h f1 v1 name User", "__key__ more fields", "-c", "2", "--", "-n", "5"]).unwrap();
+        assert_eq!(c.commands[0].text, "HSET h f1 v1 name User");
+        assert_eq!(c.clients, 2);
+        assert_eq!(c.requests, Requests::PerClient(DEFAULT_REQUESTS));
+        assert_eq!(c.warnings.len(), 3, "{:?}", c.warnings);
+        assert!(c.warnings[0].contains("'__key__ more fields'"));
     }
 
     #[test]

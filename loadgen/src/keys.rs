@@ -141,17 +141,45 @@ impl KeyGen {
     }
 }
 
-/// The share of [min, max] that parallel connection `index` of `total` owns: an exact
-/// partition (every key in exactly one share, sizes differ by at most one).
-pub fn parallel_share(min: u64, max: u64, index: u64, total: u64) -> Option<(u64, u64)> {
-    let count = (max - min) as u128 + 1;
-    let lo = min as u128 + count * index as u128 / total as u128;
-    let hi = min as u128 + count * (index as u128 + 1) / total as u128;
-    if hi <= lo {
-        // More connections than keys: this connection has nothing of its own.
-        return None;
+/// The keys that parallel (P) connection `index` of `total` walks, as memtier_benchmark
+/// computes them (client.cpp): every connection gets a slice of `(max - min) / total + 1`
+/// keys starting at `min + index × size`, except that the last connection ends at `max`.
+/// The slices therefore do not split the range exactly: with more connections than keys they
+/// run past `max` (keys above --key-maximum get written), and the last connection can start
+/// above `max`, in which case memtier repeats its first key forever (returned as `(lo, lo)`).
+pub fn parallel_slice(min: u64, max: u64, index: u64, total: u64) -> (u64, u64) {
+    let size = (max - min) / total.max(1) + 1;
+    let lo = min.saturating_add(size.saturating_mul(index));
+    let hi = if index + 1 >= total { max.max(lo) } else { lo.saturating_add(size - 1) };
+    (lo, hi)
+}
+
+/// How many requests of one connection walking `slice_len` keys come before the requests
+/// repeat: one command with `keys_per_request` sequential draws (each `__key__` is its own
+/// draw) repeats after `slice_len / gcd(slice_len, keys_per_request)` requests; several
+/// commands (run `ratio` times in a row each, with an iterator each) after enough rounds for
+/// every command to come back to its start. A command without keys counts as one key.
+pub fn distinct_requests(slice_len: u64, commands: &[(u64, u64)]) -> u64 {
+    let period = |keys: u64| slice_len / gcd(slice_len, keys.max(1));
+    if let [(_, keys)] = commands {
+        return period(*keys);
     }
-    Some((lo as u64, (hi - 1) as u64))
+    let per_round: u64 = commands.iter().map(|&(ratio, _)| ratio).sum();
+    let rounds = commands
+        .iter()
+        .filter(|&&(ratio, _)| ratio > 0)
+        .map(|&(ratio, keys)| period(keys).div_ceil(ratio))
+        .max()
+        .unwrap_or(0);
+    rounds.saturating_mul(per_round)
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 #[cfg(test)]
@@ -191,16 +219,49 @@ mod tests {
     }
 
     #[test]
-    fn parallel_shares_partition_exactly() {
-        for (min, max, n) in [(1u64, 10u64, 3u64), (0, 10, 4), (1, 4, 3), (1, 1_000_000, 200), (7, 7, 5)] {
-            let mut covered = Vec::new();
-            for i in 0..n {
-                if let Some((lo, hi)) = parallel_share(min, max, i, n) {
-                    covered.extend(lo..=hi);
-                }
+    fn parallel_slices_follow_memtier() {
+        // 10 connections over 0..=250: slices of 26 keys, the last one 234..=250.
+        assert_eq!(parallel_slice(0, 250, 0, 10), (0, 25));
+        assert_eq!(parallel_slice(0, 250, 8, 10), (208, 233));
+        assert_eq!(parallel_slice(0, 250, 9, 10), (234, 250));
+        // 200 connections over 1..=10: one key each, past the maximum; the last starts at 200.
+        assert_eq!(parallel_slice(1, 10, 0, 200), (1, 1));
+        assert_eq!(parallel_slice(1, 10, 150, 200), (151, 151));
+        assert_eq!(parallel_slice(1, 10, 199, 200), (200, 200));
+        // one connection: the whole range
+        assert_eq!(parallel_slice(5, 9, 0, 1), (5, 9));
+    }
+
+    /// Members a one-key sorted set gets from `ZADD key __key__ __key__` (score, member: two
+    /// sequential draws per request) with the P pattern, counted by drawing as the tool does.
+    fn zadd_pair_members(min: u64, max: u64, connections: u64, requests: u64) -> usize {
+        let mut members = std::collections::HashSet::new();
+        for index in 0..connections {
+            let (lo, hi) = parallel_slice(min, max, index, connections);
+            let mut g = KeyGen::new(&spec(lo, hi));
+            for _ in 0..requests {
+                let _score = g.next(KeyPattern::Parallel, 0);
+                members.insert(g.next(KeyPattern::Parallel, 0));
             }
-            let expect: Vec<u64> = (min..=max).collect();
-            assert_eq!(covered, expect, "min={min} max={max} n={n}");
         }
+        members.len()
+    }
+
+    #[test]
+    fn upstream_zset_preloads_build_memtiers_member_counts() {
+        // The preload lines of the upstream 1key-zset suites (issue #23), as memtier builds them.
+        assert_eq!(zadd_pair_members(0, 250, 10, 25), 134);
+        assert_eq!(zadd_pair_members(0, 1_000_000, 10, 100_000), 949_996);
+        assert_eq!(zadd_pair_members(0, 1_000_000, 400, 10_000), 998_950);
+    }
+
+    #[test]
+    fn distinct_requests_per_slice() {
+        assert_eq!(distinct_requests(100_001, &[(1, 1)]), 100_001);
+        assert_eq!(distinct_requests(100_001, &[(1, 2)]), 100_001); // odd slice: two passes of draws
+        assert_eq!(distinct_requests(26, &[(1, 2)]), 13); // even slice: one pass
+        assert_eq!(distinct_requests(10, &[(1, 0)]), 10);
+        assert_eq!(distinct_requests(10, &[(1, 1), (0, 1)]), 10); // SET:GET 1:0
+        assert_eq!(distinct_requests(10, &[(2, 1), (1, 1)]), 30); // 10 rounds of 3
     }
 }

@@ -47,6 +47,7 @@ fn main() {
     let events = Events { enabled: cfg.events };
     let mut warnings = cfg.warnings.clone();
     warnings.extend(wl.warnings.iter().cloned());
+    warnings.extend(runner::allkeys_note(&cfg, &wl));
     for w in &warnings {
         eprintln!("redline-load: warning: {w}");
         events.warning(w);

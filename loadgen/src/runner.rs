@@ -3,7 +3,7 @@
 
 use crate::cli::{Config, KeyPattern, Requests, DEFAULT_REQUESTS};
 use crate::events::{unix_now, Events, ProgressEvent};
-use crate::keys::parallel_share;
+use crate::keys::{distinct_requests, parallel_slice};
 use crate::net::Endpoint;
 use crate::report::RunResult;
 use crate::stats::ThreadStats;
@@ -57,34 +57,61 @@ fn keys_per_shard(cl: &ClusterPlan, parts: (&[u8], &[u8], &[u8]), lo: u64, hi: u
     counts
 }
 
-/// How many requests one connection sends for `-n allkeys`.
-///
-/// memtier (memtier_benchmark.cpp) sends `key_maximum - key_minimum` requests per connection,
-/// or, with `--key-pattern P:P`, that count divided among the connections plus one. redline-load
-/// keeps memtier's count where it decides what the data is, and drops only the passes that
-/// rewrite the same keys:
-/// - `--key-pattern P:P`: every connection writes exactly its share, so all of them together
-///   write the inclusive range `key_minimum..=key_maximum` once each.
-/// - another sequential (P) pattern: memtier's count, capped at one pass over the connection's
-///   share. With one connection that leaves the last key out, and the upstream suites rely on
-///   it (`--key-maximum N+1` to load N keys, or N elements into one list); with several
-///   connections memtier walks each share many times over, rewriting the same keys.
-/// - random patterns: memtier's count. A count of zero (one key) falls back to memtier's
-///   default of 10,000 requests unless the run is timed.
-fn allkeys_requests(cfg: &Config, parallel: bool, share: Option<(u64, u64)>) -> u64 {
-    let share_size = share.map_or(0, |(lo, hi)| hi - lo + 1);
-    if cfg.key_pattern == (KeyPattern::Parallel, KeyPattern::Parallel) {
-        return share_size;
+/// memtier's request count per connection for `-n allkeys` (memtier_benchmark.cpp):
+/// `key_maximum - key_minimum`, or with `--key-pattern P:P` that count divided among the
+/// connections plus one; a count of zero (one key) falls back to memtier's default of 10,000
+/// requests unless the run is timed.
+pub fn memtier_allkeys_requests(cfg: &Config) -> u64 {
+    let span = cfg.key_maximum - cfg.key_minimum;
+    if cfg.key_pattern == (KeyPattern::Parallel, KeyPattern::Parallel) && cfg.commands.is_empty() {
+        return span / (cfg.clients as u64 * cfg.threads as u64) + 1;
     }
-    let memtier = match cfg.key_maximum - cfg.key_minimum {
+    match span {
         0 if cfg.test_time.is_none() => DEFAULT_REQUESTS,
         n => n,
-    };
-    if parallel {
-        memtier.min(share_size)
-    } else {
-        memtier
     }
+}
+
+/// How many requests one connection sends for `-n allkeys`: memtier's count, except that a
+/// parallel (P) connection stops once it has sent every distinct request of its slice
+/// (`keys::distinct_requests`). memtier walks each slice over and over with several
+/// connections (a 3M-key suite with 200 connections sends 600M SETs); the requests it repeats
+/// write the same keys with the same sizes, so the data is the same with far fewer requests.
+/// With one connection memtier's count is one short of the slice and is kept: that leaves the
+/// last key out, and the upstream suites rely on it (`--key-maximum N+1` loads N keys).
+fn allkeys_requests(cfg: &Config, wl: &Workload, parallel: bool, slice: (u64, u64)) -> u64 {
+    let memtier = memtier_allkeys_requests(cfg);
+    if !parallel {
+        return memtier;
+    }
+    let ratio = |i: usize, t: &crate::workload::Template| match wl.builtin_ratio {
+        Some((set, get)) => [set, get][i.min(1)] as u64,
+        None => t.ratio as u64,
+    };
+    let commands: Vec<(u64, u64)> = wl
+        .templates
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.executable)
+        .map(|(i, t)| (ratio(i, t), t.key_count as u64))
+        .collect();
+    memtier.min(distinct_requests(slice.1 - slice.0 + 1, &commands))
+}
+
+/// The one line that says when `-n allkeys` sends fewer requests than memtier would.
+pub fn allkeys_note(cfg: &Config, wl: &Workload) -> Option<String> {
+    if cfg.requests != Requests::AllKeys {
+        return None;
+    }
+    let ours: u64 = plan_connections(cfg, wl, None).iter().flatten().map(|p| p.limit.unwrap_or(0)).sum();
+    let memtier = memtier_allkeys_requests(cfg) * cfg.clients as u64 * cfg.threads as u64;
+    (ours < memtier).then(|| {
+        format!(
+            "-n allkeys: {ours} requests where memtier_benchmark sends {memtier}: each connection sends every \
+             distinct request of its keys once where memtier repeats them, so the same keys, values and TTLs \
+             are written (docs/loadgen.md)"
+        )
+    })
 }
 
 pub fn plan_connections(cfg: &Config, wl: &Workload, cluster: Option<&ClusterPlan>) -> Vec<Vec<ConnPlan>> {
@@ -96,18 +123,15 @@ pub fn plan_connections(cfg: &Config, wl: &Workload, cluster: Option<&ClusterPla
         let mut conns = Vec::new();
         for c in 0..cfg.clients as u64 {
             let index = t * cfg.clients as u64 + c;
-            let (key_min, key_max, empty) = if parallel {
-                match parallel_share(cfg.key_minimum, cfg.key_maximum, index, total) {
-                    Some((lo, hi)) => (lo, hi, false),
-                    None => (cfg.key_minimum, cfg.key_minimum, true),
-                }
+            let (key_min, key_max) = if parallel {
+                parallel_slice(cfg.key_minimum, cfg.key_maximum, index, total)
             } else {
-                (cfg.key_minimum, cfg.key_maximum, false)
+                (cfg.key_minimum, cfg.key_maximum)
             };
             let limit = match cfg.requests {
                 Requests::Unset => None,
                 Requests::PerClient(n) => Some(n),
-                Requests::AllKeys => Some(allkeys_requests(cfg, parallel, (!empty).then_some((key_min, key_max)))),
+                Requests::AllKeys => Some(allkeys_requests(cfg, wl, parallel, (key_min, key_max))),
             };
             let seed = if cfg.distinct_client_seed { seed0.wrapping_add(index + 1) } else { seed0 };
             match cluster {
@@ -126,11 +150,11 @@ pub fn plan_connections(cfg: &Config, wl: &Workload, cluster: Option<&ClusterPla
                     let nshards = cl.shards.len() as u64;
                     let group_base = conns.len();
                     let per_shard: Option<Vec<u64>> = match cfg.requests {
-                        Requests::AllKeys if !empty => {
+                        Requests::AllKeys => {
                             let (p, s) = Generator::first_key_parts(wl);
                             let format = (&p[..], cfg.key_prefix.as_bytes(), &s[..]);
                             // At most one pass over [key_min, key_max]: the first n keys.
-                            let n = allkeys_requests(cfg, parallel, Some((key_min, key_max)));
+                            let n = allkeys_requests(cfg, wl, parallel, (key_min, key_max));
                             let n = n.min(key_max - key_min + 1);
                             Some(if n == 0 {
                                 vec![0; cl.shards.len()]
@@ -138,7 +162,6 @@ pub fn plan_connections(cfg: &Config, wl: &Workload, cluster: Option<&ClusterPla
                                 keys_per_shard(cl, format, key_min, key_min + n - 1)
                             })
                         }
-                        Requests::AllKeys => Some(vec![0; cl.shards.len()]),
                         Requests::PerClient(n) => {
                             Some((0..nshards).map(|s| n / nshards + u64::from(s < n % nshards)).collect())
                         }

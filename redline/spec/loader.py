@@ -9,6 +9,7 @@ import yaml
 from .errors import Diagnostic, SpecError
 from .memtier import parse_client_arguments, split_command
 from .keyspace import unreachable_keyspace
+from .parallel import parallel_warnings
 from .model import DbConfig, TestSpec, ToolInvocation
 from .owned import owned_server_parameter, server_parameter_note
 from .yamlnodes import NodeReader, compose_file, line_of, suggest, type_name
@@ -340,6 +341,12 @@ class _SpecBuilder:
             r.report(line_of(root) if "dbconfig" not in items else line_of(items["dbconfig"][0]),
                      "warning", f"dbconfig.check.keyspacelen is {db.keyspacelen} but nothing "
                      "fills the database (no preload_tool, init_commands, init_lua or dataset)")
+        invocations = [("dbconfig.preload_tool", db.preload)] if db.preload else []
+        invocations += [("clientconfig", client) for client in spec.clients]
+        for where, invocation in invocations:
+            if invocation.workload is not None:
+                for warning in parallel_warnings(invocation.workload, spec.name, db.dataset_name):
+                    r.report(invocation.line or line_of(root), "warning", f"{where}.arguments: {warning}")
         shortfall = unreachable_keyspace(db)
         if shortfall:
             dbconfig = items["dbconfig"][1]

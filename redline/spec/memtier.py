@@ -233,8 +233,8 @@ def _scan_options(argv: list[str], problems: list[ArgumentProblem]) -> list[_Opt
     while i < len(argv):
         tok, start = argv[i], i
         if tok == "--":
-            for extra in argv[i + 1:]:
-                problems.append(ArgumentProblem("error", f"unexpected argument {extra!r}", extra))
+            for extra in argv[i + 1:]:     # getopt stops here; memtier never reads the rest
+                problems.append(_stray_argument(extra, None))
             break
         if tok.startswith("--"):
             name, has_eq, inline = tok[2:].partition("=")
@@ -289,11 +289,21 @@ def _scan_options(argv: list[str], problems: list[ArgumentProblem]) -> list[_Opt
                 options.append(_Option(long, None, tok, tuple(range(start, i + 1))))
                 j += 1
         else:
-            problems.append(ArgumentProblem(
-                "error", f"unexpected argument {tok!r}: not a flag, and memtier_benchmark "
-                "silently ignores it (an unescaped quote inside a quoted --command?)", tok))
+            problems.append(_stray_argument(tok, options[-1] if options else None))
         i += 1
     return options
+
+
+def _stray_argument(token: str, before: _Option | None) -> ArgumentProblem:
+    """memtier's getopt moves non-option arguments aside and memtier never reads them, so it
+    runs without them; redline-load does the same. Right after a --command the usual cause is
+    an unescaped quote inside it, which cuts the command: say what runs."""
+    cut = ""
+    if before is not None and before.name == "command":
+        cut = f"; the --command before it runs cut, as {before.value!r} (an unescaped quote inside it?)"
+    return ArgumentProblem(
+        "warning", f"stray argument {token!r} is not a flag: memtier_benchmark ignores it and so "
+        f"does redline-load{cut}", token)
 
 
 def _parse_int(opt: _Option, problems: list[ArgumentProblem], minimum: int) -> int | None:
@@ -435,6 +445,37 @@ def _apply(opt: _Option, wl: Workload, problems: list[ArgumentProblem]) -> None:
             "not carry", opt.token))
 
 
+def _refuse_as_memtier(options: list[_Option], wl: Workload, problems: list[ArgumentProblem]) -> None:
+    """Option combinations memtier_benchmark refuses to start with (exit 2); redline-load
+    refuses them the same way."""
+    first = {}
+    for opt in options:
+        first.setdefault(opt.name, opt)
+    set_side, get_side = wl.key_pattern[0], wl.key_pattern[-1]
+    if "P" in (set_side, get_side) and set_side != get_side:
+        problems.append(ArgumentProblem(
+            "error", f"--key-pattern {wl.key_pattern}: the parallel pattern P must be given for both "
+            "SET and GET (memtier_benchmark refuses to start)", first["key-pattern"].token))
+    if wl.arbitrary_commands:
+        for name, what in (("ratio", "ratio"), ("key-pattern", "key pattern")):
+            if name in first:
+                problems.append(ArgumentProblem(
+                    "error", f"--{name} cannot be combined with --command: each command's {what} is "
+                    f"given with --command-{name} (memtier_benchmark refuses to start)",
+                    first[name].token))
+        parallel = wl.command_key_patterns.count("P")
+        if 0 < parallel < len(wl.commands):
+            problems.append(ArgumentProblem(
+                "error", f"--command-key-pattern P is given for {parallel} of {len(wl.commands)} "
+                "--command options: the parallel pattern must be given for every --command "
+                "(memtier_benchmark refuses to start)",
+                next(o.token for o in options if o.name == "command-key-pattern" and o.value == "P")))
+    if wl.cluster_mode and "reconnect-interval" in first:
+        problems.append(ArgumentProblem(
+            "error", "--cluster-mode cannot be combined with --reconnect-interval "
+            "(memtier_benchmark refuses to start)", first["reconnect-interval"].token))
+
+
 def _check_percentiles(opt: _Option, problems: list[ArgumentProblem]) -> None:
     for part in str(opt.value).split(","):
         try:
@@ -482,8 +523,10 @@ def parse_client_arguments(argv: list[str]) -> Workload:
     """Read a memtier_benchmark argv into a Workload; problems are in `.problems`."""
     problems: list[ArgumentProblem] = []
     wl = Workload(problems=problems)
-    for opt in _scan_options(list(argv), problems):
+    options = _scan_options(list(argv), problems)
+    for opt in options:
         _apply(opt, wl, problems)
+    _refuse_as_memtier(options, wl, problems)
     if not wl.arbitrary_commands:
         wl.commands = [["SET", "__key__", "__data__"], ["GET", "__key__"]]
         wl.command_ratios = list(wl.ratio)
