@@ -1,25 +1,28 @@
-"""Change points in a history series (one value per commit): where did performance move?
+"""Change points in a history of sessions: where did performance move, and how sure are we?
 
-Method: E-Divisive means (Matteson & James, 2014) on ranks, with the split/merge structure
-of Apache Otava (Hunter, Fleming et al. 2023):
+Input: a series of sessions, oldest first; each session holds the values of its runs (one
+test × topology × target × configuration). Every value is replaced by its logarithm, so a
+change is a ratio. The method (docs/history.md has the reasoning and the simulations):
 
-1. Split. Recursive binary segmentation. In a segment, every candidate split tau is scored
-   with the energy statistic
-       Q(X, Y) = m n / (m + n) * (2 mean|X - Y| - mean|X - X'| - mean|Y - Y'|)
-   between X = segment[:tau] and Y = segment[tau:], computed on the ranks of the
-   segment's values (ranks tame heavy tails: one wild run cannot create a change point).
-   The best candidate is kept if a permutation test of the maximal Q gives p <= 10x the
-   final threshold ("weak" change points, as in Otava), and both halves are split again.
-   Long series are split in windows of 2 x ``window`` points overlapping by half, as in
-   Otava, so the cost grows linearly with the length of the history.
-2. Merge. Each weak change point is re-tested on the window between its neighbours
-   (at most ``window`` points on each side),
-   the observed Q at its position against the permutation distribution of the maximal Q
-   in that window. The weakest (largest p) is removed while it exceeds the threshold;
-   its neighbours are then re-tested. What is left is reported.
+1. Noise model, measured from the series itself. A run's log value is
+       level of its segment + session offset (drift, sd ``between``) + run noise (sd ``within``).
+   ``within`` is the pooled spread of runs inside their sessions. ``between`` comes from the
+   differences of consecutive session means, robustly (their median absolute size), so the
+   few differences that straddle a real step do not count; what the run noise explains is
+   subtracted. A session mean then has variance between² + within² / runs.
+2. Split. Binary segmentation on sessions: in a segment, every split leaving at least
+   ``min_sessions`` sessions on each side is scored by the standardised difference of the two
+   sides' precision-weighted mean levels, z = (mean_after − mean_before) / its standard error.
+   The largest |z| among the splits whose change is at least the minimum effect is kept if
+   its p-value — Student t (degrees of freedom of the noise estimate, Satterthwaite), times
+   the number of splits tried (Bonferroni) — is at most 10× the threshold ("weak" change
+   points, as in Apache Otava); both sides are split again.
+3. Merge. Each weak change point is re-tested between its neighbours (same test, the split
+   fixed, Bonferroni over the splits that window allows); the weakest is dropped while its
+   p-value exceeds the threshold or its change is below the minimum effect.
 
-Every segment on each side of a change point has at least ``min_size`` points.
-Permutation tests are seeded, so results are reproducible.
+Significance therefore comes from the size of a step against the measured noise, not from
+the number of sessions: a large step with quiet runs is found with two sessions on each side.
 """
 
 from __future__ import annotations
@@ -30,219 +33,261 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["ChangePoint", "detect_change_points"]
+__all__ = ["ChangePoint", "NoiseModel", "detect_change_points", "noise_model", "MIN_SESSIONS",
+           "DEFAULT_MIN_EFFECT_PCT"]
 
-_PERMUTATION_BATCH_CELLS = 2_000_000  # cells of the (batch, n, n) array per numpy step
+MIN_SESSIONS = 2              # sessions at least on each side of a change point
+DEFAULT_MIN_EFFECT_PCT = 3.0  # smallest change reported when the test has no calibrated noise floor
+_MIN_SESSION_SD = 0.001       # a session mean is never trusted to better than 0.1% (quantised data)
+_NOISE_ROUNDS = 4             # noise re-measured around the levels found, then the series re-tested
+_QN_EFFICIENCY = 0.6          # Qn's spread is worth this share of a variance's degrees of freedom (few points)
+_DRIFT_EVIDENCE = 0.05        # drift between sessions is assumed once an F test shows it at this level
+_QN_NORMAL = 2.2219           # Qn's consistency factor for a normal distribution
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """Spread of the log values: `within` a session (run to run) and `between` sessions (drift)."""
+
+    within: float
+    between: float
+    degrees_of_freedom: float  # of a session mean's estimated variance (Satterthwaite)
+
+    def session_variance(self, runs: np.ndarray) -> np.ndarray:
+        return np.maximum(self.between ** 2 + self.within ** 2 / runs, _MIN_SESSION_SD ** 2)
 
 
 @dataclass(frozen=True)
 class ChangePoint:
-    index: int  # first point of the new regime
-    before_median: float  # median of the points since the previous change point
-    after_median: float  # median of the points up to the next change point
-    delta_pct: float  # (after / before - 1) * 100
-    p_value: float  # permutation p-value of this change point against its neighbours
+    index: int            # first session of the new level
+    before: float         # level (geometric mean of the runs, session-weighted) since the previous change point
+    after: float          # level up to the next change point
+    delta_pct: float      # (after / before - 1) * 100
+    p_value: float        # of this change point against its neighbours (Bonferroni over the splits tried)
 
 
 @dataclass(frozen=True)
-class _Candidate:
-    index: int  # absolute index of the first point after the split
-    q: float
+class _Sessions:
+    means: np.ndarray     # mean log value per session
+    weights: np.ndarray   # 1 / variance of each session mean
+    df: float
 
 
-def _ranks(values: np.ndarray) -> np.ndarray:
-    order = np.argsort(values, kind="mergesort")
-    ranks = np.empty(len(values))
-    sorted_vals = values[order]
-    i = 0
-    while i < len(values):
-        j = i
-        while j + 1 < len(values) and sorted_vals[j + 1] == sorted_vals[i]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
-        i = j + 1
-    return ranks
+@dataclass(frozen=True)
+class _Split:
+    index: int
+    z: float
+    log_change: float
+    p_value: float
 
 
-def _q_scan(distances: np.ndarray, *, min_size: int) -> np.ndarray:
-    """Q(segment[:tau], segment[tau:]) for every tau; distances has shape (..., L, L).
-
-    Returns shape (..., L + 1) indexed by tau; taus leaving fewer than min_size points on a
-    side are -inf.
-    """
-    length = distances.shape[-1]
-    lower = np.tril(np.ones((length, length), dtype=bool), k=-1)
-    # within[t] = sum of distances among the first t points; rows[t] = all distances of them
-    within = np.zeros(distances.shape[:-2] + (length + 1,))
-    within[..., 1:] = np.cumsum(np.where(lower, distances, 0.0).sum(axis=-1), axis=-1)
-    rows = np.zeros_like(within)
-    rows[..., 1:] = np.cumsum(distances.sum(axis=-1), axis=-1)
-    total = within[..., -1:]
-    cross = rows - 2.0 * within  # pairs (i < tau <= j)
-    within_y = total - within - cross
-
-    n_x = np.arange(length + 1, dtype=float)
-    n_y = length - n_x
-    valid = (n_x >= min_size) & (n_y >= min_size)
-    safe_x = np.where(valid, n_x, 2.0)
-    safe_y = np.where(valid, n_y, 2.0)
-    q = (safe_x * safe_y / (safe_x + safe_y)) * (
-        2.0 * cross / (safe_x * safe_y)
-        - within / (safe_x * (safe_x - 1) / 2.0)
-        - within_y / (safe_y * (safe_y - 1) / 2.0)
-    )
-    return np.where(valid, q, -np.inf)
+def _check_sessions(sessions: Sequence[Sequence[float]]) -> list[np.ndarray]:
+    logs = []
+    for i, runs in enumerate(sessions):
+        try:
+            values = np.asarray(runs, dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"session {i}: values must be numbers ({exc})") from None
+        if values.ndim != 1 or len(values) == 0:
+            raise ValueError(f"session {i}: expected a non-empty list of run values")
+        bad = [float(v) for v in values if not (math.isfinite(v) and v > 0)]
+        if bad:
+            raise ValueError(f"session {i}: value {bad[0]!r} is not a positive finite number")
+        logs.append(np.log(values))
+    return logs
 
 
-def _distance_matrix(segment: np.ndarray) -> np.ndarray:
-    ranks = _ranks(segment)
-    return np.abs(ranks[:, None] - ranks[None, :])
+def noise_model(sessions: Sequence[Sequence[float]], change_points: Sequence[int] = ()) -> NoiseModel:
+    """Run-to-run and session-to-session spread of the log values (see the module docstring),
+    leaving out the session-to-session differences at `change_points` (first sessions of new levels)."""
+    return _noise_model(_check_sessions(sessions), change_points)
 
 
-def _permutation_pvalue(distances: np.ndarray, *, observed: float, min_size: int,
-                        p_threshold: float, rng: np.random.Generator) -> float:
-    """p-value of the observed statistic against the max-Q permutation distribution.
+def _noise_model(logs: list[np.ndarray], change_points: Sequence[int] = ()) -> NoiseModel:
+    runs = np.array([len(x) for x in logs], dtype=float)
+    means = np.array([x.mean() for x in logs])
+    df_within = float(np.sum(runs - 1))
+    within_sq = (sum(float(np.sum((x - x.mean()) ** 2)) for x in logs) / df_within) if df_within else 0.0
+    between_sq, df_between = _between_from_differences(means, within_sq / runs, change_points, df_within)
+    # Satterthwaite: degrees of freedom of between² + within² / runs for a typical session
+    typical = within_sq / float(np.median(runs))
+    spread = between_sq ** 2 / df_between + (typical ** 2 / df_within if df_within else 0.0)
+    df = (between_sq + typical) ** 2 / spread if spread > 0 else 1e6
+    return NoiseModel(math.sqrt(within_sq), math.sqrt(between_sq), max(1.0, df))
 
-    Stops early once the p-value can no longer reach p_threshold (then the returned
-    value is the running estimate, which is above the threshold).
-    """
-    permutations = max(99, math.ceil(2.0 / p_threshold) - 1)
-    allowed_exceedances = math.floor(p_threshold * (permutations + 1)) - 1
-    length = distances.shape[0]
-    batch = max(1, min(permutations, _PERMUTATION_BATCH_CELLS // (length * length)))
-    tolerance = 1e-9 * max(1.0, abs(observed))
-    exceed = done = 0
-    while done < permutations:
-        size = min(batch, permutations - done)
-        perms = np.argsort(rng.random((size, length)), axis=1)
-        shuffled = distances[perms[:, :, None], perms[:, None, :]]
-        best = _q_scan(shuffled, min_size=min_size).max(axis=-1)
-        exceed += int(np.sum(best >= observed - tolerance))
-        done += size
-        if exceed > allowed_exceedances:
+
+def _between_from_differences(means: np.ndarray, run_part: np.ndarray, change_points: Sequence[int],
+                              df_within: float) -> tuple[float, float]:
+    """Drift variance from the differences of consecutive session means, leaving out those that
+    straddle a known change point. Their spread is Rousseeuw and Croux's Qn (a low quantile of
+    their pairwise distances): it ignores up to half of them (steps not found yet) and keeps
+    much of a variance's efficiency. Drift is taken as 0 unless the differences are larger than
+    the run noise explains (F test at _DRIFT_EVIDENCE). run_part: the run noise in each session mean."""
+    differences = np.diff(means)
+    explained = run_part[:-1] + run_part[1:]
+    keep = np.ones(len(differences), dtype=bool)
+    keep[[index - 1 for index in change_points]] = False
+    differences, explained = differences[keep], explained[keep]
+    if len(differences) < 2:
+        return 0.0, 1.0
+    observed, expected = _qn_scale(differences) ** 2, float(np.mean(explained))
+    df = max(1.0, _QN_EFFICIENCY * (len(differences) - 1))
+    if df_within and _f_upper_tail(observed / expected, df, df_within) > _DRIFT_EVIDENCE:
+        return 0.0, df  # the sessions differ no more than their runs' noise explains
+    return max(0.0, (observed - expected) / 2), df
+
+
+def _qn_scale(values: np.ndarray) -> float:
+    """Rousseeuw and Croux's Qn: the k-th smallest pairwise distance, k = C(h, 2), h = n // 2 + 1,
+    scaled to estimate a normal standard deviation (with their small-sample correction)."""
+    n = len(values)
+    i, j = np.triu_indices(n, k=1)
+    distances = np.sort(np.abs(values[i] - values[j]))
+    h = n // 2 + 1
+    k = h * (h - 1) // 2
+    correction = n / (n + 1.4) if n % 2 else n / (n + 3.8)
+    return _QN_NORMAL * correction * float(distances[k - 1])
+
+
+def _f_upper_tail(ratio: float, df_top: float, df_bottom: float) -> float:
+    """P(F >= ratio) for Fisher's F with (df_top, df_bottom) degrees of freedom."""
+    return _regularized_beta(df_bottom / (df_bottom + df_top * ratio), df_bottom / 2.0, df_top / 2.0)
+
+
+def _t_two_sided(t: float, df: float) -> float:
+    """P(|T| >= t) for Student's t with df degrees of freedom."""
+    return _regularized_beta(df / (df + t * t), df / 2.0, 0.5)
+
+
+def _regularized_beta(x: float, a: float, b: float) -> float:
+    """I_x(a, b) by its continued fraction (modified Lentz), using the symmetry for large x."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    if x > (a + 1) / (a + b + 2):
+        return 1.0 - _regularized_beta(1.0 - x, b, a)
+    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                 + a * math.log(x) + b * math.log1p(-x))
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    fraction = d
+    for m in range(1, 500):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            fraction *= c * d
+        if abs(c * d - 1.0) < 1e-14:
             break
-    return (1 + exceed) / (1 + done)
+    return math.exp(log_front) * fraction / a
 
 
-def _best_split(values: np.ndarray, *, start: int, end: int, min_size: int) -> _Candidate | None:
-    if end - start < 2 * min_size:
+def _split_scan(data: _Sessions, start: int, end: int, *, min_sessions: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For every split k of sessions [start, end): (k, z, log change) of the allowed splits."""
+    w = data.weights[start:end]
+    wm = w * data.means[start:end]
+    ks = np.arange(min_sessions, end - start - min_sessions + 1)
+    if len(ks) == 0:
+        return ks, np.empty(0), np.empty(0)
+    w_before, wm_before = np.cumsum(w)[ks - 1], np.cumsum(wm)[ks - 1]
+    w_after, wm_after = w.sum() - w_before, wm.sum() - wm_before
+    change = wm_after / w_after - wm_before / w_before
+    z = change / np.sqrt(1 / w_before + 1 / w_after)
+    return start + ks, z, change
+
+
+def _test_split(data: _Sessions, start: int, end: int, *, at: int | None, min_sessions: int,
+                min_log_effect: float) -> _Split | None:
+    """The best split of [start, end) (or the split `at`), with its Bonferroni p-value; None when
+    no split leaves min_sessions on each side with a change of at least the minimum effect."""
+    ks, z, change = _split_scan(data, start, end, min_sessions=min_sessions)
+    allowed = np.abs(change) >= min_log_effect
+    if at is not None:
+        allowed &= ks == at
+    if not allowed.any():
         return None
-    q = _q_scan(_distance_matrix(values[start:end]), min_size=min_size)
-    tau = int(np.argmax(q))
-    return _Candidate(index=start + tau, q=float(q[tau]))
+    best = int(np.argmax(np.where(allowed, np.abs(z), -1.0)))
+    p = min(1.0, len(ks) * _t_two_sided(abs(float(z[best])), data.df))
+    return _Split(index=int(ks[best]), z=float(z[best]), log_change=float(change[best]), p_value=p)
 
 
-def _split_segment(values: np.ndarray, *, start: int, end: int, min_size: int,
-                   p_threshold: float, rng: np.random.Generator) -> list[int]:
+def _split(data: _Sessions, *, min_sessions: int, min_log_effect: float, p_weak: float) -> list[int]:
     found: list[int] = []
-    pending = [(start, end)]
-    while pending:  # each accepted split adds two strictly smaller segments: bounded
-        seg_start, seg_end = pending.pop()
-        candidate = _best_split(values, start=seg_start, end=seg_end, min_size=min_size)
-        if candidate is None:
-            continue
-        p = _permutation_pvalue(_distance_matrix(values[seg_start:seg_end]),
-                                observed=candidate.q, min_size=min_size,
-                                p_threshold=p_threshold, rng=rng)
-        if p <= p_threshold:
-            found.append(candidate.index)
-            pending.append((candidate.index, seg_end))
-            pending.append((seg_start, candidate.index))
-    return found
+    pending = [(0, len(data.means))]
+    while pending:  # each accepted split leaves two strictly shorter segments: bounded
+        start, end = pending.pop()
+        best = _test_split(data, start, end, at=None, min_sessions=min_sessions, min_log_effect=min_log_effect)
+        if best is not None and best.p_value <= p_weak:
+            found.append(best.index)
+            pending += [(start, best.index), (best.index, end)]
+    return sorted(found)
 
 
-def _split(values: np.ndarray, *, min_size: int, p_threshold: float, window: int,
-           rng: np.random.Generator) -> list[int]:
-    """Weak change points: binary segmentation in windows of 2 x window points that
-    overlap by half (as Otava does), so long histories cost linear time."""
-    found: set[int] = set()
-    start = 0
-    while True:
-        end = min(start + 2 * window, len(values))
-        found.update(_split_segment(values, start=start, end=end, min_size=min_size,
-                                    p_threshold=p_threshold, rng=rng))
-        if end == len(values):
-            return sorted(found)
-        start += window
-
-
-def _window_pvalue(values: np.ndarray, *, start: int, index: int, end: int, min_size: int,
-                   p_threshold: float, rng: np.random.Generator) -> float:
-    distances = _distance_matrix(values[start:end])
-    observed = float(_q_scan(distances, min_size=min_size)[index - start])
-    return _permutation_pvalue(distances, observed=observed, min_size=min_size,
-                               p_threshold=p_threshold, rng=rng)
-
-
-def _merge(values: np.ndarray, indices: list[int], *, min_size: int, p_threshold: float,
-           window: int, rng: np.random.Generator) -> list[tuple[int, float]]:
+def _merge(data: _Sessions, indices: list[int], *, min_sessions: int, min_log_effect: float,
+           p_threshold: float) -> list[_Split]:
     points = list(indices)
-    cache: dict[tuple[int, int, int], float] = {}
-    for _ in range(len(indices) + 1):  # one removal per round at most
-        bounds = [0, *points, len(values)]
-        pvalues = []
-        for k, index in enumerate(points):
-            key = (max(bounds[k], index - window), index, min(bounds[k + 2], index + window))
-            if key not in cache:
-                cache[key] = _window_pvalue(values, start=key[0], index=index, end=key[2],
-                                            min_size=min_size, p_threshold=p_threshold, rng=rng)
-            pvalues.append(cache[key])
-        if not points:
-            return []
-        weakest = int(np.argmax(pvalues))
-        if pvalues[weakest] <= p_threshold:
-            return list(zip(points, pvalues))
+    while points:
+        bounds = [0, *points, len(data.means)]
+        tested = [_test_split(data, bounds[k], bounds[k + 2], at=index, min_sessions=min_sessions,
+                              min_log_effect=min_log_effect) for k, index in enumerate(points)]
+        p_values = [t.p_value if t is not None else math.inf for t in tested]
+        weakest = int(np.argmax(p_values))
+        if p_values[weakest] <= p_threshold:
+            return [t for t in tested if t is not None]
         del points[weakest]
-    raise AssertionError("merge did not terminate")  # unreachable: points shrink each round
+    return []
 
 
-def _check_inputs(values: Sequence[float], *, p_threshold: float, min_size: int) -> np.ndarray:
-    try:
-        series = np.asarray(values, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"values must be numbers ({exc})") from None
-    if series.ndim != 1:
-        raise ValueError(f"values must be a flat series, got shape {series.shape}")
-    for i, v in enumerate(series):
-        if not math.isfinite(v):
-            raise ValueError(f"values[{i}] = {float(v)!r}: values must be finite")
-    if not (isinstance(min_size, int) and min_size >= 2):
-        raise ValueError(f"min_size must be an integer >= 2, got {min_size!r}")
+def _check_options(*, p_threshold: float, min_sessions: int, min_effect_pct: float) -> None:
     if not (0 < p_threshold < 1):
         raise ValueError(f"p_threshold must be in (0, 1), got {p_threshold!r}")
-    return series
+    if not (isinstance(min_sessions, int) and min_sessions >= 1):
+        raise ValueError(f"min_sessions must be an integer >= 1, got {min_sessions!r}")
+    if not (math.isfinite(min_effect_pct) and min_effect_pct >= 0):
+        raise ValueError(f"min_effect_pct must be a number >= 0, got {min_effect_pct!r}")
 
 
-def _delta_pct(before: float, after: float) -> float:
-    if before == 0:
-        return math.nan
-    return (after / before - 1.0) * 100.0
+def detect_change_points(sessions: Sequence[Sequence[float]], *, p_threshold: float = 0.001,
+                         min_sessions: int = MIN_SESSIONS,
+                         min_effect_pct: float = DEFAULT_MIN_EFFECT_PCT) -> list[ChangePoint]:
+    """Change points of a series of sessions (each a list of run values), oldest first.
 
-
-def detect_change_points(values: Sequence[float], *, p_threshold: float = 0.001,
-                         min_size: int = 3, window: int = 50,
-                         seed: int = 0) -> list[ChangePoint]:
-    """Change points of a series, oldest first (see the module docstring for the method).
-
-    p_threshold: permutation p-value a change point must reach. min_size: points at least
-    on each side. window: points at most on each side that a change point is tested on
-    (and half the split window). seed: seeds the permutations.
+    p_threshold: p-value a change point must reach. min_sessions: sessions at least on each
+    side. min_effect_pct: smallest change (in percent, either direction) worth reporting.
+    Deterministic: no random permutations.
     """
-    series = _check_inputs(values, p_threshold=p_threshold, min_size=min_size)
-    if not (isinstance(window, int) and window >= 2 * min_size):
-        raise ValueError(f"window must be an integer >= 2 x min_size, got {window!r}")
-    if len(series) < 2 * min_size:
+    _check_options(p_threshold=p_threshold, min_sessions=min_sessions, min_effect_pct=min_effect_pct)
+    logs = _check_sessions(sessions)
+    if len(logs) < 2 * min_sessions:
         return []
-    rng = np.random.default_rng(seed)
-    weak_threshold = min(0.5, 10 * p_threshold)
-    weak = _split(series, min_size=min_size, p_threshold=weak_threshold, window=window, rng=rng)
-    kept = _merge(series, weak, min_size=min_size, p_threshold=p_threshold, window=window,
-                  rng=rng)
-    bounds = [0, *(index for index, _ in kept), len(series)]
+    runs = np.array([len(x) for x in logs], dtype=float)
+    min_log_effect = math.log1p(min_effect_pct / 100.0)
+    points: list[int] = []
+    for round_ in range(_NOISE_ROUNDS):
+        model = _noise_model(logs, points)
+        data = _Sessions(means=np.array([x.mean() for x in logs]), weights=1.0 / model.session_variance(runs),
+                         df=model.degrees_of_freedom)
+        weak = _split(data, min_sessions=min_sessions, min_log_effect=min_log_effect,
+                      p_weak=min(0.5, 10 * p_threshold))
+        kept = _merge(data, weak, min_sessions=min_sessions, min_log_effect=min_log_effect,
+                      p_threshold=p_threshold)
+        if round_ and points == weak:
+            break
+        points = weak  # suspected steps stay out of the next noise estimate
+    bounds = [0, *(s.index for s in kept), len(logs)]
     result = []
-    for k, (index, p) in enumerate(kept):
-        before = float(np.median(series[bounds[k]:index]))
-        after = float(np.median(series[index:bounds[k + 2]]))
-        result.append(ChangePoint(index=index, before_median=before, after_median=after,
-                                  delta_pct=_delta_pct(before, after), p_value=p))
+    for k, split in enumerate(kept):
+        before = _level(data, bounds[k], split.index)
+        after = _level(data, split.index, bounds[k + 2])
+        result.append(ChangePoint(index=split.index, before=before, after=after,
+                                  delta_pct=(after / before - 1.0) * 100.0, p_value=split.p_value))
     return result
+
+
+def _level(data: _Sessions, start: int, end: int) -> float:
+    w = data.weights[start:end]
+    return float(math.exp(np.sum(w * data.means[start:end]) / np.sum(w)))
