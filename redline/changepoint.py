@@ -132,7 +132,7 @@ def _between_from_differences(means: np.ndarray, run_part: np.ndarray, change_po
         return 0.0, 1.0
     observed, expected = _qn_scale(differences) ** 2, float(np.mean(explained))
     df = max(1.0, _QN_EFFICIENCY * (len(differences) - 1))
-    if df_within and _f_upper_tail(observed / expected, df, df_within) > _DRIFT_EVIDENCE:
+    if df_within and expected > 0 and _f_upper_tail(observed / expected, df, df_within) > _DRIFT_EVIDENCE:
         return 0.0, df  # the sessions differ no more than their runs' noise explains
     return max(0.0, (observed - expected) / 2), df
 

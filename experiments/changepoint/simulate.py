@@ -2,10 +2,7 @@
 
     .venv/bin/python experiments/changepoint/simulate.py [SEEDS]
 
-Noise model of a simulated history (log scale): run = level + session offset + run noise.
-Run noise: normal, sd `within` (3%), or Student t with 4 degrees of freedom scaled to the same
-sd ("heavy"). Session offsets (between-session drift on a shared machine): AR(1) with
-correlation `phi` and marginal sd `between`. Every scenario is also given, as one value per
+The noise model is tests/history_sim.py's (run noise 3% unless stated, session drift). Every scenario is also given, as one value per
 session (the median of its runs), to the E-Divisive reference that redline used before
 (experiments/changepoint/edivisive.py, Otava-style, p <= 0.001, 3 points a side).
 """
@@ -14,44 +11,16 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent.parent / "tests")]
 from edivisive import detect_change_points as edivisive  # noqa: E402
+from history_sim import Scenario, simulate  # noqa: E402
 
 from redline.changepoint import detect_change_points  # noqa: E402
-
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    sessions: int
-    runs: int
-    steps: dict[int, float]            # first session of a new level -> factor
-    within: float = 0.03
-    between: float = 0.0
-    phi: float = 0.0
-    heavy: bool = False
-
-
-def simulate(s: Scenario, seed: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    offsets = np.empty(s.sessions)
-    innovation = s.between * np.sqrt(1 - s.phi ** 2)
-    offsets[0] = rng.normal(0, s.between)
-    for i in range(1, s.sessions):
-        offsets[i] = s.phi * offsets[i - 1] + rng.normal(0, innovation)
-    level = np.zeros(s.sessions)
-    for index, factor in s.steps.items():
-        level[index:] += np.log(factor)
-    if s.heavy:
-        noise = rng.standard_t(4, (s.sessions, s.runs)) * s.within / np.sqrt(2.0)
-    else:
-        noise = rng.normal(0, s.within, (s.sessions, s.runs))
-    return [np.exp(8 + level[i] + offsets[i] + noise[i]) for i in range(s.sessions)]
 
 
 def score(found: list[int], steps: dict[int, float]) -> tuple[bool, bool]:
