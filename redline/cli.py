@@ -101,8 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--metric", default="ops_per_sec",
                          help="ops_per_sec (default), p50_ms, p99_ms, server_cpu_us_per_op, …")
     history.add_argument("--p-value", type=positive_float, default=0.001,
-                         help="change-point significance (default 0.001)")
+                         help="change-point significance (default 0.001); a change also needs 2 sessions on each "
+                              "side and at least max(2%%, 2 × the calibrated noise floor), else 3%%")
     history.add_argument("--store", type=Path, default=Path("redline.db"), metavar="PATH")
+    history.add_argument("--json", type=Path, metavar="FILE",
+                         help="write the series (every session's runs and build) and change points as JSON to FILE")
     history.set_defaults(func=_command("history_command"))
 
     add_build_parser(commands)

@@ -284,35 +284,40 @@ def hotspots_command(args) -> int:
 
 # -- redline history -----------------------------------------------------------------------------
 def history_command(args) -> int:
-    """One series per test × topology × target (a point per session: the median of its runs) and
-    the change points in it."""
+    """One series per test × topology × target (a point per session, every run), its change
+    points and the builds on each side of them."""
     import re
-    import statistics
-    from collections import defaultdict
 
     from rich.table import Table
 
-    from redline.changepoint import detect_change_points
+    from redline import history
     if not args.store.exists():
         raise UsageError(f"no result store at {args.store}")
     pattern = re.compile(args.name) if args.name else None     # checked by the argument parser
-    per_session: dict[tuple, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for row in Store(args.store).history(args.metric):
-        if pattern is None or pattern.search(row["test"]):
-            per_session[(row["test"], row["topology"], row["target"])][row["session_id"]].append(row["value"])
-    if not per_session:
+    store = Store(args.store)
+    all_series = history.load_series(store.history(args.metric), pattern)
+    if not all_series:
         raise UsageError(f"no stored runs with {args.metric}" + (f" for --name {args.name!r}" if args.name else ""))
-    table = Table(title=f"history of {args.metric} (a point per session: the median of its runs)",
+    floors = store.noise_floors()
+    for series in all_series:
+        history.analyse(series, p_threshold=args.p_value, noise_floor_pct=floors.get((series.test, args.metric)))
+    out = terminal.console(emoji=False)  # a target like bin:x:y is not an emoji
+    table = Table(title=f"history of {args.metric} (a point per session, every run counts; p ≤ {args.p_value})",
                   title_justify="left")
-    for column in ("test", "topology", "target", "points", "last", "change points"):
+    for column in ("test", "topology", "target", "sessions", "runs", "last", "noise run / session",
+                   "change points"):
         table.add_column(column, overflow="fold")
-    for (test, topology, target), sessions in sorted(per_session.items()):
-        ids = list(sessions)
-        values = [statistics.median(sessions[s]) for s in ids]
-        found = detect_change_points(values, p_threshold=args.p_value) if len(values) >= 6 else []
-        changes = "; ".join(f"session {ids[c.index]}: {c.before_median:.4g} → {c.after_median:.4g} "
-                            f"({c.delta_pct:+.1f}%, p {c.p_value:.4f})" for c in found)
-        table.add_row(test, topology, target, str(len(values)), verdict_report.format_number(values[-1]),
-                      changes or ("none" if len(values) >= 6 else "needs 6 points"))
-    terminal.console().print(table)
+    for s in all_series:
+        noise = f"{100 * s.noise.within:.1f}% / {100 * s.noise.between:.1f}%" if s.noise else "–"
+        table.add_row(s.test, s.topology, s.target, str(len(s.points)), str(sum(len(p.runs) for p in s.points)),
+                      verdict_report.format_number(s.points[-1].level), noise,
+                      s.problem or str(len(s.change_points) or f"none ≥ {s.min_effect_pct:g}%"))
+    out.print(table)
+    for s in (s for s in all_series if s.change_points):
+        out.print(f"{s.name}:")
+        for cp in s.change_points:
+            for line in history.change_lines(s, cp, verdict_report.format_number):
+                out.print(f"  {line}")
+    if args.json:
+        history.write_json(args.json, history.as_json(all_series, metric=args.metric, p_threshold=args.p_value))
     return 0

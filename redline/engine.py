@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable
 
 from redline import machine
 from redline.errors import RunError
+from redline.identity import server_identity
 from redline.load import LoadRequest, LoadResult, ServerGone, run_load
 from redline.pinning import available_cpus
 from redline.probes import WindowProbe
@@ -319,6 +320,7 @@ class Engine:
             "server_version": info.get("redis_version"),
             "server_binary": str(side.target.binary) if side.target.binary else None,
             "build": side.target.build_facts,
+            "identity": server_identity(info, side.target.binary, side.target.build_facts),
             "server_config": {**test.db.configuration_parameters, **side.target.config},
             "server_port": server.port,
             "topology": getattr(server, "facts", {"topology": topology.name}),

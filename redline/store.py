@@ -242,9 +242,12 @@ class Store:
 
     def history(self, metric: str) -> list[sqlite3.Row]:
         """Every measured run's value of `metric` on this machine, oldest first, with what identifies
-        its series (test, topology, target) and the session it belongs to."""
+        its series (test, topology, target), the session it belongs to and the build it measured
+        (`identity`: JSON of redline.identity, NULL for runs stored before it was recorded)."""
         return self.db.execute(
-            "SELECT r.session_id, r.test, r.topology, r.target, r.started_at, m.value FROM runs r "
+            "SELECT r.session_id, r.test, r.topology, r.target, r.started_at, m.value, "
+            "json_extract(r.facts, '$.identity') AS identity, "
+            "json_extract(r.facts, '$.server_version') AS server_version FROM runs r "
             "JOIN metrics m ON m.run_id = r.id JOIN sessions s ON s.id = r.session_id "
             "WHERE m.name=? AND r.status='ok' AND r.purpose='measure' AND s.host=? AND m.value IS NOT NULL "
             "ORDER BY r.started_at", (metric, platform.node())).fetchall()

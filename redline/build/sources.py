@@ -91,6 +91,14 @@ def resolve_commit(repo: Path, ref: str) -> GitCommit:
     return GitCommit(repo=repo.resolve(), ref=ref, sha=sha, git_dir=Path(common))
 
 
+def commit_summary(repo: Path, sha: str) -> dict[str, str]:
+    """The commit's full sha, subject line and committer date (ISO 8601), as git reports them."""
+    out = _git(["show", "-s", "--format=%H%x00%s%x00%cI", sha, "--"], cwd=repo,
+               what=f"cannot read commit {sha} of {repo}")
+    full, subject, date = out.rstrip("\n").split("\0")
+    return {"sha": full, "subject": subject, "date": date}
+
+
 def checkout_commit(commit: GitCommit, destination: Path) -> None:
     """A private clone at `destination` with the commit checked out (detached).
 
