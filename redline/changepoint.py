@@ -33,12 +33,13 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["ChangePoint", "NoiseModel", "detect_change_points", "noise_model", "MIN_SESSIONS",
-           "DEFAULT_MIN_EFFECT_PCT"]
+__all__ = ["Analysis", "ChangePoint", "NoiseModel", "OddSession", "analyse_sessions", "detect_change_points",
+           "noise_model", "MIN_SESSIONS", "DEFAULT_MIN_EFFECT_PCT"]
 
 MIN_SESSIONS = 2              # sessions at least on each side of a change point
 DEFAULT_MIN_EFFECT_PCT = 3.0  # smallest change reported when the test has no calibrated noise floor
 _MIN_SESSION_SD = 0.001       # a session mean is never trusted to better than 0.1% (quantised data)
+_ODD_TO_GAP = 3.0             # an odd session is this many times further from its neighbours than they are apart
 _NOISE_ROUNDS = 4             # noise re-measured around the levels found, then the series re-tested
 _QN_EFFICIENCY = 0.6          # Qn's spread is worth this share of a variance's degrees of freedom (few points)
 _DRIFT_EVIDENCE = 0.05        # drift between sessions is assumed once an F test shows it at this level
@@ -234,12 +235,31 @@ def _merge(data: _Sessions, indices: list[int], *, min_sessions: int, min_log_ef
         bounds = [0, *points, len(data.means)]
         tested = [_test_split(data, bounds[k], bounds[k + 2], at=index, min_sessions=min_sessions,
                               min_log_effect=min_log_effect) for k, index in enumerate(points)]
-        p_values = [t.p_value if t is not None else math.inf for t in tested]
+        p_values = [t.p_value if t is not None and _sides_hold(data, bounds[k], t.index, bounds[k + 2],
+                                                               min_sessions=min_sessions, p_threshold=p_threshold)
+                    else math.inf for k, t in enumerate(tested)]
         weakest = int(np.argmax(p_values))
         if p_values[weakest] <= p_threshold:
             return [t for t in tested if t is not None]
         del points[weakest]
     return []
+
+
+def _sides_hold(data: _Sessions, start: int, index: int, end: int, *, min_sessions: int,
+                p_threshold: float) -> bool:
+    """A side too short to hold another change point must be one level: no two of its sessions
+    differ as significantly as a change point must (Bonferroni over its pairs). Otherwise the
+    split is a compromise around a step with too few sessions after it (the newest session
+    30% slower would be blamed on the session before it) or around an odd session."""
+    for side_start, side_end in ((start, index), (index, end)):
+        if side_end - side_start >= 2 * min_sessions:
+            continue
+        pairs = [(i, j) for i in range(side_start, side_end) for j in range(i + 1, side_end)]
+        for i, j in pairs:
+            z = (data.means[i] - data.means[j]) / math.sqrt(1 / data.weights[i] + 1 / data.weights[j])
+            if len(pairs) * _t_two_sided(abs(float(z)), data.df) <= p_threshold:
+                return False
+    return True
 
 
 def _check_options(*, p_threshold: float, min_sessions: int, min_effect_pct: float) -> None:
@@ -251,43 +271,114 @@ def _check_options(*, p_threshold: float, min_sessions: int, min_effect_pct: flo
         raise ValueError(f"min_effect_pct must be a number >= 0, got {min_effect_pct!r}")
 
 
-def detect_change_points(sessions: Sequence[Sequence[float]], *, p_threshold: float = 0.001,
-                         min_sessions: int = MIN_SESSIONS,
-                         min_effect_pct: float = DEFAULT_MIN_EFFECT_PCT) -> list[ChangePoint]:
-    """Change points of a series of sessions (each a list of run values), oldest first.
+@dataclass(frozen=True)
+class OddSession:
+    """A single session unlike the sessions on both sides of it, which agree with each other
+    (or, for the first session, the two after it): left out of the change-point search."""
 
-    p_threshold: p-value a change point must reach. min_sessions: sessions at least on each
-    side. min_effect_pct: smallest change (in percent, either direction) worth reporting.
-    Deterministic: no random permutations.
+    index: int
+    level: float          # geometric mean of its runs
+    around: float         # level of the neighbours it is compared with
+    delta_pct: float      # (level / around - 1) * 100
+    p_value: float        # Bonferroni over the sessions tested
+
+
+@dataclass(frozen=True)
+class Analysis:
+    change_points: list[ChangePoint]
+    odd_sessions: list[OddSession]
+    noise: NoiseModel | None      # None when the series is too short to analyse
+
+
+def detect_change_points(sessions: Sequence[Sequence[float]], **options) -> list[ChangePoint]:
+    """Change points of a series of sessions (each a list of run values), oldest first; the
+    options are analyse_sessions'."""
+    return analyse_sessions(sessions, **options).change_points
+
+
+def analyse_sessions(sessions: Sequence[Sequence[float]], *, p_threshold: float = 0.001,
+                     min_sessions: int = MIN_SESSIONS,
+                     min_effect_pct: float = DEFAULT_MIN_EFFECT_PCT) -> Analysis:
+    """Odd sessions, change points and the noise model of a series of sessions, oldest first.
+
+    p_threshold: p-value a change point (or an odd session) must reach. min_sessions: sessions
+    at least on each side of a change point. min_effect_pct: smallest change (in percent,
+    either direction) worth reporting. Deterministic: no random permutations.
     """
     _check_options(p_threshold=p_threshold, min_sessions=min_sessions, min_effect_pct=min_effect_pct)
     logs = _check_sessions(sessions)
     if len(logs) < 2 * min_sessions:
-        return []
-    runs = np.array([len(x) for x in logs], dtype=float)
+        return Analysis([], [], None)
     min_log_effect = math.log1p(min_effect_pct / 100.0)
+    options = {"min_sessions": min_sessions, "min_log_effect": min_log_effect, "p_threshold": p_threshold}
+    found, model = _segment(logs, **options)
+    # odd sessions are judged with the noise measured around the levels found (at the weak
+    # level: setting one aside is a suspicion, not a finding), then left out
+    odd = _odd_sessions(_weighted(logs, model), p_threshold=_weak(p_threshold), min_log_effect=min_log_effect)
+    kept = [i for i in range(len(logs)) if i not in {o.index for o in odd}]
+    if odd:
+        found, model = _segment([logs[i] for i in kept], **options)
+    data = _weighted([logs[i] for i in kept], model)
+    bounds = [0, *(s.index for s in found), len(kept)]
+    result = []
+    for k, split in enumerate(found):
+        before = _level(data, bounds[k], split.index)
+        after = _level(data, split.index, bounds[k + 2])
+        result.append(ChangePoint(index=kept[split.index], before=before, after=after,
+                                  delta_pct=(after / before - 1.0) * 100.0, p_value=split.p_value))
+    return Analysis(result, odd, model)
+
+
+def _segment(logs: list[np.ndarray], *, min_sessions: int, min_log_effect: float,
+             p_threshold: float) -> tuple[list[_Split], NoiseModel]:
+    """Split and merge, with the noise re-measured without the suspected steps until they settle."""
     points: list[int] = []
     for round_ in range(_NOISE_ROUNDS):
         model = _noise_model(logs, points)
-        data = _Sessions(means=np.array([x.mean() for x in logs]), weights=1.0 / model.session_variance(runs),
-                         df=model.degrees_of_freedom)
+        data = _weighted(logs, model)
         weak = _split(data, min_sessions=min_sessions, min_log_effect=min_log_effect,
-                      p_weak=min(0.5, 10 * p_threshold))
-        kept = _merge(data, weak, min_sessions=min_sessions, min_log_effect=min_log_effect,
-                      p_threshold=p_threshold)
+                      p_weak=_weak(p_threshold))
+        found = _merge(data, weak, min_sessions=min_sessions, min_log_effect=min_log_effect,
+                       p_threshold=p_threshold)
         if round_ and points == weak:
             break
         points = weak  # suspected steps stay out of the next noise estimate
-    bounds = [0, *(s.index for s in kept), len(logs)]
-    result = []
-    for k, split in enumerate(kept):
-        before = _level(data, bounds[k], split.index)
-        after = _level(data, split.index, bounds[k + 2])
-        result.append(ChangePoint(index=split.index, before=before, after=after,
-                                  delta_pct=(after / before - 1.0) * 100.0, p_value=split.p_value))
-    return result
+    return found, model
+
+
+def _weighted(logs: list[np.ndarray], model: NoiseModel) -> _Sessions:
+    runs = np.array([len(x) for x in logs], dtype=float)
+    return _Sessions(means=np.array([x.mean() for x in logs]), weights=1.0 / model.session_variance(runs),
+                     df=model.degrees_of_freedom)
+
+
+def _odd_sessions(data: _Sessions, *, p_threshold: float, min_log_effect: float) -> list[OddSession]:
+    """Sessions that differ significantly from both neighbours while the neighbours agree (are
+    _ODD_TO_GAP times closer to each other); the newest session is never odd: it may be the
+    first of a new level."""
+    n = len(data.means)
+    odd = []
+    for i in range(n - 1):
+        a, b = (i - 1, i + 1) if i > 0 else (1, 2)
+        if b >= n:
+            continue
+        around_weight = data.weights[a] + data.weights[b]
+        around = (data.weights[a] * data.means[a] + data.weights[b] * data.means[b]) / around_weight
+        change = data.means[i] - around
+        z = change / math.sqrt(1 / data.weights[i] + 1 / around_weight)
+        p = min(1.0, (n - 1) * _t_two_sided(abs(z), data.df))
+        neighbours_agree = abs(data.means[a] - data.means[b]) <= abs(change) / _ODD_TO_GAP
+        if neighbours_agree and p <= p_threshold and abs(change) >= min_log_effect:
+            odd.append(OddSession(index=i, level=math.exp(float(data.means[i])), around=math.exp(float(around)),
+                                  delta_pct=math.expm1(float(change)) * 100.0, p_value=float(p)))
+    return odd
 
 
 def _level(data: _Sessions, start: int, end: int) -> float:
     w = data.weights[start:end]
     return float(math.exp(np.sum(w * data.means[start:end]) / np.sum(w)))
+
+
+def _weak(p_threshold: float) -> float:
+    """The looser level of a suspicion: a weak change point (as in Otava) or an odd session."""
+    return min(0.5, 10 * p_threshold)

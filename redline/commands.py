@@ -313,8 +313,10 @@ def history_command(args) -> int:
                       verdict_report.format_number(s.points[-1].level), noise,
                       s.problem or str(len(s.change_points) or f"none ≥ {s.min_effect_pct:g}%"))
     out.print(table)
-    for s in (s for s in all_series if s.change_points):
+    for s in (s for s in all_series if s.change_points or s.odd_sessions):
         out.print(f"{s.name}:")
+        for odd in s.odd_sessions:
+            out.print(f"  {history.odd_line(s, odd, verdict_report.format_number)}")
         for cp in s.change_points:
             for line in history.change_lines(s, cp, verdict_report.format_number):
                 out.print(f"  {line}")

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from redline.changepoint import (DEFAULT_MIN_EFFECT_PCT, MIN_SESSIONS, ChangePoint, NoiseModel,
-                                 detect_change_points, noise_model)
+from redline.changepoint import (DEFAULT_MIN_EFFECT_PCT, MIN_SESSIONS, ChangePoint, NoiseModel, OddSession,
+                                 analyse_sessions)
 from redline.stats import MIN_TAU_PCT
 
 NEEDS = f"needs {2 * MIN_SESSIONS} sessions ({MIN_SESSIONS} on each side of a change)"
@@ -43,6 +43,7 @@ class Series:
     min_effect_pct: float = DEFAULT_MIN_EFFECT_PCT
     noise: NoiseModel | None = None
     change_points: list[ChangePoint] = field(default_factory=list)
+    odd_sessions: list[OddSession] = field(default_factory=list)
     problem: str | None = None       # why there are no change points to look for
 
     @property
@@ -78,13 +79,14 @@ def analyse(series: Series, *, p_threshold: float, noise_floor_pct: float | None
     if len(series.points) < 2 * MIN_SESSIONS:
         series.problem = NEEDS
         return
-    sessions = [p.runs for p in series.points]
     try:
-        series.change_points = detect_change_points(sessions, p_threshold=p_threshold,
-                                                    min_effect_pct=series.min_effect_pct)
-        series.noise = noise_model(sessions, [cp.index for cp in series.change_points])
+        analysis = analyse_sessions([p.runs for p in series.points], p_threshold=p_threshold,
+                                    min_effect_pct=series.min_effect_pct)
     except ValueError as exc:  # e.g. a metric that can be 0: no ratios to work on
         series.problem = f"cannot analyse: {exc}"
+        return
+    series.change_points, series.odd_sessions, series.noise = (analysis.change_points, analysis.odd_sessions,
+                                                               analysis.noise)
 
 
 def describe_build(identity: dict | None) -> str:
@@ -127,6 +129,13 @@ def change_lines(series: Series, cp: ChangePoint, format_number) -> list[str]:
     return lines
 
 
+def odd_line(series: Series, odd: OddSession, format_number) -> str:
+    point = series.points[odd.index]
+    return (f"session {point.session} ({_time(point.started_at)}) is odd: {format_number(odd.level)} against "
+            f"{format_number(odd.around)} around it ({odd.delta_pct:+.1f}%, p {odd.p_value:.2g}); "
+            f"{describe_build(point.identity)}; left out of the change-point search")
+
+
 def _time(started_at: float) -> str:
     return datetime.fromtimestamp(started_at, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
@@ -145,6 +154,9 @@ def _series_json(series: Series) -> dict:
         "points": [{"session": p.session, "time": _iso(p.started_at), "runs": p.runs,
                     "level": p.level, "identity": p.identity} for p in series.points],
         "change_points": [_change_json(series, cp) for cp in series.change_points],
+        "odd_sessions": [{"session": series.points[o.index].session, "index": o.index, "level": o.level,
+                          "around": o.around, "delta_pct": o.delta_pct, "p_value": o.p_value}
+                         for o in series.odd_sessions],
     }
 
 

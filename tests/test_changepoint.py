@@ -7,8 +7,8 @@ import pytest
 from scipy import stats
 
 from history_sim import Scenario, simulate
-from redline.changepoint import (ChangePoint, _f_upper_tail, _t_two_sided, detect_change_points,
-                                 noise_model)
+from redline.changepoint import (ChangePoint, _f_upper_tail, _t_two_sided, analyse_sessions,
+                                 detect_change_points, noise_model)
 
 # the GEOSEARCH series: 11 sessions of 3 runs, steps of 1.5x, 1.2x, 1.6x (CPU per op falls)
 THREE_STEPS = {3: 1 / 1.5, 5: 1 / 1.2, 8: 1 / 1.6}
@@ -131,3 +131,31 @@ def test_bad_input_is_rejected_clearly(sessions, kwargs, message):
 def test_results_do_not_depend_on_the_unit():
     sessions = simulate(Scenario("steps", sessions=11, runs=3, steps=THREE_STEPS), 4)
     assert _found(sessions) == _found([np.asarray(s) * 1e-6 for s in sessions])
+
+
+def test_a_lone_odd_first_session_is_set_aside_not_made_a_change_point():
+    # the bin: series: the first session was measured on a freshly prepared dataset,
+    # the others on restored ones; then two real steps (1.4x, 2.0x), 2 runs a session
+    levels = [1136, 677, 679, 674, 471, 462, 485, 237, 235, 231, 235]
+    right = 0
+    for seed in range(50):
+        rng = np.random.default_rng(seed)
+        analysis = analyse_sessions([v * np.exp(rng.normal(0, 0.03, 2)) for v in levels])
+        assert 2 not in [cp.index for cp in analysis.change_points], seed  # never "the step is at session 2"
+        right += ([cp.index for cp in analysis.change_points] == [4, 7]
+                  and [o.index for o in analysis.odd_sessions] == [0])
+    assert right >= 40, right
+    [odd] = analysis.odd_sessions
+    assert odd.delta_pct > 50 and odd.around == pytest.approx(678, rel=0.05)
+
+
+def test_the_newest_session_is_never_odd():
+    sessions = [[100.0, 100.4, 99.8]] * 6 + [[70.0, 70.2, 69.9]]
+    analysis = analyse_sessions(sessions)
+    assert analysis.odd_sessions == [] and analysis.change_points == []
+
+
+def test_a_slower_newest_session_is_not_blamed_on_the_session_before_it():
+    scenario = Scenario("newest 30% slower", sessions=10, runs=3, steps={9: 0.7}, within=0.03, between=0.02)
+    blamed = [seed for seed in range(50) if 8 in _found(simulate(scenario, seed))]
+    assert blamed == []
