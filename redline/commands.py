@@ -291,6 +291,9 @@ def history_command(args) -> int:
     from rich.table import Table
 
     from redline import history
+    check_output_paths({"--json": args.json})
+    if not 0 < args.p_value < 1:
+        raise UsageError(f"--p-value {args.p_value:g}: a significance level is between 0 and 1")
     if not args.store.exists():
         raise UsageError(f"no result store at {args.store}")
     pattern = re.compile(args.name) if args.name else None     # checked by the argument parser

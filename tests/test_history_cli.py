@@ -83,3 +83,13 @@ def test_history_of_an_unknown_test_is_a_usage_error(tmp_path, redline_cli):
     _session(store, 1000.0)
     proc = redline_cli("history", "--store", tmp_path / "r.db", "--name", "nothing", check_exit=2)
     assert "no stored runs with ops_per_sec" in proc.stderr
+
+
+def test_bad_history_options_are_usage_errors(tmp_path, redline_cli):
+    store = Store(tmp_path / "r.db")
+    _session(store, 1000.0)
+    proc = redline_cli("history", "--store", tmp_path / "r.db", "--p-value", "2", check_exit=2)
+    assert "--p-value 2: a significance level is between 0 and 1" in proc.stderr
+    proc = redline_cli("history", "--store", tmp_path / "r.db", "--json", tmp_path / "missing" / "h.json",
+                       check_exit=2)
+    assert "--json" in proc.stderr and "cannot write there" in proc.stderr and "Traceback" not in proc.stderr
