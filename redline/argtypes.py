@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from pathlib import Path
 
 from redline.spec.discovery import name_pattern
 
@@ -57,3 +58,10 @@ def positive_int(text: str) -> int:
 
 def positive_float(text: str) -> float:
     return _positive(text, float, "number")
+
+
+def store_path(text: str) -> Path:
+    """--store: a file path; '' would silently mean the current directory."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path is not a store file (default: ./redline.db)")
+    return Path(text)

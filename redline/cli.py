@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from redline import __version__
-from redline.argtypes import duration, positive_float, positive_int, regex, whole_seconds
+from redline.argtypes import duration, positive_float, positive_int, regex, store_path, whole_seconds
 from redline.build.command import add_build_parser
 from redline.errors import RunError, UsageError
 from redline.suites_cmd import add_suites_parser
@@ -37,7 +37,7 @@ def add_measurement_arguments(parser: argparse.ArgumentParser, *, default_runs: 
                              "(default 2s; e.g. 500ms, 0s)")
     parser.add_argument("--scale", type=positive_float, metavar="S",
                         help="scale of generated datasets (default: the suite's dataset-scale, else 1)")
-    parser.add_argument("--store", type=Path, default=Path("redline.db"), metavar="PATH",
+    parser.add_argument("--store", type=store_path, default=Path("redline.db"), metavar="PATH",
                         help="SQLite result store (default ./redline.db)")
     parser.add_argument("--no-snapshots", dest="snapshots", action="store_false",
                         help="always prepare datasets from scratch instead of restoring cached RDB snapshots")
@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     hot = commands.add_parser("hotspots", help="the hottest symbols and stacks across every profiled test of a session")
     hot.add_argument("session", nargs="?", default="latest", metavar="SESSION",
                      help="session id (see `redline run` output) or 'latest' (default)")
-    hot.add_argument("--store", type=Path, default=Path("redline.db"), metavar="PATH")
+    hot.add_argument("--store", type=store_path, default=Path("redline.db"), metavar="PATH")
     hot.add_argument("--top", type=positive_int, default=20, help="rows per table (default 20)")
     hot.set_defaults(func=_command("hotspots_command"))
 
@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--p-value", type=positive_float, default=0.001,
                          help="change-point significance (default 0.001); a change also needs 2 sessions on each "
                               "side and at least max(2%%, 2 × the calibrated noise floor), else 3%%")
-    history.add_argument("--store", type=Path, default=Path("redline.db"), metavar="PATH")
+    history.add_argument("--store", type=store_path, default=Path("redline.db"), metavar="PATH")
     history.add_argument("--json", type=Path, metavar="FILE",
                          help="write the series (every session's runs and build) and change points as JSON to FILE")
     history.set_defaults(func=_command("history_command"))

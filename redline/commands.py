@@ -21,7 +21,7 @@ from redline.preparation import DEFAULT_TOPOLOGY
 from redline.report import ConsoleObserver, print_profiles, print_results, write_json
 from redline.spec import SpecError, resolve_suites, select
 from redline.stats import Verdict, noise_floor_pct
-from redline.store import Store
+from redline.store import Store, check_output_path
 from redline.topology import parse_topology, plan_cpus
 from redline.targets import Target, default_target, ensure_built, parse_config_pairs, parse_target
 
@@ -35,7 +35,11 @@ OUTPUT_FLAGS = ("json", "markdown")     # every file a measuring command writes 
 def check_before_starting(args, sides: list[Side]) -> list:
     """What can be checked before a server starts or the store is opened: the output paths, the
     build variant and the suites. Returns the tests the arguments select."""
-    check_output_paths({f"--{name}": getattr(args, name, None) for name in OUTPUT_FLAGS})
+    outputs = {f"--{name}": getattr(args, name, None) for name in OUTPUT_FLAGS}
+    for flag, path in outputs.items():
+        if path is not None:
+            check_output_path(args.store, path, flag)      # never the store: before touching the file
+    check_output_paths(outputs)
     if args.variant and not any(side.target.build for side in sides):
         raise UsageError(f"--variant {args.variant}: only git: and src: targets are built, and "
                          f"{' and '.join(side.target.spec for side in sides)} is not one")

@@ -3,6 +3,12 @@
 A run is written in two steps: a 'running' row when it starts, and — in one transaction — its
 status, metrics and series when it ends. A redline killed mid-run leaves that row 'running';
 the next time the store is opened, rows whose owning process is gone become 'interrupted'.
+
+Opening is one check (`Store.__init__` → `_inspect`): a store is recognised by its SQLite
+application_id (or, for stores written before redline stamped one, by its tables); any other
+file is refused before anything is written to it. Every SQLite failure later on (disk full,
+read-only file system, a lock held past the busy timeout) is a `StoreError`: one line naming
+the store.
 """
 
 from __future__ import annotations
@@ -11,11 +17,19 @@ import json
 import os
 import platform
 import sqlite3
+import stat
 import time
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from redline.errors import RunError, UsageError
+
+APPLICATION_ID = 0x52446C6E          # 'RDln' in the SQLite header: this file is a redline store
+SQLITE_MAGIC = b"SQLite format 3\x00"
+REDLINE_TABLES = {"sessions", "runs", "metrics", "series"}   # a store from before APPLICATION_ID
+STORE_COMPANIONS = ("", "-wal", "-shm", "-journal")          # the files SQLite keeps for one store
+BUSY_TIMEOUT_S = float(os.environ.get("REDLINE_STORE_BUSY_TIMEOUT", "30"))
 SCHEMA_VERSION = 3
 # Changes to a store written by an older redline, by the version they lead to.
 MIGRATIONS = {
@@ -118,26 +132,183 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+class StoreError(RunError):
+    """The store failed while redline worked with it (disk full, locked past the busy timeout,
+    an I/O error): a runtime failure, exit 1. What was committed before stays."""
+
+
+class NotAStore(UsageError):
+    """The path given as the store cannot be one: not a redline store, unreadable, read-only,
+    or written by a newer redline. Nothing was written to it. Exit 2."""
+
+
+# SQLite's words for the failures a user can meet, in the user's words.
+_SQLITE_PROBLEMS = {
+    "database is locked": f"locked by another process for more than {BUSY_TIMEOUT_S:g} s (the busy timeout)",
+    "database or disk is full": "the disk is full",
+    "attempt to write a readonly database": "read-only (the file or its file system)",
+    "disk I/O error": "disk I/O error",
+    "unable to open database file": "cannot be opened (no permission, or its directory is gone)",
+    "file is not a database": "not an SQLite database",
+    "database disk image is malformed": "damaged (SQLite: database disk image is malformed)",
+}
+
+
+def store_problem(path: Path, text: str) -> str:
+    """The one-line form of every store error: it names the file first."""
+    return f"store {path}: {text}"
+
+
+class _StoreConnection(sqlite3.Connection):
+    """A connection whose operational failures become one `StoreError` line naming the store.
+    Constraint and programming errors (bugs) stay what they are."""
+
+    store_path: Path = Path()
+
+    def _guarded(self, method, *args):
+        try:
+            return method(*args)
+        except sqlite3.DatabaseError as exc:
+            if type(exc) not in (sqlite3.OperationalError, sqlite3.DatabaseError):
+                raise
+            message = str(exc)
+            raise StoreError(store_problem(self.store_path, _SQLITE_PROBLEMS.get(message, message))) from exc
+
+    def execute(self, *args):
+        return self._guarded(super().execute, *args)
+
+    def executemany(self, *args):
+        return self._guarded(super().executemany, *args)
+
+
+def _file_kind_problem(path: Path) -> str | None:
+    """Why `path` can never hold a store (a directory, a device …), or None."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a store file"
+    if not stat.S_ISREG(mode):
+        return "is not a regular file (a device, FIFO or socket)"
+    return None
+
+
+def _writable_problem(path: Path) -> str | None:
+    """Why redline could not write the store at `path` (or create it), or None."""
+    existing = path if path.exists() else path.parent
+    try:
+        if os.statvfs(existing).f_flag & os.ST_RDONLY:
+            return "is on a read-only file system"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not os.access(existing, os.W_OK):
+        return "is not writable (permission denied)" if existing == path else \
+            f"cannot be created: directory {existing} is not writable"
+    return None
+
+
+def _read_only_tables(path: Path) -> set[str]:
+    """The table names of an SQLite file, read without any chance of writing to it."""
+    uri = path.resolve().as_uri() + "?mode=ro"
+    try:
+        with closing(sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)) as db:
+            return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.Error as exc:
+        raise NotAStore(store_problem(path, _SQLITE_PROBLEMS.get(str(exc), str(exc)))) from exc
+
+
+def inspect_store_file(path: Path) -> bool:
+    """The one store-opening check: True if `path` holds a redline store, False if there is
+    nothing there yet (a new store will be created); NotAStore for anything else. Reads only."""
+    problem = _file_kind_problem(path)
+    if problem:
+        raise NotAStore(store_problem(path, problem))
+    if not path.exists() and not path.parent.is_dir():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise NotAStore(store_problem(path, f"cannot create its directory: {exc.strerror or exc}")) from exc
+    problem = _writable_problem(path)
+    if problem:
+        raise NotAStore(store_problem(path, problem))
+    if not path.exists() or path.stat().st_size == 0:
+        return False
+    try:
+        with path.open("rb") as file:
+            header = file.read(100)
+    except OSError as exc:
+        raise NotAStore(store_problem(path, exc.strerror or str(exc))) from exc
+    if not header.startswith(SQLITE_MAGIC):
+        raise NotAStore(store_problem(path, "is not an SQLite database, so not a redline store; left untouched"))
+    application_id = int.from_bytes(header[68:72], "big")
+    if application_id == APPLICATION_ID:
+        return True
+    if application_id == 0 and REDLINE_TABLES <= _read_only_tables(path):
+        return True      # written before redline stamped its application_id: stamped when opened
+    raise NotAStore(store_problem(path, f"is another program's SQLite database (application_id "
+                                        f"{application_id:#x}, no redline tables); left untouched"))
+
+
+def is_store_file(store: Path, path: Path) -> bool:
+    """Whether writing `path` would write over the store or one of SQLite's files for it."""
+    for suffix in STORE_COMPANIONS:
+        companion = Path(str(store) + suffix)
+        if companion.exists() and path.exists():
+            if os.path.samefile(companion, path):
+                return True
+        elif companion.resolve() == path.resolve():
+            return True
+    return False
+
+
+def check_output_path(store: Path, path: Path, flag: str) -> None:
+    """An output file (--json, --markdown) must never be the result store: UsageError."""
+    if is_store_file(store, path):
+        raise UsageError(f"{flag} {path} is the result store {store} (or its -wal/-shm file); "
+                         "refusing to write over it")
+
+
 class Store:
     def __init__(self, path: Path | str):
         self.path = Path(path)
-        if self.path.parent and not self.path.parent.exists():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        existing = inspect_store_file(self.path)
+        self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                                  factory=_StoreConnection)
+        self.db.store_path = self.path
         self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute("PRAGMA foreign_keys=ON")
+        try:
+            self._set_up_schema(existing)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            self.recover_interrupted()
+        except BaseException:
+            self.db.close()
+            raise
+
+    def _set_up_schema(self, existing: bool) -> None:
+        """Create a new store, or bring an older one up to SCHEMA_VERSION, in one transaction:
+        an interrupted migration leaves the store as it was."""
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
-            raise RuntimeError(f"{self.path} was written by a newer redline (schema {version})")
-        if version:
-            for target in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in MIGRATIONS.get(target, []):
+            raise NotAStore(store_problem(self.path, f"was written by a newer redline (schema {version}; "
+                                                     f"this redline reads up to {SCHEMA_VERSION})"))
+        stamped = self.db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+        if existing and stamped and version == SCHEMA_VERSION:
+            return
+        with self._transaction():
+            if version:
+                for target in range(version + 1, SCHEMA_VERSION + 1):
+                    for statement in MIGRATIONS.get(target, []):
+                        self.db.execute(statement)
+            for statement in SCHEMA.split(";"):
+                if statement.strip():
                     self.db.execute(statement)
-        self.db.executescript(SCHEMA)
-        self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        self.recover_interrupted()
+            self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            self.db.execute(f"PRAGMA application_id={APPLICATION_ID}")
 
     def close(self) -> None:
         self.db.close()
@@ -150,8 +321,12 @@ class Store:
         return cur.lastrowid
 
     def finish_session(self, session_id: int, status: str) -> None:
-        self.db.execute("UPDATE sessions SET finished_at=?, status=? WHERE id=?",
-                        (time.time(), status, session_id))
+        """The session ends; a run of it still 'running' (its final write failed) cannot go on."""
+        with self._transaction():
+            self.db.execute("UPDATE sessions SET finished_at=?, status=? WHERE id=?",
+                            (time.time(), status, session_id))
+            self.db.execute("UPDATE runs SET status='interrupted', error=? WHERE session_id=? AND status='running'",
+                            ("redline stopped before this run's result was stored", session_id))
 
     def begin_run(self, *, session_id: int, test: str, suite_file: str | None, target: str,
                   side: str | None, run_index: int, purpose: str = "measure",
@@ -193,17 +368,25 @@ class Store:
                         "WHERE id=? AND status='running'", (time.time(), reason, run_id))
 
     def recover_interrupted(self) -> int:
-        """Runs left 'running' by a redline process that no longer exists become 'interrupted'."""
+        """Every run left 'running' by a session that is not running any more becomes
+        'interrupted': sessions of a redline process on this machine that no longer exists, and
+        sessions that ended while one of their runs could not be finished (a failed final write)."""
         here = platform.node()
         sessions = self.db.execute("SELECT id, pid FROM sessions WHERE status='running' AND host=?",
                                    (here,)).fetchall()
         dead = [s["id"] for s in sessions if not _pid_alive(s["pid"])]
+        ended = [row[0] for row in self.db.execute(
+            "SELECT DISTINCT r.session_id FROM runs r JOIN sessions s ON s.id = r.session_id "
+            "WHERE r.status='running' AND s.status != 'running'")]
+        if not dead and not ended:
+            return 0
         stale = 0
         with self._transaction():
-            for session_id in dead:
+            for session_id in dead + ended:
                 stale += self.db.execute(
                     "UPDATE runs SET status='interrupted', error=? WHERE session_id=? AND status='running'",
                     ("redline stopped before this run finished", session_id)).rowcount
+            for session_id in dead:
                 self.db.execute("UPDATE sessions SET status='interrupted' WHERE id=?", (session_id,))
         return stale
 

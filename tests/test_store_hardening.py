@@ -1,0 +1,298 @@
+"""The store is sacred: redline recognises its own stores, refuses everything else without
+writing to it, names the file and the problem in one line, and loses nothing already stored.
+Real SQLite files, real redline processes, real tmpfs mounts for full and read-only disks."""
+
+import hashlib
+import os
+import sqlite3
+import subprocess
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from conftest import REDLINE
+from redline.store import APPLICATION_ID, SCHEMA_VERSION, NotAStore, Store, StoreError, RunOutcome
+from test_run_cli import write_suite
+
+ENV_TIMEOUT_1 = {**os.environ, "REDLINE_STORE_BUSY_TIMEOUT": "1", "COLUMNS": "200"}
+QUICK_RUN = ("run", "quick", "--name", "string-set-100B-pipeline-10$", "--duration", "1s", "--warmup", "0s")
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def one_error_line(proc, code: int) -> str:
+    """The command failed with `code` and said why in exactly one line, no traceback."""
+    assert proc.returncode == code, (proc.returncode, proc.stdout[-2000:], proc.stderr[-3000:])
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("redline: error:")]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def stored_run(store: Store, test: str, status: str = "ok") -> int:
+    session = store.begin_session(kind="run", argv=[], machine={})
+    run = store.begin_run(session_id=session, test=test, suite_file=None, target="x", side=None, run_index=0)
+    if status != "running":
+        store.finish_run(run, RunOutcome(status=status, metrics={"ops_per_sec": 7.0}, series={}, facts={}))
+    store.finish_session(session, "finished")
+    return run
+
+
+@contextmanager
+def tmpfs(where: Path, size: str):
+    """A real size-limited tmpfs at `where` (needs root; skipped otherwise)."""
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+# -- what is not a redline store is refused, untouched ----------------------------------------------
+def test_another_programs_sqlite_file_is_refused_without_a_single_write(tmp_path, redline_cli):
+    foreign = tmp_path / "app.db"
+    db = sqlite3.connect(foreign)
+    db.execute("CREATE TABLE accounts(id INTEGER PRIMARY KEY, balance REAL)")
+    db.execute("INSERT INTO accounts VALUES (1, 100.0)")
+    db.commit()
+    db.close()
+    before = digest(foreign)
+    line = one_error_line(redline_cli(*QUICK_RUN, "--store", foreign), 2)
+    assert line == (f"redline: error: store {foreign}: is another program's SQLite database "
+                    "(application_id 0x0, no redline tables); left untouched")
+    assert digest(foreign) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]      # no -wal, no -shm
+
+
+@pytest.mark.parametrize("kind, problem", [
+    ("text", "is not an SQLite database, so not a redline store; left untouched"),
+    ("directory", "is a directory, not a store file"),
+    ("device", "is not a regular file (a device, FIFO or socket)"),
+])
+def test_a_path_that_cannot_be_a_store_is_one_line_exit_2(tmp_path, redline_cli, kind, problem):
+    path = {"text": tmp_path / "notes.txt", "directory": tmp_path / "adir", "device": Path("/dev/null")}[kind]
+    if kind == "text":
+        path.write_text("my notes, not a database\n")
+    elif kind == "directory":
+        path.mkdir()
+    line = one_error_line(redline_cli(*QUICK_RUN, "--store", path), 2)
+    assert line == f"redline: error: store {path}: {problem}"
+    if kind == "text":
+        assert path.read_text() == "my notes, not a database\n"
+
+
+def test_an_empty_store_path_is_a_usage_error(redline_cli):
+    line = one_error_line(redline_cli("history", "--store", ""), 2)
+    assert "an empty path is not a store file" in line
+
+
+def test_a_store_from_a_newer_redline_is_refused_untouched(tmp_path, redline_cli):
+    path = tmp_path / "r.db"
+    Store(path).close()
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    db.close()
+    before = digest(path)
+    line = one_error_line(redline_cli("history", "--store", path), 2)
+    assert line == (f"redline: error: store {path}: was written by a newer redline "
+                    f"(schema {SCHEMA_VERSION + 1}; this redline reads up to {SCHEMA_VERSION})")
+    assert digest(path) == before
+
+
+def test_a_new_store_is_stamped_and_an_unstamped_old_one_is_recognised_by_its_tables(tmp_path):
+    path = tmp_path / "r.db"
+    run = stored_run(Store(path), "kept")
+    header = path.read_bytes()[:100]
+    assert int.from_bytes(header[68:72], "big") == APPLICATION_ID
+    db = sqlite3.connect(path)          # what a store written before the stamp looks like
+    db.execute("PRAGMA application_id=0")
+    db.close()
+    store = Store(path)
+    assert store.db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    assert store.metrics(run) == {"ops_per_sec": 7.0}
+
+
+# -- outputs never overwrite the store -------------------------------------------------------------
+@pytest.mark.parametrize("suffix", ["", "-wal"])
+def test_json_output_on_the_store_or_its_wal_is_refused_before_anything_runs(tmp_path, redline_cli, suffix):
+    path = tmp_path / "r.db"
+    run = stored_run(Store(path), "kept")
+    out = Path(f"{path}{suffix}")
+    line = one_error_line(redline_cli(*QUICK_RUN, "--store", path, "--json", out), 2)
+    assert line == (f"redline: error: --json {out} is the result store {path} (or its -wal/-shm file); "
+                    "refusing to write over it")
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert db.execute("SELECT count(*) FROM sessions").fetchone()[0] == 1   # no session was even begun
+    assert Store(path).metrics(run) == {"ops_per_sec": 7.0}
+
+
+def test_json_output_through_a_symlink_to_the_store_is_refused(tmp_path, redline_cli):
+    path = tmp_path / "r.db"
+    stored_run(Store(path), "kept")
+    link = tmp_path / "results.json"
+    link.symlink_to(path)
+    one_error_line(redline_cli(*QUICK_RUN, "--store", path, "--json", link), 2)
+    assert sqlite3.connect(path).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+# -- failures of the disk and of other processes ---------------------------------------------------
+def test_a_store_on_a_read_only_file_system_is_one_line_and_untouched(tmp_path, redline_cli):
+    data, view = tmp_path / "data", tmp_path / "ro"
+    data.mkdir()
+    view.mkdir()
+    stored_run(Store(data / "r.db"), "kept")
+    bound = subprocess.run(["mount", "--bind", "-o", "ro", str(data), str(view)], capture_output=True, text=True)
+    if bound.returncode != 0:
+        pytest.skip(f"cannot bind-mount read-only here: {bound.stderr.strip()}")
+    try:
+        path = view / "r.db"
+        before = digest(path)
+        line = one_error_line(redline_cli(*QUICK_RUN, "--store", path), 2)
+        assert line == f"redline: error: store {path}: is on a read-only file system"
+        assert digest(path) == before
+    finally:
+        subprocess.run(["umount", str(view)], check=False)
+
+
+def test_a_store_locked_past_the_busy_timeout_is_one_line_exit_1(tmp_path):
+    path = tmp_path / "r.db"
+    run = stored_run(Store(path), "kept")
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")                 # another process holds the write lock
+    try:
+        proc = subprocess.run([*REDLINE, *QUICK_RUN, "--store", str(path)], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120, env=ENV_TIMEOUT_1)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    line = one_error_line(proc, 1)
+    assert line == f"redline: error: store {path}: locked by another process for more than 1 s (the busy timeout)"
+    assert Store(path).metrics(run) == {"ops_per_sec": 7.0}
+
+
+def test_a_full_disk_at_the_end_of_a_run_loses_nothing_and_leaves_no_run_running(tmp_path):
+    """The disk fills while the second test runs: its final write fails with one line, exit 1;
+    the first test's run stays, and the second is found 'interrupted', never 'running' forever."""
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    for name in ("a-first", "b-second"):
+        write_suite(suites, name, "--ratio 1:0 --key-maximum 1000 -d 10 -c 1 -t 1 --test-time 2")
+    with tmpfs(tmp_path / "mnt", "2m") as mnt:
+        path = mnt / "r.db"
+        proc = subprocess.Popen([*REDLINE, "run", str(suites), "--duration", "2s", "--warmup", "0s",
+                                 "--store", str(path)], cwd=tmp_path, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        filled = threading.Event()
+        watcher = threading.Thread(target=fill_when_running, args=(path, "b-second", mnt / "filler", filled))
+        watcher.start()
+        out, err = proc.communicate(timeout=180)
+        watcher.join()
+        assert filled.is_set(), "never saw the second run in progress"
+        line = one_error_line(subprocess.CompletedProcess(proc.args, proc.returncode, out, err), 1)
+        assert line == f"redline: error: store {path}: the disk is full"
+        (mnt / "filler").unlink()
+        store = Store(path)
+        runs = {r["test"]: r for r in store.runs()}
+        assert runs["a-first"]["status"] == "ok" and store.metrics(runs["a-first"]["id"])["ops_per_sec"] > 0
+        assert runs["b-second"]["status"] == "interrupted"
+        store.close()
+
+
+def fill_when_running(path: Path, test: str, filler: Path, filled: threading.Event) -> None:
+    """Once `test` has a 'running' row in the store, write `filler` until the disk is full."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not filled.is_set():
+        time.sleep(0.05)
+        try:
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+                running = db.execute("SELECT count(*) FROM runs WHERE test=? AND status='running'",
+                                     (test,)).fetchone()[0]
+        except sqlite3.Error:
+            continue
+        if running:
+            with filler.open("wb") as out:
+                try:
+                    while True:
+                        out.write(b"\0" * 65536)
+                        out.flush()
+                except OSError:
+                    pass
+            filled.set()
+
+
+# -- recovery and migrations ------------------------------------------------------------------------
+def test_recovery_reaches_a_run_left_running_by_a_session_that_ended(tmp_path):
+    """A session marked interrupted (or finished) while one of its runs was never finished: the
+    next open marks that run interrupted too."""
+    path = tmp_path / "r.db"
+    store = Store(path)
+    run = stored_run(store, "unfinished", status="running")
+    store.db.execute("UPDATE runs SET status='running' WHERE id=?", (run,))   # as an older redline left it
+    store.close()
+    assert Store(path).runs()[0]["status"] == "interrupted"
+
+
+def old_store(path: Path, *, runs_columns: str) -> None:
+    """A schema-1 store as the first redline wrote it (no purpose, no topology), with one run."""
+    db = sqlite3.connect(path)
+    db.executescript(f"""
+        CREATE TABLE sessions (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, argv TEXT NOT NULL,
+            machine TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, started_at REAL NOT NULL,
+            finished_at REAL, status TEXT NOT NULL DEFAULT 'running');
+        CREATE TABLE runs (id INTEGER PRIMARY KEY, session_id INTEGER NOT NULL, test TEXT NOT NULL,
+            suite_file TEXT, target TEXT NOT NULL, side TEXT, run_index INTEGER NOT NULL, {runs_columns}
+            status TEXT NOT NULL, started_at REAL NOT NULL, finished_at REAL, error TEXT,
+            server_log_tail TEXT, facts TEXT);
+        CREATE TABLE metrics (run_id INTEGER NOT NULL, name TEXT NOT NULL, value REAL, PRIMARY KEY (run_id, name));
+        CREATE TABLE series (run_id INTEGER NOT NULL, name TEXT NOT NULL, second INTEGER NOT NULL, value REAL,
+            PRIMARY KEY (run_id, name, second));
+        INSERT INTO sessions VALUES (1, 'run', '[]', '{{}}', 'elsewhere', 1, 0, 1, 'finished');
+        INSERT INTO runs(id, session_id, test, target, run_index, status, started_at)
+            VALUES (1, 1, 'old-test', 'bin:x', 0, 'ok', 0);
+        INSERT INTO metrics VALUES (1, 'ops_per_sec', 123.0);
+        PRAGMA user_version=1;
+    """)
+    db.close()
+
+
+def test_an_old_store_is_migrated_and_keeps_its_runs(tmp_path):
+    path = tmp_path / "r.db"
+    old_store(path, runs_columns="")
+    store = Store(path)
+    [run] = store.runs()
+    assert (run["test"], run["purpose"], run["topology"]) == ("old-test", "measure", "oss-standalone")
+    assert store.metrics(1) == {"ops_per_sec": 123.0}
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_migration_that_fails_halfway_leaves_the_store_as_it_was(tmp_path):
+    """Migration 2 succeeds, migration 3 fails (the column exists already): nothing of either is
+    kept, so the store still opens as what it was instead of failing on every later attempt."""
+    path = tmp_path / "r.db"
+    old_store(path, runs_columns="topology TEXT,")
+    with pytest.raises(StoreError, match=f"^store {path}: duplicate column name: topology$"):
+        Store(path)
+    db = sqlite3.connect(path)
+    columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+    assert "purpose" not in columns
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert db.execute("SELECT value FROM metrics").fetchall() == [(123.0,)]
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_a_foreign_file_raises_not_a_store_in_the_library_too(tmp_path):
+    path = tmp_path / "x.db"
+    path.write_bytes(b"\x00" * 4096)
+    with pytest.raises(NotAStore):
+        Store(path)
+    assert path.read_bytes() == b"\x00" * 4096
