@@ -78,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--max-runs", type=positive_int, default=15,
                          help="inconclusive tests get more runs, up to this many per side (default 15)")
     compare.add_argument("--fail-on-regression", action="store_true",
-                         help="exit 1 when a regression survives Benjamini–Hochberg false-discovery control")
+                         help="exit 3 when a regression survives Benjamini–Hochberg false-discovery control "
+                              "(exit 1, as always, when a run failed)")
     compare.add_argument("--markdown", type=Path, metavar="FILE", help="write a pull-request comment to FILE")
     compare.set_defaults(func=_command("compare_command"))
 

@@ -28,6 +28,11 @@ from redline.targets import Target, default_target, ensure_built, parse_config_p
 DEFAULT_SUITE = "quick"
 FDR_Q = 0.05          # Benjamini–Hochberg false-discovery rate for verdicts of change
 
+# Exit codes of run, compare and calibrate (README "Exit codes"); 2 is a usage error (errors.py).
+EXIT_OK = 0
+EXIT_FAILED_RUNS = 1      # a run failed: the session's results are incomplete
+EXIT_REGRESSION = 3       # compare --fail-on-regression found a false-discovery-controlled regression
+
 
 OUTPUT_FLAGS = ("json", "markdown")     # every file a measuring command writes besides the store
 
@@ -157,13 +162,21 @@ def measured_runs_by_test(records: list[RunRecord]) -> dict[str, list[RunRecord]
     return by_test
 
 
-def _failures_line(session: Session, console: Console) -> int:
+def session_exit_code(session: Session, *, regressions: int = 0) -> int:
+    """The one place that decides how run, compare and calibrate exit: says what was stored and
+    what failed, then 1 if any run failed (before a regression: the comparison is incomplete),
+    3 for `regressions` (those that fail the job under --fail-on-regression), else 0."""
+    console = terminal.console(stderr=True)
     failed = [r for r in session.records if r.status == "failed"]
     skipped = {r.test for r in session.records if r.status == "skipped"}
     console.print(terminal.styled(
         f"stored {len(session.records) - len(skipped)} runs in {session.store.path} (session {session.session_id})"
         + (f"; {len(skipped)} tests skipped" if skipped else ""), (f"; {len(failed)} failed" if failed else "", "red")))
-    return len(failed)
+    if regressions:
+        console.print(f"{regressions} regression(s), false-discovery controlled", style="red")
+    if failed:
+        return EXIT_FAILED_RUNS
+    return EXIT_REGRESSION if regressions else EXIT_OK
 
 
 # -- redline run ---------------------------------------------------------------------------------
@@ -177,7 +190,7 @@ def run_command(args) -> int:
     print_profiles(out, [r for r in session.records if r.purpose == "profile"])
     if args.json:
         write_json(args.json, measured)
-    return 1 if _failures_line(session, terminal.console(stderr=True)) else 0
+    return session_exit_code(session)
 
 
 # -- redline compare -----------------------------------------------------------------------------
@@ -219,13 +232,8 @@ def compare_command(args) -> int:
                                                          comparison=comparison.target.label))
     if args.json:
         verdict_report.write_json(args.json, comparisons, session.records)
-    _failures_line(session, terminal.console(stderr=True))
     regressions = [c for c in comparisons if c.verdict == Verdict.REGRESSION]
-    if args.fail_on_regression and regressions:
-        terminal.console(stderr=True).print(f"{len(regressions)} regression(s), false-discovery controlled",
-                                            style="red")
-        return 1
-    return 0
+    return session_exit_code(session, regressions=len(regressions) if args.fail_on_regression else 0)
 
 
 # -- redline calibrate ---------------------------------------------------------------------------
@@ -258,7 +266,7 @@ def calibrate_command(args) -> int:
     out.print(table)
     if args.json:
         write_json(args.json, [r for r in session.records if r.purpose == "measure"])
-    return 1 if _failures_line(session, terminal.console(stderr=True)) else 0
+    return session_exit_code(session)
 
 
 # -- redline hotspots ----------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable
 from redline import machine
 from redline.errors import RunError
 from redline.identity import server_identity
-from redline.load import LoadRequest, LoadResult, ServerGone, run_load
+from redline.load import LoadRequest, LoadResult, NotAResult, ServerGone, run_load
 from redline.pinning import available_cpus
 from redline.probes import WindowProbe
 from redline.server import RemoteServer, Server
@@ -191,6 +191,19 @@ def _nothing_completed(result: LoadResult, probe: WindowProbe) -> str:
             reason += f", so one round of those requests takes about {round_s:.1f} s — a longer --duration measures it"
         else:
             reason += ", so the replies were held back rather than slow (a blocking command waiting for data?)"
+    return reason
+
+
+def _why_not_a_result(refused: NotAResult, probe: WindowProbe) -> str:
+    """A failed run's reason when redline-load refused its own numbers: its words, or why no
+    reply completed, and the server's error replies if it sent any."""
+    result = refused.result
+    reason = str(refused)
+    lost = (result.extra.get("connections") or {}).get("lost")
+    if not lost and not result.ops and result.measured_s:
+        reason = _nothing_completed(result, probe)
+    if (result.extra.get("errors") or {}):
+        reason += f"; {_error_replies(result.extra)}"
     return reason
 
 
@@ -383,6 +396,8 @@ class Engine:
                 reason = server.crash_reason()
                 raise RunError(f"the server exited during the run ({server.exit_description()})"
                                + (f": {reason}" if reason else ""))
+            except NotAResult as exc:
+                raise RunError(_why_not_a_result(exc, probe)) from exc
             metrics, series, flags = self._metrics(test, result, probe, prepared.plan)
             facts["flags"] = flags
             facts["loadgen"] = result.extra
@@ -453,8 +468,6 @@ class Engine:
             flags.append(f"measures the miss path ({misses / (hits + misses):.0%} misses)")
         if metrics["errors"]:
             flags.append(_error_replies(result.extra))
-        if not ops and measured_s:
-            flags.append(_nothing_completed(result, probe))
         for warning in result.extra.get("warnings") or []:
             flags.append(warning)
         series = result.per_second()

@@ -42,6 +42,15 @@ class ServerGone(RunError):
     """The server went away while load was running."""
 
 
+class NotAResult(RunError):
+    """redline-load finished and wrote its JSON, but refused it as a measurement (nothing
+    completed, or connections were lost): `result` holds what it measured, the message why."""
+
+    def __init__(self, message: str, result: "LoadResult"):
+        super().__init__(message)
+        self.result = result
+
+
 @dataclass
 class LoadRequest:
     arguments: list[str]               # the suite's memtier-style arguments, unchanged
@@ -51,6 +60,7 @@ class LoadRequest:
     duration_s: float | None = None    # replaces the suite's --test-time
     warmup_s: float = 0.0
     cpus: tuple[int, ...] | None = None
+    reconnect_on_error: bool = False   # lost connections reconnect and do not fail the run (preloads)
 
     def argv(self) -> list[str]:
         """Suite arguments first without the options redline owns (redline.spec.owned), redline's
@@ -65,6 +75,8 @@ class LoadRequest:
             argv += ["--test-time", _seconds_arg(self.duration_s)]
         if self.warmup_s:
             argv += ["--warmup-time", _seconds_arg(self.warmup_s)]
+        if self.reconnect_on_error:
+            argv.append("--reconnect-on-error")
         return argv
 
 
@@ -199,11 +211,14 @@ def run_load(request: LoadRequest, *, listener: LoadListener | None = None,
         raise ServerGone("the server exited while load was running")
     if timed_out:
         raise RunError(f"redline-load did not finish within {timeout_s:.0f}s and was stopped")
-    if proc.returncode != 0:
-        last = reader.other_lines[-1] if reader.other_lines else f"exit status {proc.returncode}"
+    last = reader.other_lines[-1] if reader.other_lines else f"exit status {proc.returncode}"
+    if proc.returncode != 0 and not request.json_path.exists():
         raise RunError(f"redline-load failed: {last}")
     try:
         report = json.loads(request.json_path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise RunError(f"redline-load wrote no readable JSON to {request.json_path}: {exc}") from exc
-    return LoadResult(argv=argv, report=report, stderr_tail=tail)
+    result = LoadResult(argv=argv, report=report, stderr_tail=tail)
+    if proc.returncode != 0:      # it wrote its results, then refused them as a measurement
+        raise NotAResult(last.removeprefix("redline-load: "), result)
+    return result

@@ -439,7 +439,8 @@ def prepare(test: TestSpec, server: Server, *, scale: float | None, observer,
         observer.phase("preload", unit="requests")
         preload = run_load(LoadRequest(arguments=server.load_arguments(test.db.preload.arguments),
                              host=server.host, port=server.port,
-                             json_path=workdir / f"preload-{server.port}.json", cpus=client_cpus),
+                             json_path=workdir / f"preload-{server.port}.json", cpus=client_cpus,
+                             reconnect_on_error=True),    # requests lost with a connection are re-sent
                  listener=_PreloadProgress(observer), server_alive=server.alive,
                  timeout_s=test.db.preload.timeout_seconds or PRELOAD_TIMEOUT_S)
         for warning in preload.extra.get("warnings", []):   # e.g. how -n allkeys differs from memtier

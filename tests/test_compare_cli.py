@@ -32,7 +32,7 @@ def test_a_real_difference_is_a_regression_on_writes_only(tmp_path, redline_cli)
     assert len(document["runs"]) == 2 * 2 * 8
     assert {r["side"] for r in document["runs"]} == {"baseline", "comparison"}
     assert cpu_set["survives_fdr"] and cpu_set["comparisons_in_session"] == 8
-    assert proc.returncode == 1, proc.stderr[-2000:]        # --fail-on-regression gates the job
+    assert proc.returncode == 3, proc.stderr[-2000:]        # --fail-on-regression gates the job (its own code)
     text = md.read_text()
     assert text.startswith("**redline**:") and "<details>" in text and "| test | metric |" in text
     stored = sqlite3.connect(tmp_path / "r.db").execute(
@@ -61,6 +61,20 @@ def test_calibrate_stores_noise_floors_that_compare_uses(tmp_path, redline_cli):
                 *FAST, "--json", out, "--store", db, check_exit=0, timeout=600)
     for c in json.loads(out.read_text())["comparisons"]:
         assert abs(c["tau_pct"] - max(2.0, 2 * floors[c["metric"]])) < 1e-6, c
+
+
+def test_failed_runs_fail_a_comparison_even_with_fail_on_regression(tmp_path, redline_cli):
+    """One side unreachable: every run of it failed, so no verdict can be trusted — exit 1, not
+    0 (and not the regression code), with the failures counted."""
+    from redline.server import free_port
+    proc = redline_cli("compare", "quick", "--name", "string-get-100B-pipeline-10$",
+                       "--comparison", f"tcp://127.0.0.1:{free_port()}", "--runs", "2", "--max-runs", "2",
+                       *FAST, "--store", tmp_path / "r.db", "--fail-on-regression", timeout=600)
+    assert proc.returncode == 1, (proc.returncode, proc.stderr[-2000:])
+    assert "1 failed" in proc.stderr
+    statuses = sqlite3.connect(tmp_path / "r.db").execute(
+        "SELECT side, status FROM runs ORDER BY id").fetchall()
+    assert ("comparison", "failed") in statuses and ("baseline", "ok") in statuses
 
 
 def test_max_runs_below_runs_is_a_usage_error(redline_cli):

@@ -441,12 +441,14 @@ def test_reconnect_interval(server, tmp_path):
     assert info["total_connections_received"] >= 10
 
 
-def test_lost_connection_reconnects_and_is_counted(tmp_path):
+def kill_server_during_run(tmp_path, *flags):
+    """A 3 s run whose server is killed at 0.8 s and restarted on the same port: returns the
+    exit status, stderr and the JSON redline-load wrote."""
     port = free_port()
     out = tmp_path / "o.json"
     with redis_server(port=port) as srv:
         proc = subprocess.Popen([str(BIN), "-s", "127.0.0.1", "-p", str(port), "--test-time", "3", "-c", "2",
-                                 "-t", "1", "--json-out-file", str(out), "--hide-histogram"],
+                                 "-t", "1", "--json-out-file", str(out), "--hide-histogram", *flags],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(0.8)
         srv.kill()
@@ -454,9 +456,45 @@ def test_lost_connection_reconnects_and_is_counted(tmp_path):
     time.sleep(0.3)
     with redis_server(port=port):
         _, err = proc.communicate(timeout=20)
-    assert proc.returncode == 0, err
-    conns = json.loads(out.read_text())["redline"]["connections"]
+    return proc.returncode, err, json.loads(out.read_text())
+
+
+def test_lost_connection_reconnects_and_is_counted(tmp_path):
+    code, err, data = kill_server_during_run(tmp_path, "--reconnect-on-error")
+    assert code == 0, err
+    conns = data["redline"]["connections"]
     assert conns["lost"] == 2 and conns["reconnects"] == 2
+
+
+def test_lost_connections_fail_the_run_unless_reconnect_on_error(tmp_path):
+    """Without --reconnect-on-error the numbers of a run that lost connections are not a result:
+    exit 1 with one line saying so, the JSON still written for the reasons."""
+    code, err, data = kill_server_during_run(tmp_path)
+    assert code == 1
+    assert err.strip().splitlines() == [
+        "redline-load: 2 connections were lost during the run (the server closed them); their requests "
+        "waited for a reconnect, so the results are not the server's (--reconnect-on-error accepts them)"]
+    assert data["redline"]["connections"]["lost"] == 2
+
+
+def test_a_window_with_no_completed_request_fails(server, tmp_path):
+    proc = subprocess.run([str(BIN), *map(str, base(server)), "--command", "BLPOP nowhere 0", "--test-time", "1",
+                           "-c", "1", "-t", "1", "--json-out-file", str(tmp_path / "o.json")],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == ["redline-load: no request completed in the measured 1.0 s"]
+    assert json.loads((tmp_path / "o.json").read_text())["redline"]["ops"] == 0
+
+
+def test_values_larger_than_memory_are_refused_in_one_line(server, tmp_path):
+    """4 GB values on 200 connections would need 800 GB of value buffers: refused before any
+    allocation, not a Rust allocation abort."""
+    proc = subprocess.run([str(BIN), *map(str, base(server)), "-d", "4000000000", "-c", "50", "-t", "4",
+                           "-n", "1"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("redline-load: --data-size 4000000000 bytes × 200 connections needs "
+                           "800000000000 bytes of value buffers, more than half of this machine's available memory")
 
 
 def test_dead_server_aborts_within_seconds(tmp_path):
@@ -497,7 +535,8 @@ def test_preload_survives_killed_connections(server, tmp_path):
     out = tmp_path / "o.json"
     proc = subprocess.Popen([str(BIN), *map(str, base(server)), "-n", "allkeys", "--key-pattern", "P:P",
                              "--ratio", "1:0", "--key-minimum", "1", "--key-maximum", str(keys), "-c", "2",
-                             "-t", "1", "--pipeline", "64", "-d", "10", "--json-out-file", str(out)],
+                             "-t", "1", "--pipeline", "64", "-d", "10", "--json-out-file", str(out),
+                             "--reconnect-on-error"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     r = client(server)
     deadline = time.time() + 20

@@ -281,20 +281,37 @@ def test_suites_that_prepare_the_same_data_share_one_snapshot(tmp_path, redline_
     assert not datasets["c-other-data"].get("restored_from")
 
 
-def test_a_window_in_which_no_reply_completed_says_why(tmp_path, redline_cli):
-    """Every request blocks (BLPOP on a list nobody fills): the window measures nothing, and the
-    run says so with what was in flight instead of reporting zero throughput as a result."""
+def test_a_window_in_which_no_reply_completed_is_a_failed_run_that_says_why(tmp_path, redline_cli):
+    """Every request blocks (BLPOP on a list nobody fills): the window measures nothing, so the
+    run failed (exit 1) and says what was in flight, instead of storing zero throughput as a result."""
     suites = tmp_path / "suites"
     suites.mkdir()
     write_suite(suites, "never-answered", '--command="BLPOP nothing 0" --pipeline 2 -c 5 -t 2 --test-time 1')
     out = tmp_path / "out.json"
-    redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db", check_exit=0)
+    redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db", check_exit=1)
     run = json.loads(out.read_text())[0]
-    assert run["status"] == "ok" and not run["ops_per_sec"]
-    [flag] = [f for f in run["flags"] if f.startswith("no reply completed")]
-    assert flag.startswith("no reply completed in the measured 1 s with 20 requests in flight "
-                           "(10 connections × pipeline 2); the server spent ")
-    assert flag.endswith("so the replies were held back rather than slow (a blocking command waiting for data?)")
+    assert run["status"] == "failed" and run["ops_per_sec"] is None
+    assert run["error"].startswith("no reply completed in the measured 1 s with 20 requests in flight "
+                                   "(10 connections × pipeline 2); the server spent ")
+    assert run["error"].endswith("so the replies were held back rather than slow (a blocking command waiting for data?)")
+
+
+def test_a_server_that_drops_every_connection_is_a_failed_run_history_does_not_count(tmp_path, redline_cli):
+    """Values over the server's bulk length limit: it closes each connection that sends one.
+    The run is failed with the reason (connections lost, the server's error reply), exit 1, and
+    `history` finds no result to count."""
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    write_suite(suites, "too-big-values", "--ratio 1:0 -d 2000000 -c 1 -t 1 --test-time 1",
+                db_lines=("    proto-max-bulk-len: 1mb",))
+    out, db = tmp_path / "out.json", tmp_path / "r.db"
+    redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", db, check_exit=1)
+    run = json.loads(out.read_text())[0]
+    assert run["status"] == "failed", run
+    assert "connections were lost during the run (the server closed them)" in run["error"], run
+    assert run["error"].endswith("ERR Protocol error: invalid bulk length"), run
+    history = redline_cli("history", "--store", db, check_exit=2)
+    assert "no stored runs with ops_per_sec" in history.stderr
 
 
 def test_keys_with_a_time_to_live_are_prepared_every_time_never_restored(tmp_path, redline_cli, monkeypatch):

@@ -134,6 +134,8 @@ pub struct Config {
     pub randomize: bool,
     pub rate_limiting: Option<u32>,
     pub reconnect_interval: Option<u64>,
+    /// Lost connections are reconnected either way; without this flag they fail the run.
+    pub reconnect_on_error: bool,
     pub conn_start_min_jitter_us: u64,
     pub conn_start_max_jitter_us: u64,
     pub scan_incremental_iteration: bool,
@@ -184,6 +186,7 @@ impl Default for Config {
             randomize: false,
             rate_limiting: None,
             reconnect_interval: None,
+            reconnect_on_error: false,
             conn_start_min_jitter_us: 0,
             conn_start_max_jitter_us: 0,
             scan_incremental_iteration: false,
@@ -258,6 +261,7 @@ const OPTIONS: &[(&str, Option<char>, Arg)] = &[
     ("key-median", None, Arg::Required),
     ("key-zipf-exp", None, Arg::Required),
     ("reconnect-interval", None, Arg::Required),
+    ("reconnect-on-error", None, Arg::None),
     ("thread-conn-start-min-jitter-micros", None, Arg::Required),
     ("thread-conn-start-max-jitter-micros", None, Arg::Required),
     ("authenticate", Some('a'), Arg::Required),
@@ -281,7 +285,7 @@ const OPTIONS: &[(&str, Option<char>, Arg)] = &[
 /// rather than silently ignoring them.
 const UNSUPPORTED: &[&str] = &[
     "client-stats", "print-all-runs", "data-offset", "data-size-list", "expiry-range",
-    "data-import", "data-verify", "verify-only", "generate-keys", "reconnect-on-error",
+    "data-import", "data-verify", "verify-only", "generate-keys",
     "max-reconnect-attempts", "reconnect-backoff-factor", "connection-timeout",
     "multi-key-get", "no-expiry", "wait-ratio", "num-slaves", "wait-timeout",
     "monitor-input", "monitor-pattern", "command-stats-breakdown", "statsd-host",
@@ -294,7 +298,8 @@ A memtier_benchmark-compatible load generator (see docs/loadgen.md).\n\
 Connection: -s/--server, -p/--port, -S/--unix-socket, -P/--protocol resp2|resp3|redis,\n\
   -a/--authenticate, --select-db, --cluster-mode, --tls --cert --key --cacert --tls-skip-verify --sni\n\
 Test: -n/--requests N|allkeys, --test-time SECS, -c/--clients, -t/--threads, --pipeline,\n\
-  --ratio SET:GET, --rate-limiting N, --reconnect-interval N, -x/--run-count,\n\
+  --ratio SET:GET, --rate-limiting N, --reconnect-interval N, --reconnect-on-error,\n\
+  -x/--run-count, \
   --thread-conn-start-min-jitter-micros, --thread-conn-start-max-jitter-micros\n\
 Objects: -d/--data-size, --data-size-range MIN-MAX, --data-size-pattern R|S, -R/--random-data,\n\
   --key-prefix, --key-minimum, --key-maximum, --key-pattern SET:GET (R,S,G,P,Z),\n\
@@ -550,6 +555,7 @@ pub fn parse_args(args: &[String]) -> Result<Config, CliError> {
                     cfg.key_zipf_exp = e;
                 }
                 "reconnect-interval" => cfg.reconnect_interval = Some(parse_positive(name, &v)?),
+                "reconnect-on-error" => cfg.reconnect_on_error = true,
                 "thread-conn-start-min-jitter-micros" => cfg.conn_start_min_jitter_us = parse_u64(name, &v)?,
                 "thread-conn-start-max-jitter-micros" => cfg.conn_start_max_jitter_us = parse_u64(name, &v)?,
                 "authenticate" => cfg.authenticate = Some(v),

@@ -44,6 +44,9 @@ fn main() {
         Ok(w) => w,
         Err(m) => fail(EXIT_USAGE, &m),
     };
+    if let Err(m) = check_value_memory(&cfg) {
+        fail(EXIT_USAGE, &m);
+    }
     let events = Events { enabled: cfg.events };
     let mut warnings = cfg.warnings.clone();
     warnings.extend(wl.warnings.iter().cloned());
@@ -90,7 +93,54 @@ fn main() {
     if let Some(prefix) = &cfg.hdr_file_prefix {
         write_hdr_files(&wl, &runs, prefix);
     }
+    // The results are written (so the reason can be read in them), but they are not a result.
+    if let Some(problem) = runs.iter().find_map(|r| not_a_result(&cfg, r)) {
+        fail(EXIT_RUN_FAILED, &problem);
+    }
     std::process::exit(EXIT_OK);
+}
+
+/// Why a finished run's numbers must not be taken as a measurement: nothing completed in its
+/// measured window, or connections were lost (their requests waited for the reconnect, so the
+/// latencies are not the server's) and --reconnect-on-error did not accept that.
+fn not_a_result(cfg: &cli::Config, r: &report::RunResult) -> Option<String> {
+    let lost = r.stats.conns.lost;
+    if r.total().ops == 0 && r.measured_seconds > 0.0 {
+        let connections = if lost > 0 { format!(" ({lost} connections lost)") } else { String::new() };
+        return Some(format!("no request completed in the measured {:.1} s{connections}", r.measured_seconds));
+    }
+    if lost > 0 && !cfg.reconnect_on_error {
+        return Some(format!(
+            "{lost} connections were lost during the run (the server closed them); their requests \
+             waited for a reconnect, so the results are not the server's (--reconnect-on-error accepts them)"
+        ));
+    }
+    None
+}
+
+/// Each connection keeps one buffer as large as the largest value: refuse sizes this machine
+/// cannot hold before allocating them (an allocation failure would abort without a word).
+fn check_value_memory(cfg: &cli::Config) -> Result<(), String> {
+    let largest = match cfg.data_size {
+        cli::DataSize::Fixed(n) => n,
+        cli::DataSize::Range { max, .. } => max,
+    } as u64;
+    let connections = cfg.clients as u64 * cfg.threads as u64;
+    let needed = largest.saturating_mul(connections);
+    match available_memory_bytes() {
+        Some(available) if needed > available / 2 => Err(format!(
+            "--data-size {largest} bytes × {connections} connections needs {needed} bytes of value buffers, \
+             more than half of this machine's available memory ({available} bytes)"
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn available_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 fn write_hdr_files(wl: &workload::Workload, runs: &[report::RunResult], prefix: &str) {
