@@ -22,6 +22,7 @@ from redline.probes import WindowProbe
 from redline.server import RemoteServer, Server
 from redline.store import RunOutcome, Store
 from redline.targets import Target
+from redline.watch import ServerWatch
 from redline import preparation
 
 from redline.topology import CpuPlan, TopologySpec, deploy, parse_topology, plan_cpus, wait_replicas_in_sync
@@ -123,6 +124,7 @@ class _Prepared:
     server: Server
     plan: CpuPlan
     facts: dict
+    hung: bool = False         # the server stopped answering during a run and was killed
 
 
 class _LoadProgress:
@@ -240,14 +242,19 @@ class Engine:
                       session_id: int, more_runs: MoreRuns | None) -> list[RunRecord]:
         ready: dict[Side, _Prepared] = {}
         records: list[RunRecord] = []
+
+        def prepare(side: Side) -> None:
+            """The side's server(s), ready; or a skipped or failed record saying why not."""
+            try:
+                ready[side] = self._prepare_side(test, topology, side, settings)
+            except preparation.SkipTest as exc:
+                records.append(self._record_skip(test, side, topology, session_id, str(exc)))
+            except RunError as exc:
+                records.append(self._record_failure(test, side, topology, session_id, exc))
+
         try:
             for side in sides:
-                try:
-                    ready[side] = self._prepare_side(test, topology, side, settings)
-                except preparation.SkipTest as exc:
-                    records.append(self._record_skip(test, side, topology, session_id, str(exc)))
-                except RunError as exc:
-                    records.append(self._record_failure(test, side, topology, session_id, exc))
+                prepare(side)
             planned, batch = settings.runs, interleaved(sides, settings.runs)
             while batch and ready:
                 for side, index in batch:
@@ -255,7 +262,12 @@ class Engine:
                         continue
                     record = self._measure(test, side, index, ready[side], settings, session_id)
                     records.append(record)
-                    if record.status != "ok" and not ready[side].server.alive():
+                    if ready[side].hung:
+                        ready.pop(side).server.stop()
+                        self.observer.note(f"{side.target.label}: the server hung and was killed; "
+                                           "a fresh one is started for the next run")
+                        prepare(side)
+                    elif record.status != "ok" and not ready[side].server.alive():
                         ready.pop(side).server.stop()
                         self.observer.note(f"{side.target.label}: the server exited; "
                                            f"the remaining runs of {test.name} are skipped")
@@ -380,6 +392,7 @@ class Engine:
                               duration_s=settings.duration_s, warmup_s=settings.warmup_s,
                               cpus=prepared.plan.client_cpus)
         probe = WindowProbe(pids=server.pids(), client=server.info_client())
+        watch = ServerWatch(server)
         facts = {**prepared.facts, "machine": machine.facts(), "loadgen_argv": request.argv(),
                  "warmup_s": settings.warmup_s}
         recorder = profile = None
@@ -387,12 +400,16 @@ class Engine:
             try:
                 recorder = self._recorder(test, side, server, run_id) if purpose == "profile" else None
                 result = run_load(request, listener=_LoadProgress(self.observer, probe, request, recorder),
-                                  server_alive=server.alive, timeout_s=self._run_timeout(test, settings))
+                                  server_alive=watch, timeout_s=self._run_timeout(test, settings))
                 if recorder is not None:
                     self.observer.phase("profile: perf script, flame graph")
                     profile = recorder.stop().as_json()
                     recorder = None
             except ServerGone:
+                if watch.hung:
+                    prepared.hung = True
+                    raise RunError(f"the server stopped answering during the run: {watch.hung}; "
+                                   "it was killed") from None
                 reason = server.crash_reason()
                 raise RunError(f"the server exited during the run ({server.exit_description()})"
                                + (f": {reason}" if reason else ""))

@@ -29,6 +29,22 @@ START_ATTEMPTS = 5
 CRASH_MARKERS = re.compile(r"crashed by signal|ASSERTION FAILED|Guru Meditation|Out Of Memory|FATAL")
 
 
+def process_state(pid: int) -> str | None:
+    """The one-letter state of a process from /proc/PID/stat (R, S, D, T …), None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2]
+
+
+STOPPED_STATES = ("T", "t")      # stopped by a signal (SIGSTOP, SIGTSTP) or by a tracer
+
+
+def stopped_pids(pids: list[int]) -> list[int]:
+    return [pid for pid in pids if process_state(pid) in STOPPED_STATES]
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((LOOPBACK, 0))
@@ -41,7 +57,7 @@ def _config_line(name: str, value: str) -> str:
     return f"{name} {value}" if value != "" else f'{name} ""'
 
 
-def _answers_ping(host: str, port: int, timeout_s: float = 0.25) -> bool:
+def answers_ping(host: str, port: int, timeout_s: float = 0.25) -> bool:
     """True once the server replies +PONG (not while it is still loading a dataset)."""
     try:
         with socket.create_connection((host, port), timeout=timeout_s) as sock:
@@ -189,7 +205,7 @@ class ManagedServer(Server):
                     return False
                 raise RunError(f"redis-server exited during start ({self.exit_description()}): "
                                f"{tail.strip().splitlines()[-1] if tail.strip() else 'no output'}")
-            if _answers_ping(self.host, port):
+            if answers_ping(self.host, port):
                 return True
             time.sleep(0.02)
         self.stop()
@@ -197,6 +213,8 @@ class ManagedServer(Server):
 
     def stop(self) -> None:
         proc = self.process
+        if proc is not None and proc.poll() is None and stopped_pids([proc.pid]):
+            proc.kill()                 # a stopped process would hold SIGTERM until continued
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
