@@ -24,6 +24,7 @@ from redline.stats import Verdict, noise_floor_pct
 from redline.store import Store, check_output_path
 from redline.topology import parse_topology, plan_cpus
 from redline.targets import Target, default_target, ensure_built, parse_config_pairs, parse_target
+from redline.workdirs import remove_abandoned_workdirs
 
 DEFAULT_SUITE = "quick"
 FDR_Q = 0.05          # Benjamini–Hochberg false-discovery rate for verdicts of change
@@ -135,7 +136,8 @@ def execute_session(args, *, kind: str, sides: list[Side], tests: list, more_run
     try:
         sides = ready_sides(sides, observer)
         _print_plan(console, f"{kind}: {len(tests)} tests × {args.runs} runs", sides, topologies)
-        store = Store(args.store)
+        store = Store(args.store)            # recovers what a killed redline left in the store …
+        remove_abandoned_workdirs()          # … and in the temp directory
         session_id = store.begin_session(kind=kind, argv=sys.argv, machine=machine.facts())
         status = "interrupted"
         try:

@@ -7,7 +7,6 @@ A plan has one side (run) or two (compare); runs of the sides are interleaved A 
 from __future__ import annotations
 
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from redline.server import RemoteServer, Server
 from redline.store import RunOutcome, Store
 from redline.targets import Target
 from redline.watch import ServerWatch
+from redline.workdirs import make_workdir
 from redline import preparation
 
 from redline.topology import CpuPlan, TopologySpec, deploy, parse_topology, plan_cpus, wait_replicas_in_sync
@@ -214,7 +214,7 @@ class Engine:
         self.store = store
         self.observer = observer
         self.cpus = cpus if cpus is not None else available_cpus()
-        self.workdir = Path(tempfile.mkdtemp(prefix="redline-"))
+        self.workdir = make_workdir()
 
     def execute(self, *, tests: list[TestSpec], sides: list[Side], settings: RunSettings,
                 session_id: int, more_runs: MoreRuns | None = None) -> list[RunRecord]:

@@ -8,7 +8,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ import redis
 from redline.children import die_with_parent
 from redline.errors import RunError
 from redline.pinning import pinned
+from redline.workdirs import make_workdir
 
 LOOPBACK = "127.0.0.1"
 # Settings every managed server gets unless the suite or target says otherwise: no persistence
@@ -157,7 +157,7 @@ class ManagedServer(Server):
         self.port = 0
         self.process: subprocess.Popen | None = None
         self._own_workdir = settings.workdir is None
-        self.workdir = settings.workdir or Path(tempfile.mkdtemp(prefix="redline-server-"))
+        self.workdir = settings.workdir or make_workdir("redline-server-")
         self.log_path = self.workdir / "server.log"
         self.console_path = self.workdir / "server.console"
         self.busy_ports: list[int] = []

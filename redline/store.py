@@ -337,11 +337,24 @@ class Store:
             (session_id, test, suite_file, target, side, run_index, purpose, topology, time.time()))
         return cur.lastrowid
 
+    def _artifact_path(self, run_id: int) -> Path:
+        return self.path.with_name(self.path.stem + "-artifacts") / f"run-{run_id}"
+
     def artifact_dir(self, run_id: int) -> Path:
         """Files that belong to a run (profiles, flame graphs), next to the database file."""
-        path = self.path.with_name(self.path.stem + "-artifacts") / f"run-{run_id}"
+        path = self._artifact_path(run_id)
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def remove_profile_leftovers(self, run_id: int) -> None:
+        """What a profiler killed with redline leaves in a run's artifacts: perf's data file
+        (megabytes no stored profile refers to) and its control FIFOs."""
+        directory = self._artifact_path(run_id)
+        if not directory.is_dir():
+            return
+        for entry in directory.iterdir():
+            if entry.name.startswith("perf.data") or stat.S_ISFIFO(entry.lstat().st_mode):
+                entry.unlink(missing_ok=True)
 
     def finish_run(self, run_id: int, outcome: RunOutcome) -> None:
         """Status, metrics and series of one run, atomically."""
@@ -370,7 +383,8 @@ class Store:
     def recover_interrupted(self) -> int:
         """Every run left 'running' by a session that is not running any more becomes
         'interrupted': sessions of a redline process on this machine that no longer exists, and
-        sessions that ended while one of their runs could not be finished (a failed final write)."""
+        sessions that ended while one of their runs could not be finished (a failed final write).
+        Profiler leftovers in those runs' artifacts are removed."""
         here = platform.node()
         sessions = self.db.execute("SELECT id, pid FROM sessions WHERE status='running' AND host=?",
                                    (here,)).fetchall()
@@ -380,15 +394,16 @@ class Store:
             "WHERE r.status='running' AND s.status != 'running'")]
         if not dead and not ended:
             return 0
-        stale = 0
+        stale = [row[0] for session_id in dead + ended for row in self.db.execute(
+            "SELECT id FROM runs WHERE session_id=? AND status='running'", (session_id,))]
         with self._transaction():
-            for session_id in dead + ended:
-                stale += self.db.execute(
-                    "UPDATE runs SET status='interrupted', error=? WHERE session_id=? AND status='running'",
-                    ("redline stopped before this run finished", session_id)).rowcount
-            for session_id in dead:
-                self.db.execute("UPDATE sessions SET status='interrupted' WHERE id=?", (session_id,))
-        return stale
+            self.db.executemany("UPDATE runs SET status='interrupted', error=? WHERE id=? AND status='running'",
+                                [("redline stopped before this run finished", run_id) for run_id in stale])
+            self.db.executemany("UPDATE sessions SET status='interrupted' WHERE id=?",
+                                [(session_id,) for session_id in dead])
+        for run_id in stale:
+            self.remove_profile_leftovers(run_id)
+        return len(stale)
 
     @contextmanager
     def _transaction(self):

@@ -4,9 +4,12 @@ cleaned up on the next start. Real redis-server processes, real redline processe
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
+import stat
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -16,6 +19,8 @@ import pytest
 from conftest import REDLINE, start_redis_server
 from redline.server import process_state
 from redline.watch import ServerWatch
+from redline.workdirs import OWNER_FILE, make_workdir, remove_abandoned_workdirs
+from test_run_cli import write_suite
 
 
 def children_named(parent: int, name: str) -> list[int]:
@@ -99,3 +104,55 @@ def test_a_busy_server_is_not_taken_for_a_hung_one_but_a_silent_or_stopped_one_i
     finally:
         server.stop()                           # kills a stopped server at once
     assert process_state(server.process.pid) is None
+
+
+# -- what a killed redline leaves behind -----------------------------------------------------------
+def workdirs_of(pid: int) -> list[Path]:
+    """The temp-directory work directories marked as owned by process `pid`."""
+    owned = []
+    for path in Path(tempfile.gettempdir()).glob("redline-*"):
+        try:
+            if (path / OWNER_FILE).read_text().split()[0] == str(pid):
+                owned.append(path)
+        except (OSError, IndexError):
+            continue
+    return owned
+
+
+def test_after_sigkill_the_next_session_removes_work_directories_and_profile_leftovers(tmp_path, redline_cli):
+    """SIGKILL during a profiled run: the work directories in /tmp and perf's data file and FIFOs
+    stay (nothing can clean up after SIGKILL); the next session removes them and marks the run."""
+    db, artifacts = tmp_path / "r.db", tmp_path / "r-artifacts"
+    proc = subprocess.Popen([*REDLINE, "run", "quick", "--name", "string-set-100B-pipeline-10$", "--runs", "1",
+                             "--duration", "5s", "--warmup", "0s", "--profile", "--store", str(db)],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    perf_data = None
+    while perf_data is None and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+        perf_data = next((p for p in artifacts.glob("run-*/perf.data") if p.stat().st_size > 0), None)
+    if perf_data is None:
+        proc.kill()
+        pytest.skip(f"no profiled run started (perf unusable here?): {proc.communicate()[1][-500:]}")
+    owned = workdirs_of(proc.pid)
+    proc.kill()
+    proc.wait()
+    fifos = [p for p in perf_data.parent.iterdir() if stat.S_ISFIFO(p.lstat().st_mode)]
+    assert owned and all(p.exists() for p in owned) and perf_data.exists() and fifos
+    write_suite(tmp_path, "short", "--ratio 1:0 --key-maximum 100 -d 10 -c 1 -t 1 --test-time 1")
+    redline_cli("run", tmp_path / "short.yml", "--warmup", "0s", "--store", db, check_exit=0)
+    assert [p for p in owned if p.exists()] == []
+    assert not perf_data.exists() and not [p for p in fifos if p.exists()]
+    run_id = int(perf_data.parent.name.removeprefix("run-"))
+    status = sqlite3.connect(db).execute("SELECT status FROM runs WHERE id=?", (run_id,)).fetchone()[0]
+    assert status == "interrupted"
+
+
+def test_a_directory_whose_owner_runs_or_that_is_not_marked_is_left_alone(tmp_path):
+    mine = make_workdir("redline-test-")
+    unmarked = Path(tempfile.mkdtemp(prefix="redline-test-unmarked-"))
+    try:
+        assert mine not in remove_abandoned_workdirs() and mine.exists() and unmarked.exists()
+    finally:
+        shutil.rmtree(mine)
+        shutil.rmtree(unmarked)

@@ -163,6 +163,8 @@ class Recorder:
         if self._counters is not None:
             self._counters.kill()
         self._record.kill()
+        if not self.keep_perf_data:
+            self.perf_data.unlink(missing_ok=True)     # megabytes that no stored profile refers to
 
     def _perf_script_lines(self) -> list[str]:
         if not self.perf_data.exists():

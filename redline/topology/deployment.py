@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -19,6 +18,7 @@ from redline.topology import replication
 from redline.topology.cpus import CpuPlan
 from redline.topology.info import SummedInfo
 from redline.topology.spec import TopologySpec
+from redline.workdirs import make_workdir
 
 Progress = Callable[[str], None]
 
@@ -212,7 +212,7 @@ def deploy(spec: TopologySpec, *, binary: Path, config: dict[str, str], cpu_plan
     if not binary.exists():
         raise UsageError(f"server binary does not exist: {binary}")
     _note(progress, f"{spec.name}: cpu plan: {cpu_plan.describe()}")
-    root = Path(tempfile.mkdtemp(prefix=f"redline-{spec.name}-"))
+    root = make_workdir(f"redline-{spec.name}-")
     servers: list[ManagedServer] = []
     deployment: Deployment | None = None
     try:
