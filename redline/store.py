@@ -29,7 +29,7 @@ APPLICATION_ID = 0x52446C6E          # 'RDln' in the SQLite header: this file is
 SQLITE_MAGIC = b"SQLite format 3\x00"
 REDLINE_TABLES = {"sessions", "runs", "metrics", "series"}   # a store from before APPLICATION_ID
 STORE_COMPANIONS = ("", "-wal", "-shm", "-journal")          # the files SQLite keeps for one store
-BUSY_TIMEOUT_S = float(os.environ.get("REDLINE_STORE_BUSY_TIMEOUT", "30"))
+BUSY_TIMEOUT_VARIABLE = "REDLINE_STORE_BUSY_TIMEOUT"    # seconds to wait for another process's lock (default 30)
 SCHEMA_VERSION = 3
 # Changes to a store written by an older redline, by the version they lead to.
 MIGRATIONS = {
@@ -142,9 +142,19 @@ class NotAStore(UsageError):
     or written by a newer redline. Nothing was written to it. Exit 2."""
 
 
+def busy_timeout_s() -> float:
+    text = os.environ.get(BUSY_TIMEOUT_VARIABLE, "30")
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise UsageError(f"{BUSY_TIMEOUT_VARIABLE}={text!r} is not a number of seconds")
+    return value
+
+
 # SQLite's words for the failures a user can meet, in the user's words.
 _SQLITE_PROBLEMS = {
-    "database is locked": f"locked by another process for more than {BUSY_TIMEOUT_S:g} s (the busy timeout)",
     "database or disk is full": "the disk is full",
     "attempt to write a readonly database": "read-only (the file or its file system)",
     "disk I/O error": "disk I/O error",
@@ -171,14 +181,21 @@ class _StoreConnection(sqlite3.Connection):
         except sqlite3.DatabaseError as exc:
             if type(exc) not in (sqlite3.OperationalError, sqlite3.DatabaseError):
                 raise
-            message = str(exc)
-            raise StoreError(store_problem(self.store_path, _SQLITE_PROBLEMS.get(message, message))) from exc
+            raise StoreError(store_problem(self.store_path, explain(exc))) from exc
 
     def execute(self, *args):
         return self._guarded(super().execute, *args)
 
     def executemany(self, *args):
         return self._guarded(super().executemany, *args)
+
+
+def explain(exc: sqlite3.Error) -> str:
+    """An SQLite error in the user's words."""
+    message = str(exc)
+    if message == "database is locked":
+        return f"locked by another process for more than {busy_timeout_s():g} s (the busy timeout)"
+    return _SQLITE_PROBLEMS.get(message, message)
 
 
 def _file_kind_problem(path: Path) -> str | None:
@@ -214,10 +231,10 @@ def _read_only_tables(path: Path) -> set[str]:
     """The table names of an SQLite file, read without any chance of writing to it."""
     uri = path.resolve().as_uri() + "?mode=ro"
     try:
-        with closing(sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)) as db:
+        with closing(sqlite3.connect(uri, uri=True, timeout=busy_timeout_s())) as db:
             return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.Error as exc:
-        raise NotAStore(store_problem(path, _SQLITE_PROBLEMS.get(str(exc), str(exc)))) from exc
+        raise NotAStore(store_problem(path, explain(exc))) from exc
 
 
 def inspect_store_file(path: Path) -> bool:
@@ -275,7 +292,7 @@ class Store:
     def __init__(self, path: Path | str):
         self.path = Path(path)
         existing = inspect_store_file(self.path)
-        self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+        self.db = sqlite3.connect(self.path, timeout=busy_timeout_s(), isolation_level=None,
                                   factory=_StoreConnection)
         self.db.store_path = self.path
         self.db.row_factory = sqlite3.Row

@@ -296,3 +296,12 @@ def test_a_foreign_file_raises_not_a_store_in_the_library_too(tmp_path):
     with pytest.raises(NotAStore):
         Store(path)
     assert path.read_bytes() == b"\x00" * 4096
+
+
+def test_a_busy_timeout_that_is_not_a_number_is_a_usage_error(tmp_path):
+    path = tmp_path / "r.db"
+    stored_run(Store(path), "kept")
+    proc = subprocess.run([*REDLINE, "history", "--store", str(path)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, env={**ENV_TIMEOUT_1, "REDLINE_STORE_BUSY_TIMEOUT": "soon"})
+    line = one_error_line(proc, 2)
+    assert line == "redline: error: REDLINE_STORE_BUSY_TIMEOUT='soon' is not a number of seconds"
