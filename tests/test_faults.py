@@ -156,3 +156,14 @@ def test_a_directory_whose_owner_runs_or_that_is_not_marked_is_left_alone(tmp_pa
     finally:
         shutil.rmtree(mine)
         shutil.rmtree(unmarked)
+
+
+def test_a_suite_cannot_make_a_run_with_lost_connections_count(tmp_path):
+    """--reconnect-on-error decides whether a run that lost connections is a result: redline's,
+    not the suite's (dropped from its arguments); redline passes it for preloads only."""
+    from redline.load import LoadRequest
+    suite_args = ["--ratio", "1:0", "--reconnect-on-error", "-c", "2"]
+    measured = LoadRequest(suite_args, "127.0.0.1", 7000, tmp_path / "j.json").argv()
+    preload = LoadRequest(suite_args, "127.0.0.1", 7000, tmp_path / "j.json", reconnect_on_error=True).argv()
+    assert "--reconnect-on-error" not in measured
+    assert preload.count("--reconnect-on-error") == 1 and preload[-1] == "--reconnect-on-error"

@@ -28,6 +28,7 @@ CLIENT_OPTIONS: dict[str, str] = {
                      "statsd-host", "statsd-port", "statsd-prefix", "statsd-run-label", "graphite-port"),
                     OUTPUT),
     "run-count": MEASURED,
+    "reconnect-on-error": MEASURED,     # whether a run that lost connections is a result
     **dict.fromkeys(("help", "version", "show-config", "debug"), PROCESS),
 }
 
