@@ -41,15 +41,20 @@ OUTPUT_FLAGS = ("json", "markdown")     # every file a measuring command writes 
 def check_before_starting(args, sides: list[Side]) -> list:
     """What can be checked before a server starts or the store is opened: the output paths, the
     build variant and the suites. Returns the tests the arguments select."""
-    outputs = {f"--{name}": getattr(args, name, None) for name in OUTPUT_FLAGS}
-    for flag, path in outputs.items():
-        if path is not None:
-            check_output_path(args.store, path, flag)      # never the store: before touching the file
-    check_output_paths(outputs)
+    check_outputs(args, {f"--{name}": getattr(args, name, None) for name in OUTPUT_FLAGS})
     if args.variant and not any(side.target.build for side in sides):
         raise UsageError(f"--variant {args.variant}: only git: and src: targets are built, and "
                          f"{' and '.join(side.target.spec for side in sides)} is not one")
     return select_tests(args)
+
+
+def check_outputs(args, outputs: dict[str, Path | None]) -> None:
+    """The files a command will write ({flag: path}): never the store (checked before the file is
+    touched), and writable."""
+    for flag, path in outputs.items():
+        if path is not None:
+            check_output_path(args.store, path, flag)
+    check_output_paths(outputs)
 
 
 def select_tests(args) -> list:
@@ -305,7 +310,7 @@ def history_command(args) -> int:
     from rich.table import Table
 
     from redline import history
-    check_output_paths({"--json": args.json})
+    check_outputs(args, {"--json": args.json})
     if not 0 < args.p_value < 1:
         raise UsageError(f"--p-value {args.p_value:g}: a significance level is between 0 and 1")
     if not args.store.exists():

@@ -136,6 +136,14 @@ def test_json_output_on_the_store_or_its_wal_is_refused_before_anything_runs(tmp
     assert Store(path).metrics(run) == {"ops_per_sec": 7.0}
 
 
+def test_history_json_on_the_store_is_refused(tmp_path, redline_cli):
+    path = tmp_path / "r.db"
+    stored_run(Store(path), "kept")
+    line = one_error_line(redline_cli("history", "--store", path, "--json", path), 2)
+    assert line.startswith(f"redline: error: --json {path} is the result store {path}")
+    assert sqlite3.connect(path).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
 def test_json_output_through_a_symlink_to_the_store_is_refused(tmp_path, redline_cli):
     path = tmp_path / "r.db"
     stored_run(Store(path), "kept")
