@@ -41,8 +41,9 @@ DEFAULT_MIN_EFFECT_PCT = 3.0  # smallest change reported when the test has no ca
 _MIN_SESSION_SD = 0.001       # a session mean is never trusted to better than 0.1% (quantised data)
 _ODD_TO_GAP = 3.0             # an odd session is this many times further from its neighbours than they are apart
 _NOISE_ROUNDS = 4             # noise re-measured around the levels found, then the series re-tested
-_QN_EFFICIENCY = 0.6          # Qn's spread is worth this share of a variance's degrees of freedom (few points)
-_DRIFT_EVIDENCE = 0.05        # drift between sessions is assumed once an F test shows it at this level
+_STEP_LIKE = 3.5              # a session-to-session difference this many robust sds out straddles a step
+_DIFFERENCES_EFFICIENCY = 2 / 3  # n successive differences estimate a variance like 2n/3 independent points
+_DRIFT_EVIDENCE = 0.20        # drift between sessions is assumed once an F test shows it at this level
 _QN_NORMAL = 2.2219           # Qn's consistency factor for a normal distribution
 
 
@@ -120,19 +121,24 @@ def _noise_model(logs: list[np.ndarray], change_points: Sequence[int] = ()) -> N
 def _between_from_differences(means: np.ndarray, run_part: np.ndarray, change_points: Sequence[int],
                               df_within: float) -> tuple[float, float]:
     """Drift variance from the differences of consecutive session means, leaving out those that
-    straddle a known change point. Their spread is Rousseeuw and Croux's Qn (a low quantile of
-    their pairwise distances): it ignores up to half of them (steps not found yet) and keeps
-    much of a variance's efficiency. Drift is taken as 0 unless the differences are larger than
-    the run noise explains (F test at _DRIFT_EVIDENCE). run_part: the run noise in each session mean."""
+    straddle a known change point. Differences more than _STEP_LIKE robust standard deviations
+    (Rousseeuw and Croux's Qn, which ignores up to half of them) from their median are left out
+    too: they straddle steps not found yet. The rest give a plain mean square, with most of a
+    variance's efficiency. Drift is taken as 0 unless the differences are larger than the run
+    noise explains (F test at _DRIFT_EVIDENCE). run_part: the run noise in each session mean."""
     differences = np.diff(means)
     explained = run_part[:-1] + run_part[1:]
     keep = np.ones(len(differences), dtype=bool)
     keep[[index - 1 for index in change_points]] = False
+    if keep.sum() >= 2:
+        scale = _qn_scale(differences[keep])
+        centre = float(np.median(differences[keep]))
+        keep &= np.abs(differences - centre) <= _STEP_LIKE * scale if scale > 0 else differences == centre
     differences, explained = differences[keep], explained[keep]
     if len(differences) < 2:
         return 0.0, 1.0
-    observed, expected = _qn_scale(differences) ** 2, float(np.mean(explained))
-    df = max(1.0, _QN_EFFICIENCY * (len(differences) - 1))
+    observed, expected = float(np.mean(differences ** 2)), float(np.mean(explained))
+    df = max(1.0, _DIFFERENCES_EFFICIENCY * len(differences))
     if df_within and expected > 0 and _f_upper_tail(observed / expected, df, df_within) > _DRIFT_EVIDENCE:
         return 0.0, df  # the sessions differ no more than their runs' noise explains
     return max(0.0, (observed - expected) / 2), df

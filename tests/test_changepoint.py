@@ -89,8 +89,11 @@ def test_noise_model_separates_run_noise_from_session_drift():
 def test_the_issue_series_as_session_medians_alone():
     # only one value per session: drift and run noise are one, measured between sessions
     geosearch = [5477, 5795, 5700, 3834, 3739, 3125, 3060, 3070, 1923, 1979, 1891]
-    assert _found([[v] for v in geosearch]) == [3, 8]  # the 1.2x step (2 sessions) only at p 0.006
-    assert _found([[v] for v in geosearch], p_threshold=0.01) == [3, 5, 8]
+    assert _found([[v] for v in geosearch]) == [3, 5, 8]
+    rebuilds = [1136, 677, 679, 674, 471, 462, 485, 237, 235, 231, 235]
+    analysis = analyse_sessions([[v] for v in rebuilds])
+    assert [o.index for o in analysis.odd_sessions] == [0]    # prepared, not restored (issue #25)
+    assert [cp.index for cp in analysis.change_points] == [4, 7]
 
 
 @pytest.mark.parametrize("t, df", [(0.5, 3), (2.0, 4.7), (5.4, 6.2), (12.0, 30), (3.0, 1.0)])
@@ -144,7 +147,7 @@ def test_a_lone_odd_first_session_is_set_aside_not_made_a_change_point():
         assert 2 not in [cp.index for cp in analysis.change_points], seed  # never "the step is at session 2"
         right += ([cp.index for cp in analysis.change_points] == [4, 7]
                   and [o.index for o in analysis.odd_sessions] == [0])
-    assert right >= 40, right
+    assert right >= 45, right
     [odd] = analysis.odd_sessions
     assert odd.delta_pct > 50 and odd.around == pytest.approx(678, rel=0.05)
 
