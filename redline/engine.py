@@ -21,7 +21,7 @@ from redline.probes import WindowProbe
 from redline.server import RemoteServer, Server
 from redline.store import RunOutcome, Store
 from redline.targets import Target
-from redline.watch import ServerWatch
+from redline.watch import ServerHung, ServerWatch
 from redline.workdirs import make_workdir
 from redline import preparation
 
@@ -405,11 +405,11 @@ class Engine:
                     self.observer.phase("profile: perf script, flame graph")
                     profile = recorder.stop().as_json()
                     recorder = None
+            except ServerHung as hung:
+                prepared.hung = True
+                raise RunError(f"the server stopped answering during the run: {hung.reason}; "
+                               "it was killed") from None
             except ServerGone:
-                if watch.hung:
-                    prepared.hung = True
-                    raise RunError(f"the server stopped answering during the run: {watch.hung}; "
-                                   "it was killed") from None
                 reason = server.crash_reason()
                 raise RunError(f"the server exited during the run ({server.exit_description()})"
                                + (f": {reason}" if reason else ""))

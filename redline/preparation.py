@@ -16,6 +16,7 @@ import redis
 
 from redline.errors import RunError
 from redline.load import LoadRequest, loadgen_binary, run_load
+from redline.watch import ServerWatch
 from redline.server import ManagedServer, Server, ServerSettings
 from redline.spec.keyspace import unreachable_keyspace
 
@@ -441,7 +442,7 @@ def prepare(test: TestSpec, server: Server, *, scale: float | None, observer,
                              host=server.host, port=server.port,
                              json_path=workdir / f"preload-{server.port}.json", cpus=client_cpus,
                              reconnect_on_error=True),    # requests lost with a connection are re-sent
-                 listener=_PreloadProgress(observer), server_alive=server.alive,
+                 listener=_PreloadProgress(observer), server_alive=ServerWatch(server),
                  timeout_s=test.db.preload.timeout_seconds or PRELOAD_TIMEOUT_S)
         for warning in preload.extra.get("warnings", []):   # e.g. how -n allkeys differs from memtier
             observer.note(f"preload: {warning}")

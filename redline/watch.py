@@ -1,7 +1,7 @@
 """Watching a server while load runs: exited, stopped, or silent — not merely busy.
 
-`ServerWatch` is what `run_load` polls (as its `server_alive`). A server is lost when it
-exited, when one of its processes is stopped (state T in /proc/PID/stat: SIGSTOP, a debugger),
+`ServerWatch` is what `run_load` polls (as its `server_alive`) while measuring and while
+preloading. A server is lost when it exited, when one of its processes is stopped (state T in /proc/PID/stat: SIGSTOP, a debugger),
 or when it has answered no PING *and* used no CPU for `SILENT_LIMIT_S`: a server busy with
 slow commands keeps using CPU, so it is never taken for a hung one.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+from redline.errors import RunError
 from redline.probes import read_cpu
 from redline.server import Server, answers_ping, stopped_pids
 
@@ -17,34 +18,40 @@ SILENT_LIMIT_S = 10.0    # no PING answered and no CPU used for this long: the s
 PING_EVERY_S = 1.0       # also the PING's own timeout
 
 
+class ServerHung(RunError):
+    """The server stopped answering while load ran; `reason` says how it was seen."""
+
+    def __init__(self, reason: str):
+        super().__init__(f"the server stopped answering: {reason}")
+        self.reason = reason
+
+
 class ServerWatch:
     def __init__(self, server: Server, *, silent_limit_s: float = SILENT_LIMIT_S):
         self.server = server
         self.silent_limit_s = silent_limit_s
-        self.hung: str | None = None          # why the server was given up, when it hung
         self._last_sign = time.monotonic()    # last answered PING or CPU progress
         self._last_cpu = read_cpu(server.pids())
         self._next_check = 0.0
 
     def __call__(self) -> bool:
-        """True while the server is usable; False once it exited or hung (`hung` says why)."""
+        """True while the server is usable, False once it exited; raises ServerHung once it hung
+        (run_load then stops the load generator and the exception reaches its caller)."""
         if not self.server.alive():
             return False
         if not self.server.managed:
             return True                        # someone else's server: alive() pinged it
         stopped = stopped_pids(self.server.pids())
         if stopped:
-            self.hung = (f"process {', '.join(map(str, stopped))} is stopped (state T in /proc: "
-                         "SIGSTOP or a debugger)")
-            return False
+            raise ServerHung(f"process {', '.join(map(str, stopped))} is stopped (state T in /proc: "
+                             "SIGSTOP or a debugger)")
         now = time.monotonic()
         if now >= self._next_check:
             self._next_check = now + PING_EVERY_S
             if self._used_cpu() or answers_ping(self.server.host, self.server.port, PING_EVERY_S):
                 self._last_sign = now
             elif now - self._last_sign > self.silent_limit_s:
-                self.hung = f"it answered no PING and used no CPU for {now - self._last_sign:.0f} s"
-                return False
+                raise ServerHung(f"it answered no PING and used no CPU for {now - self._last_sign:.0f} s")
         return True
 
     def _used_cpu(self) -> bool:

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import REDLINE, start_redis_server
 from redline.server import process_state
-from redline.watch import ServerWatch
+from redline.watch import ServerHung, ServerWatch
 from redline.workdirs import OWNER_FILE, make_workdir, remove_abandoned_workdirs
 from test_run_cli import write_suite
 
@@ -86,24 +86,58 @@ def test_a_busy_server_is_not_taken_for_a_hung_one_but_a_silent_or_stopped_one_i
             "while tonumber(redis.call('TIME')[1]) < stop do end return 1", 0))
         busy.start()
         while busy.is_alive():                  # a script burning CPU answers no PING for 3 s
-            assert watch(), watch.hung
+            assert watch()
             time.sleep(0.1)
         sleeping = threading.Thread(target=server.client().execute_command, args=("DEBUG", "SLEEP", "4"))
         sleeping.start()                        # no PING answered and no CPU used: hung
-        while watch() and sleeping.is_alive():
-            time.sleep(0.1)
+        with pytest.raises(ServerHung, match="^the server stopped answering: it answered no PING and "
+                                             "used no CPU for [0-9]+ s$"):
+            while sleeping.is_alive():
+                watch()
+                time.sleep(0.1)
         sleeping.join()
-        assert watch.hung and watch.hung.startswith("it answered no PING and used no CPU for "), watch.hung
         stopped = ServerWatch(server)
         os.kill(server.process.pid, signal.SIGSTOP)
         deadline = time.monotonic() + 10          # the process stops when it next runs
-        while stopped() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert stopped.hung == (f"process {server.process.pid} is stopped (state T in /proc: SIGSTOP "
-                                "or a debugger)")
+        with pytest.raises(ServerHung) as raised:
+            while time.monotonic() < deadline:
+                stopped()
+                time.sleep(0.05)
+        assert raised.value.reason == (f"process {server.process.pid} is stopped (state T in /proc: SIGSTOP "
+                                       "or a debugger)")
     finally:
         server.stop()                           # kills a stopped server at once
     assert process_state(server.process.pid) is None
+
+
+def test_a_server_stopped_during_the_preload_fails_the_preparation_at_once(tmp_path):
+    """The preload is watched like a run: a stopped server ends it with the reason instead of
+    waiting for the preload's time limit."""
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    write_suite(suites, "big-preload", "--ratio 0:1 --key-maximum 3000000 -d 100 -c 1 -t 1 --test-time 1",
+                db_lines=("  preload_tool:", "    tool: memtier_benchmark",
+                          "    arguments: --ratio 1:0 -n allkeys --key-pattern P:P --key-minimum 1 "
+                          "--key-maximum 3000000 -d 100 -c 1 -t 1 --pipeline 10 --hide-histogram"))
+    proc = subprocess.Popen([*REDLINE, "run", str(suites), "--warmup", "0s", "--no-snapshots",
+                             "--store", str(tmp_path / "r.db"), "--json", str(tmp_path / "out.json")],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "COLUMNS": "200"})
+    deadline = time.monotonic() + 120
+    preloading = []
+    while not preloading and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+        preloading = [pid for pid in children_named(proc.pid, "redline-load")
+                      if "preload-" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")]
+    assert preloading, "never saw the preload running"
+    [server] = children_named(proc.pid, "redis-server")
+    os.kill(server, signal.SIGSTOP)
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 1, stderr[-2000:]
+    [run] = json.loads((tmp_path / "out.json").read_text())
+    assert run["status"] == "failed"
+    assert f"the server stopped answering: process {server} is stopped (state T in /proc" in run["error"], run
+    assert process_state(server) is None
 
 
 # -- what a killed redline leaves behind -----------------------------------------------------------
