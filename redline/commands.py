@@ -8,9 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from redline import terminal
-
-from redline import machine, preparation, verdict_report
+from redline import machine, preparation, terminal, verdict_report
 from redline.comparison import (COMPARED_METRICS, apply_false_discovery_control, attach_profiles, compare_test,
                                 extra_runs_needed, looks_confidence)
 from redline.engine import Engine, RunRecord, RunSettings, Side
