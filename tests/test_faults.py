@@ -153,33 +153,51 @@ def workdirs_of(pid: int) -> list[Path]:
     return owned
 
 
+def start_profiled_run(tmp_path) -> tuple[subprocess.Popen, Path]:
+    """A profiled run; returns once perf has written data for it: the process and perf.data."""
+    proc = subprocess.Popen([*REDLINE, "run", "quick", "--name", "string-set-100B-pipeline-10$", "--runs", "1",
+                             "--duration", "5s", "--warmup", "0s", "--profile", "--store", str(tmp_path / "r.db")],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+        perf_data = next((p for p in (tmp_path / "r-artifacts").glob("run-*/perf.data") if p.stat().st_size > 0), None)
+        if perf_data is not None:
+            return proc, perf_data
+    proc.kill()
+    pytest.skip(f"no profiled run started (perf unusable here?): {proc.communicate()[1][-500:]}")
+
+
+def run_status(db: Path, run_dir: Path) -> str:
+    run_id = int(run_dir.name.removeprefix("run-"))
+    return sqlite3.connect(db).execute("SELECT status FROM runs WHERE id=?", (run_id,)).fetchone()[0]
+
+
 def test_after_sigkill_the_next_session_removes_work_directories_and_profile_leftovers(tmp_path, redline_cli):
     """SIGKILL during a profiled run: the work directories in /tmp and perf's data file and FIFOs
     stay (nothing can clean up after SIGKILL); the next session removes them and marks the run."""
-    db, artifacts = tmp_path / "r.db", tmp_path / "r-artifacts"
-    proc = subprocess.Popen([*REDLINE, "run", "quick", "--name", "string-set-100B-pipeline-10$", "--runs", "1",
-                             "--duration", "5s", "--warmup", "0s", "--profile", "--store", str(db)],
-                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 180
-    perf_data = None
-    while perf_data is None and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.1)
-        perf_data = next((p for p in artifacts.glob("run-*/perf.data") if p.stat().st_size > 0), None)
-    if perf_data is None:
-        proc.kill()
-        pytest.skip(f"no profiled run started (perf unusable here?): {proc.communicate()[1][-500:]}")
+    proc, perf_data = start_profiled_run(tmp_path)
     owned = workdirs_of(proc.pid)
     proc.kill()
     proc.wait()
     fifos = [p for p in perf_data.parent.iterdir() if stat.S_ISFIFO(p.lstat().st_mode)]
     assert owned and all(p.exists() for p in owned) and perf_data.exists() and fifos
     write_suite(tmp_path, "short", "--ratio 1:0 --key-maximum 100 -d 10 -c 1 -t 1 --test-time 1")
-    redline_cli("run", tmp_path / "short.yml", "--warmup", "0s", "--store", db, check_exit=0)
+    redline_cli("run", tmp_path / "short.yml", "--warmup", "0s", "--store", tmp_path / "r.db", check_exit=0)
     assert [p for p in owned if p.exists()] == []
     assert not perf_data.exists() and not [p for p in fifos if p.exists()]
-    run_id = int(perf_data.parent.name.removeprefix("run-"))
-    status = sqlite3.connect(db).execute("SELECT status FROM runs WHERE id=?", (run_id,)).fetchone()[0]
-    assert status == "interrupted"
+    assert run_status(tmp_path / "r.db", perf_data.parent) == "interrupted"
+
+
+def test_sigterm_during_a_profiled_run_leaves_no_perf_data_fifo_or_work_directory(tmp_path):
+    proc, perf_data = start_profiled_run(tmp_path)
+    owned = workdirs_of(proc.pid)
+    proc.terminate()
+    assert proc.wait(timeout=60) == 130
+    assert owned and [p for p in owned if p.exists()] == []
+    assert not perf_data.exists()
+    assert not [p for p in perf_data.parent.iterdir() if stat.S_ISFIFO(p.lstat().st_mode)]
+    assert run_status(tmp_path / "r.db", perf_data.parent) == "interrupted"
 
 
 def test_a_directory_whose_owner_runs_or_that_is_not_marked_is_left_alone(tmp_path):
