@@ -13,6 +13,12 @@ from redline.build.command import add_build_parser
 from redline.errors import RunError, UsageError
 from redline.suites_cmd import add_suites_parser
 
+# What redline.commands.session_exit_code decides (README "Exit codes").
+EXIT_STATUS = ("exit status: 0 every run finished (skips included); 1 a run failed or the store failed "
+               "(disk full, locked); 2 bad input; 3 compare --fail-on-regression found a regression "
+               "(1 wins when runs failed too); 130 interrupted")
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line: `redline: error: …`, exit code 2."""
 
@@ -57,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"redline {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
-    run = commands.add_parser("run", help="measure suites against one server and store every run")
+    run = commands.add_parser("run", help="measure suites against one server and store every run",
+                              epilog=EXIT_STATUS)
     add_selection_arguments(run)
     run.add_argument("--target", default=None, metavar="TARGET",
                      help="bin:/path/to/redis-server or tcp://host:port (default: redis-server on PATH)")
@@ -66,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_measurement_arguments(run, default_runs=1)
     run.set_defaults(func=_command("run_command"))
 
-    compare = commands.add_parser("compare", help="A/B: two servers, interleaved runs, verdicts with confidence intervals")
+    compare = commands.add_parser("compare", help="A/B: two servers, interleaved runs, verdicts with confidence intervals",
+                                  epilog=EXIT_STATUS)
     add_selection_arguments(compare)
     compare.add_argument("--baseline", metavar="TARGET", help="baseline server (default: redis-server on PATH)")
     compare.add_argument("--comparison", metavar="TARGET", help="comparison server (default: redis-server on PATH)")
@@ -83,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--markdown", type=Path, metavar="FILE", help="write a pull-request comment to FILE")
     compare.set_defaults(func=_command("compare_command"))
 
-    calibrate = commands.add_parser("calibrate", help="A/A runs: measure each test's noise floor on this machine")
+    calibrate = commands.add_parser("calibrate", help="A/A runs: measure each test's noise floor on this machine",
+                                    epilog=EXIT_STATUS)
     add_selection_arguments(calibrate)
     calibrate.add_argument("--target", metavar="TARGET", help="server (default: redis-server on PATH)")
     calibrate.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")

@@ -80,3 +80,10 @@ def test_failed_runs_fail_a_comparison_even_with_fail_on_regression(tmp_path, re
 def test_max_runs_below_runs_is_a_usage_error(redline_cli):
     proc = redline_cli("compare", "--runs", "7", "--max-runs", "5", check_exit=2)
     assert "--max-runs (5) is smaller than --runs (7)" in proc.stderr
+
+
+def test_help_states_the_exit_codes_the_commands_use(redline_cli):
+    from redline.commands import EXIT_FAILED_RUNS, EXIT_REGRESSION
+    for command in ("run", "compare", "calibrate"):
+        text = " ".join(redline_cli(command, "--help", check_exit=0).stdout.split())
+        assert f"{EXIT_FAILED_RUNS} a run failed" in text and f"{EXIT_REGRESSION} compare --fail-on-regression" in text
