@@ -317,6 +317,7 @@ class Store:
         if existing and stamped and version == SCHEMA_VERSION:
             return
         with self._transaction():
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]   # another redline may have upgraded it
             if version:
                 for target in range(version + 1, SCHEMA_VERSION + 1):
                     for statement in MIGRATIONS.get(target, []):
