@@ -4,9 +4,10 @@ redline.stats; this module only decides what is compared with what)."""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from redline import state
 from redline.engine import RunRecord
 from redline.stats import (MetricComparison, Verdict, benjamini_hochberg, compare_metric,
                            confidence_per_look, needs_more_runs)
@@ -27,11 +28,15 @@ class TestComparison:
     comparisons_in_session: int = 1        # how many test × metric comparisons FDR control covered
     moved_symbols: list[dict] | None = None   # with --profile: symbols whose self share moved most
     diff_flamegraph: str | None = None        # with --profile: comparison against baseline SVG
+    state_refusal: str | None = None          # the sides reached their server state differently: no verdict
+    state_flags: list[str] = field(default_factory=list)   # e.g. used_memory differs by more than 5%
 
     @property
     def verdict_alone(self) -> str:
-        """The verdict of this comparison taken on its own."""
-        return self.result.verdict if self.result else Verdict.INCONCLUSIVE
+        """The verdict of this comparison taken on its own; none on sides whose server states differ."""
+        if self.result is None or self.state_refusal:
+            return Verdict.INCONCLUSIVE
+        return self.result.verdict
 
     @property
     def held_back_by_fdr(self) -> bool:
@@ -52,7 +57,8 @@ class TestComparison:
         out = {"test": self.test, "metric": self.metric, "verdict": self.verdict,
                "verdict_alone": self.verdict_alone, "note": self.note, "survives_fdr": self.survives_fdr,
                "comparisons_in_session": self.comparisons_in_session, "moved_symbols": self.moved_symbols,
-               "diff_flamegraph": self.diff_flamegraph}
+               "diff_flamegraph": self.diff_flamegraph, "state_refusal": self.state_refusal,
+               "state_flags": self.state_flags}
         keys = ("baseline_median", "comparison_median", "delta_pct", "ci_low_pct", "ci_high_pct", "p_value")
         if self.result:
             detail = asdict(self.result)
@@ -83,9 +89,21 @@ def looks_confidence(runs: int, max_runs: int, confidence: float = 0.95) -> floa
     return confidence_per_look(looks, confidence)
 
 
+def _states_by_side(records: list[RunRecord]) -> dict[str, list[dict | None]]:
+    """The state facts of each side's successful runs."""
+    by_side: dict[str, list[dict | None]] = {BASELINE: [], COMPARISON: []}
+    for r in records:
+        if r.side in by_side and r.status == "ok":
+            by_side[r.side].append(r.state)
+    return by_side
+
+
 def compare_test(test: str, records: list[RunRecord], noise_floors: dict[tuple[str, str], float], *,
                  confidence: float = 0.95) -> list[TestComparison]:
     out = []
+    states = _states_by_side(records)
+    refusal = state.state_refusal(states)
+    flags = [flag for flag in (state.memory_flag(states),) if flag]
     for metric, higher_is_better in COMPARED_METRICS.items():
         baseline, comparison, paired = _values(records, metric)
         if min(len(baseline), len(comparison)) < MIN_RUNS:
@@ -94,7 +112,7 @@ def compare_test(test: str, records: list[RunRecord], noise_floors: dict[tuple[s
             continue
         result = compare_metric(baseline, comparison, paired=paired, higher_is_better=higher_is_better,
                                 noise_floor_pct=noise_floors.get((test, metric)), confidence=confidence)
-        out.append(TestComparison(test, metric, result))
+        out.append(TestComparison(test, metric, result, state_refusal=refusal, state_flags=flags))
     return out
 
 
@@ -104,7 +122,7 @@ def extra_runs_needed(comparisons: list[TestComparison], runs_so_far: int, max_r
     undecided: inconclusive, or significant alone with a p-value too large to survive the session's
     false-discovery control on its own (`lone_p_value` = q / number of comparisons). 0 when decided."""
     def undecided(c: TestComparison) -> bool:
-        if c.result is None:
+        if c.result is None or c.state_refusal:
             return False
         return needs_more_runs(c.result) or (c.verdict_alone in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
                                              and c.result.p_value > lone_p_value)

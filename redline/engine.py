@@ -7,30 +7,27 @@ A plan has one side (run) or two (compare); runs of the sides are interleaved A 
 from __future__ import annotations
 
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from redline import machine
 from redline.errors import RunError
-from redline.identity import server_identity
 from redline.load import LoadRequest, LoadResult, NotAResult, ServerGone, run_load
 from redline.pinning import available_cpus
 from redline.probes import WindowProbe
-from redline.server import RemoteServer, Server
+from redline.server import Server
 from redline.store import RunOutcome, Store
 from redline.targets import Target
 from redline.watch import ServerHung, ServerWatch
 from redline.workdirs import make_workdir
-from redline import preparation
+from redline import preparation, state
+from redline.state import Prepared
 
-from redline.topology import CpuPlan, TopologySpec, deploy, parse_topology, plan_cpus, wait_replicas_in_sync
+from redline.topology import CpuPlan, TopologySpec, parse_topology
 
 if TYPE_CHECKING:
     from redline.spec import TestSpec
-
-REPLICA_SYNC_TIMEOUT_S = 300.0
 
 CLIENT_SATURATION = 0.90       # client_cpu_util above this: the load generator may have been the bottleneck
 MISS_PATH_RATIO = 0.50         # a read workload with more misses than this measures the miss path
@@ -72,6 +69,7 @@ class RunRecord:
     purpose: str = "measure"             # or "profile": never part of a metric
     profile: dict | None = None
     topology: str = "oss-standalone"
+    state: dict | None = None            # how the run's server state was reached (redline.state)
 
     @property
     def key(self) -> str:
@@ -90,6 +88,8 @@ class RunRecord:
         out["flags"] = self.flags
         if self.error:
             out["error"] = self.error
+        if self.state:
+            out["state"] = self.state
         return out
 
 
@@ -115,16 +115,6 @@ def interleaved(sides: list[Side], runs: int, start: int = 0) -> list[tuple[Side
         pair = sides if index % 2 == 0 else list(reversed(sides))
         order += [(side, index) for side in pair]
     return order
-
-
-@dataclass
-class _Prepared:
-    """One side of one test, ready to measure: its server(s), their CPU plan, the facts to record."""
-
-    server: Server
-    plan: CpuPlan
-    facts: dict
-    hung: bool = False         # the server stopped answering during a run and was killed
 
 
 class _LoadProgress:
@@ -240,13 +230,19 @@ class Engine:
     # -- one test -----------------------------------------------------------------------------
     def _execute_test(self, test: TestSpec, topology: TopologySpec, sides: list[Side], settings: RunSettings,
                       session_id: int, more_runs: MoreRuns | None) -> list[RunRecord]:
-        ready: dict[Side, _Prepared] = {}
+        ready: dict[Side, Prepared] = {}
         records: list[RunRecord] = []
+        try:
+            plan = state.plan_state(test, topology, sides, settings)
+        except RunError as exc:
+            return [self._record_failure(test, side, topology, session_id, exc) for side in sides]
+        states = state.ServerStates(test, topology, settings, plan, observer=self.observer, cpus=self.cpus,
+                                    workdir=self.workdir)
 
         def prepare(side: Side) -> None:
-            """The side's server(s), ready; or a skipped or failed record saying why not."""
+            """The side's server(s), in the test's state; or a skipped or failed record saying why not."""
             try:
-                ready[side] = self._prepare_side(test, topology, side, settings)
+                ready[side] = states.start(side)
             except preparation.SkipTest as exc:
                 records.append(self._record_skip(test, side, topology, session_id, str(exc)))
             except RunError as exc:
@@ -255,22 +251,18 @@ class Engine:
         try:
             for side in sides:
                 prepare(side)
+            if ready:
+                self.observer.note(plan.describe())
             planned, batch = settings.runs, interleaved(sides, settings.runs)
             while batch and ready:
                 for side, index in batch:
-                    if side not in ready:
-                        continue
-                    record = self._measure(test, side, index, ready[side], settings, session_id)
-                    records.append(record)
-                    if ready[side].hung:
-                        ready.pop(side).server.stop()
-                        self.observer.note(f"{side.target.label}: the server hung and was killed; "
-                                           "a fresh one is started for the next run")
-                        prepare(side)
-                    elif record.status != "ok" and not ready[side].server.alive():
-                        ready.pop(side).server.stop()
-                        self.observer.note(f"{side.target.label}: the server exited; "
-                                           f"the remaining runs of {test.name} are skipped")
+                    if side in ready:
+                        records.append(self._run(test, topology, side, index, ready, states, settings, session_id))
+                        if side in ready and ready[side].hung:
+                            ready.pop(side).server.stop()
+                            self.observer.note(f"{side.target.label}: the server hung and was killed; "
+                                               "a fresh one is started for the next run")
+                            prepare(side)
                 extra = more_runs(test, records, planned) if more_runs and len(ready) == len(sides) else 0
                 if extra:
                     self.observer.note(f"undecided: {extra} more runs per side")
@@ -278,92 +270,44 @@ class Engine:
             if settings.profile:
                 for side in sides:
                     if side in ready:
-                        records.append(self._measure(test, side, planned, ready[side], settings, session_id,
-                                                     purpose="profile"))
+                        records.append(self._run(test, topology, side, planned, ready, states, settings, session_id,
+                                                 purpose="profile"))
         finally:
             for prepared in ready.values():
                 prepared.server.stop()
         return records
 
-    def _prepare_side(self, test: TestSpec, topology: TopologySpec, side: Side,
-                      settings: RunSettings) -> _Prepared:
-        self.observer.phase(f"server start ({topology.name})")
-        plan = plan_cpus(topology, self.cpus)
-        if side.target.managed:
-            unknown = preparation.unknown_parameters(test, side.target.binary, side.target.config)
-            if unknown:
-                raise preparation.SkipTest(f"the server does not know configuration parameter "
-                                           f"{', '.join(unknown)} (CONFIG GET)")
-        snapshot = None
-        config = {**test.db.configuration_parameters, **side.target.config}
-        if side.target.managed and settings.snapshots and preparation.snapshots_apply(topology, config):
-            snapshot = preparation.snapshot_for(test, binary=side.target.binary, scale=settings.scale)
-        restored = snapshot.cached if snapshot else None
-        if restored:
-            self.observer.phase("restoring the dataset snapshot")
-        deploy_started = time.monotonic()
-        if side.target.managed:
-            server: Server = deploy(topology, binary=side.target.binary, cpu_plan=plan,
-                                    config={**test.db.configuration_parameters, **side.target.config},
-                                    progress=self.observer.detail, seed_rdb=restored)
-        else:
-            server = RemoteServer(*side.target.address).start()
+    def _run(self, test: TestSpec, topology: TopologySpec, side: Side, index: int, ready: dict[Side, Prepared],
+             states: state.ServerStates, settings: RunSettings, session_id: int,
+             purpose: str = "measure") -> RunRecord:
+        """One run of one side, on a server in the test's planned state; a side whose server
+        exited or could not be brought back into that state runs no more (one that hung is
+        replaced by the caller)."""
         try:
-            preparation.check_server_can_run(test, server)
-            started = time.monotonic()
-            if restored:
-                # the server loaded the snapshot while starting: a restore costs the whole start
-                started = deploy_started
-                dataset = {"restored_from": str(restored), **preparation.check_keyspace(test, server)}
-            else:
-                dataset = preparation.prepare(test, server, scale=settings.scale, observer=self.observer,
-                                              client_cpus=plan.client_cpus, workdir=self.workdir)
-                dataset["prepared_s"] = round(time.monotonic() - started, 3)
-                if snapshot and dataset["keys_with_ttl"]:
-                    # an RDB stores deadlines, not durations: restored later, these keys would be
-                    # gone or about to go, so this preparation is repeated for every run instead
-                    self.observer.note(f"dataset snapshot not saved: {dataset['keys_with_ttl']} keys have "
-                                       "a time to live and would be expired when restored")
-                elif snapshot and dataset["prepared_s"] >= preparation.SNAPSHOT_WORTH_S:
-                    self.observer.phase("saving a dataset snapshot for later runs")
-                    saving = time.monotonic()
-                    dataset["snapshot"] = preparation.save_snapshot(snapshot, server, self.observer)
-                    dataset["snapshot_save_s"] = round(time.monotonic() - saving, 3)
-            dataset.setdefault("prepared_s", round(time.monotonic() - started, 3))
-            if snapshot:
-                dataset["snapshot_key"] = snapshot.plan.fingerprint()
-            if topology.replicas:
-                self.observer.phase("replicas catching up")
-                dataset["replica_sync_s"] = wait_replicas_in_sync(server, REPLICA_SYNC_TIMEOUT_S)
-        except BaseException as exc:
-            if isinstance(exc, RunError):
-                exc.server_log_tail = server.log_tail()
-            server.stop()
-            raise
-        info = server.info("server")
-        facts = {
-            "server_version": info.get("redis_version"),
-            "server_binary": str(side.target.binary) if side.target.binary else None,
-            "build": side.target.build_facts,
-            "identity": server_identity(info, side.target.binary, side.target.build_facts),
-            "server_config": {**test.db.configuration_parameters, **side.target.config},
-            "server_port": server.port,
-            "topology": getattr(server, "facts", {"topology": topology.name}),
-            "pinning": plan.as_dict(),
-            "dataset": dataset,
-        }
-        return _Prepared(server, plan, facts)
+            ready[side] = states.before_run(side, ready[side])
+        except (RunError, preparation.SkipTest) as exc:
+            ready.pop(side)
+            self.observer.note(f"{side.target.label}: the server could not be restarted into the test's state; "
+                               f"the remaining runs of {test.name} are skipped")
+            failure = exc if isinstance(exc, RunError) else RunError(str(exc))
+            return self._record_failure(test, side, topology, session_id, failure, run_index=index)
+        record = self._measure(test, side, index, ready[side], settings, session_id, purpose=purpose)
+        if record.status != "ok" and not ready[side].hung and not ready[side].server.alive():
+            ready.pop(side).server.stop()
+            self.observer.note(f"{side.target.label}: the server exited; "
+                               f"the remaining runs of {test.name} are skipped")
+        return record
 
     def _record_failure(self, test: TestSpec, side: Side, topology: TopologySpec, session_id: int,
-                        exc: RunError) -> RunRecord:
+                        exc: RunError, run_index: int = 0) -> RunRecord:
         """A side that could not be prepared: one failed run says why."""
         run_id = self.store.begin_run(session_id=session_id, test=test.name, suite_file=str(test.path),
-                                      target=side.target.label, side=side.name, run_index=0,
+                                      target=side.target.label, side=side.name, run_index=run_index,
                                       topology=topology.name)
         outcome = RunOutcome(status="failed", metrics={}, series={}, facts={"machine": machine.facts()},
                              error=str(exc), server_log_tail=getattr(exc, "server_log_tail", None))
         self.store.finish_run(run_id, outcome)
-        record = RunRecord(run_id, test.name, side.target.label, side.name, 0, "failed", error=str(exc),
+        record = RunRecord(run_id, test.name, side.target.label, side.name, run_index, "failed", error=str(exc),
                            topology=topology.name)
         self.observer.run_finished(record)
         return record
@@ -381,7 +325,7 @@ class Engine:
                          topology=topology.name)
 
     # -- one run ------------------------------------------------------------------------------
-    def _measure(self, test: TestSpec, side: Side, index: int, prepared: _Prepared, settings: RunSettings,
+    def _measure(self, test: TestSpec, side: Side, index: int, prepared: Prepared, settings: RunSettings,
                  session_id: int, purpose: str = "measure") -> RunRecord:
         server, topology = prepared.server, prepared.facts["topology"]["topology"]
         run_id = self.store.begin_run(session_id=session_id, test=test.name, suite_file=str(test.path),
@@ -394,7 +338,8 @@ class Engine:
         probe = WindowProbe(pids=server.pids(), client=server.info_client())
         watch = ServerWatch(server)
         facts = {**prepared.facts, "machine": machine.facts(), "loadgen_argv": request.argv(),
-                 "warmup_s": settings.warmup_s}
+                 "warmup_s": settings.warmup_s,
+                 "state": {**prepared.facts["state"], "at_run_start": state.at_run_start(server)}}
         recorder = profile = None
         try:
             try:
@@ -416,16 +361,17 @@ class Engine:
             except NotAResult as exc:
                 raise RunError(_why_not_a_result(exc, probe)) from exc
             metrics, series, flags = self._metrics(test, result, probe, prepared.plan)
+            facts["state"]["memory_at_window_start"] = state.memory_figures(probe.info_start)
             facts["flags"] = flags
             facts["loadgen"] = result.extra
             outcome = RunOutcome(status="ok", metrics=metrics, series=series, facts=facts, profile=profile)
             record = RunRecord(run_id, test.name, side.target.label, side.name, index, "ok", metrics, flags,
-                               purpose=purpose, profile=profile, topology=topology)
+                               purpose=purpose, profile=profile, topology=topology, state=facts["state"])
         except RunError as exc:
             outcome = RunOutcome(status="failed", metrics={}, series={}, facts=facts, error=str(exc),
                                  server_log_tail=server.log_tail())
             record = RunRecord(run_id, test.name, side.target.label, side.name, index, "failed", error=str(exc),
-                               purpose=purpose, topology=topology)
+                               purpose=purpose, topology=topology, state=facts["state"])
         except BaseException:
             self.store.mark_interrupted(run_id, "redline was interrupted during this run")
             raise

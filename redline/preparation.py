@@ -175,6 +175,18 @@ def _uses_default_mix(test: TestSpec) -> bool:
     return any(not workload.arbitrary_commands for workload in _workloads(test))
 
 
+def measured_commands(test: TestSpec) -> list[list[str]]:
+    """The command lines the measured client sends (memtier's default mix: SET and GET by its
+    --ratio set:get)."""
+    workload = getattr(test.client, "workload", None)
+    if workload is None:
+        return []
+    if not workload.arbitrary_commands:
+        sets, gets = workload.ratio
+        return [name for name, share in ((["SET"], sets), (["GET"], gets)) if share]
+    return [command for command in workload.commands if command]
+
+
 def used_commands(test: TestSpec) -> list[str]:
     """The command names the measured client and the preload send (memtier's default mix: SET, GET)."""
     names = {command[0].upper() for command in _literal_commands(test)}
@@ -279,8 +291,6 @@ def _generated_dataset(test: TestSpec, server: Server, scale: float, observer) -
 
 
 # -- dataset snapshots ----------------------------------------------------------------------------
-SNAPSHOT_WORTH_S = 1.0     # preparations faster than this are not worth a cached snapshot
-
 
 @dataclass
 class Snapshot:
@@ -295,10 +305,35 @@ class Snapshot:
         return self.cache.lookup(self.plan, self.rdb_version)
 
 
-def snapshots_apply(topology, config: dict[str, str]) -> bool:
-    """A server starts from an RDB file only when it is not a cluster and has no append-only
-    file to load instead (with appendonly yes, redis loads its empty AOF, not dump.rdb)."""
-    return not topology.cluster and str(config.get("appendonly", "no")).strip("'\"").lower() != "yes"
+def snapshot_obstacle(topology, config: dict[str, str]) -> str | None:
+    """Why a server of this topology and configuration cannot start from an RDB file, or None:
+    a cluster's nodes each hold a part of the keyspace, and with appendonly yes redis loads its
+    (empty) append-only file instead of dump.rdb."""
+    if topology.cluster:
+        return f"{topology.name} is a cluster: its nodes cannot start from one RDB file"
+    if str(config.get("appendonly", "no")).strip("'\"").lower() == "yes":
+        return "appendonly yes: the server loads its append-only file, not an RDB snapshot"
+    return None
+
+
+def prepares_anything(test: TestSpec) -> bool:
+    db = test.db
+    return bool(db.dataset_name or db.preload or db.init_commands or db.init_lua)
+
+
+def preparation_summary(test: TestSpec, scale: float | None) -> str:
+    """What the preparation does, in a few words: "dataset 1key-geo-60M-elements ×0.05; preload
+    (memtier_benchmark --ratio 1:0 …); 2 init commands"."""
+    db, parts = test.db, []
+    if db.dataset_name:
+        parts.append(f"dataset {db.dataset_name} ×{dataset_scale(test, scale):g}")
+    if db.preload:
+        parts.append(f"preload ({' '.join([db.preload.tool, *db.preload.arguments])})")
+    if db.init_commands:
+        parts.append(f"{len(db.init_commands)} init commands")
+    if db.init_lua:
+        parts.append("init Lua")
+    return "; ".join(parts) or "nothing"
 
 
 def snapshot_for(test: TestSpec, *, binary: Path, scale: float | None) -> Snapshot | None:
@@ -309,7 +344,7 @@ def snapshot_for(test: TestSpec, *, binary: Path, scale: float | None) -> Snapsh
     from redline.datasets import DatasetPlan, lookup
     from redline.datasets.snapshot import SnapshotCache
     db = test.db
-    if not (db.dataset_name or db.preload or db.init_commands or db.init_lua):
+    if not prepares_anything(test):
         return None
     scale = dataset_scale(test, scale)
     generator = lookup(db.dataset_name) if db.dataset_name else None
@@ -326,22 +361,31 @@ def snapshot_for(test: TestSpec, *, binary: Path, scale: float | None) -> Snapsh
     return Snapshot(plan, rdb_version_of(binary), SnapshotCache(cache_root() / "snapshots"))
 
 
-def save_snapshot(snapshot: Snapshot, server: Server, observer) -> str | None:
-    """Cache the prepared keyspace; a failure costs only the cache entry, never the run."""
-    from redline.datasets import DatasetError
-    try:
-        return str(snapshot.cache.store_from_server(snapshot.plan, host=server.host, port=server.port))
-    except (DatasetError, OSError, redis.RedisError) as exc:
-        observer.note(f"dataset snapshot not saved: {exc}")
-        return None
-
-
 @dataclass(frozen=True)
 class BinaryTraits:
     """What a server binary supports, read once from a throwaway server of it."""
 
     rdb_version: int
     config_parameters: frozenset[str]
+    writing_commands: frozenset[str]     # lower-case names, "xgroup|create" for subcommands
+
+
+# scripts and functions carry no `write` flag in COMMAND INFO, yet may write
+SCRIPT_COMMANDS = frozenset({"eval", "evalsha", "fcall"})
+
+
+def writing_command_names(client: redis.Redis) -> frozenset[str]:
+    """Every command (and subcommand) the server flags `write` in COMMAND, plus the scripts."""
+    client.set_response_callback("COMMAND", lambda response, **options: response)
+    names = set(SCRIPT_COMMANDS)
+    entries = list(client.execute_command("COMMAND"))
+    while entries:
+        entry = entries.pop()
+        if b"write" in entry[2]:
+            names.add(entry[0].decode().lower())
+        if len(entry) > 9 and entry[9]:
+            entries.extend(entry[9])
+    return frozenset(names)
 
 
 @lru_cache(maxsize=None)
@@ -349,8 +393,9 @@ def _traits(binary: str, mtime: float) -> BinaryTraits:
     from redline.datasets.snapshot import server_rdb_version
     server = ManagedServer(ServerSettings(binary=Path(binary))).start()
     try:
-        names = frozenset(server.client().config_get("*"))
-        return BinaryTraits(server_rdb_version(host=server.host, port=server.port), names)
+        client = server.client()
+        return BinaryTraits(server_rdb_version(host=server.host, port=server.port),
+                            frozenset(client.config_get("*")), writing_command_names(client))
     finally:
         server.stop()
 
@@ -362,6 +407,18 @@ def binary_traits(binary: Path) -> BinaryTraits:
 def rdb_version_of(binary: Path) -> int:
     """The RDB format a server binary writes (one SAVE on an empty throwaway server, remembered)."""
     return binary_traits(binary).rdb_version
+
+
+def writing_commands(test: TestSpec, binary: Path) -> list[str]:
+    """The measured client's commands that this server binary flags as writing, e.g. ["lpush"]
+    (a subcommand counts as "xgroup|create")."""
+    writing = binary_traits(binary).writing_commands
+    found = set()
+    for command in measured_commands(test):
+        name = command[0].lower()
+        full = f"{name}|{command[1].lower()}" if len(command) > 1 else name
+        found |= {n for n in (name, full) if n in writing}
+    return sorted(found)
 
 
 def unknown_parameters(test: TestSpec, binary: Path, extra: dict[str, str]) -> list[str]:

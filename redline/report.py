@@ -97,6 +97,9 @@ class ConsoleObserver(Observer):
                  f"p99 {_fmt_ms(m.get('p99_ms'))} ms"]
         if m.get("server_cpu_us_per_op") is not None:
             parts.append(f"server {m['server_cpu_us_per_op']:.2f} µs/op")
+        reset_s = (record.state or {}).get("reset_s")
+        if reset_s is not None:
+            parts.append(f"(server restarted into the test's state in {reset_s:.1f} s)")
         self.console.print(f"  {side}run {record.run_index + 1}: " + "  ".join(parts))
         for flag in record.flags:
             self.console.print(f"    ⚠ {flag}", style="yellow")

@@ -37,8 +37,14 @@ def format_number(value: float | None) -> str:
 
 
 def _explain(c: TestComparison) -> str:
+    return "; ".join(part for part in (_reason(c), *c.state_flags) if part)
+
+
+def _reason(c: TestComparison) -> str:
     if c.result is None:
         return c.note or ""
+    if c.state_refusal:
+        return c.state_refusal
     r = c.result
     if c.held_back_by_fdr:
         return (f"{r.effect_words}; a {WORDS[c.verdict_alone]} on its own (p {r.p_value:.3f}), but not after "

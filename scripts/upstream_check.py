@@ -175,7 +175,7 @@ def snapshot_reuse(runs: list[dict]) -> list[str]:
     restorers: dict[str, list[dict]] = collections.defaultdict(list)
     for r in runs:
         key = r.get("dataset", {}).get("snapshot_key")
-        if r["dataset"].get("restored_from") and key in prepared:
+        if r["dataset"].get("restored_from") and not r["dataset"].get("snapshot") and key in prepared:
             restorers[key].append(r)
     if not restorers:
         return []
