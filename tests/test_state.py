@@ -1,0 +1,165 @@
+"""Same state: every run of every side starts from the same server state (redline/state.py).
+
+Real redis-server, real redline-load, real SQLite; the verdict logic is also checked alone."""
+
+import json
+import sqlite3
+
+import pytest
+
+from conftest import REDIS_SERVER
+from redline import state
+from redline.comparison import COMPARED_METRICS, compare_test
+from redline.engine import RunRecord
+from redline.preparation import writing_commands
+from redline.spec import load_test
+from redline.stats import Verdict
+
+FAST = ("--duration", "1s", "--warmup", "0.5s")
+
+
+def write_suite(directory, name: str, client: str, db_lines: tuple[str, ...] = ()) -> None:
+    lines = ["version: 0.4", f"name: {name}", "dbconfig:", "  configuration-parameters:", "    save: '\"\"'",
+             *db_lines, "tested-commands:", "- lpush", "redis-topologies:", "- oss-standalone",
+             "clientconfig:", "  tool: memtier_benchmark", f"  arguments: {client}", "priority: 1"]
+    (directory / f"{name}.yml").write_text("\n".join(lines) + "\n")
+
+
+def stored_facts(db) -> list[dict]:
+    return [json.loads(f) for (f,) in sqlite3.connect(db).execute(
+        "SELECT facts FROM runs WHERE status='ok' ORDER BY id")]
+
+
+# -- which commands write: the server's own COMMAND flags ------------------------------------------
+@pytest.mark.parametrize("client, expected", [
+    ('--command "LPUSH __key__ __data__"', ["lpush"]),
+    ('--command "GEOSEARCH key FROMLONLAT 7 55 BYBOX 200 200 KM"', []),
+    ("--ratio 0:1", []),                                    # memtier's default mix, GETs only
+    ("--ratio 1:10", ["set"]),
+    ('--command "XGROUP CREATE s g $ MKSTREAM"', ["xgroup|create"]),
+    ('--command "EVALSHA 0123 1 __key__"', ["evalsha"]),    # scripts carry no write flag, yet may write
+])
+def test_the_measured_commands_that_write_come_from_the_servers_command_flags(tmp_path, client, expected):
+    write_suite(tmp_path, "t", client)
+    assert writing_commands(load_test(tmp_path / "t.yml"), REDIS_SERVER) == expected
+
+
+# -- a layout-sensitive A/A --------------------------------------------------------------------------
+def test_a_geo_range_scan_aa_measures_restored_servers_on_both_sides_and_gives_no_verdict(
+        tmp_path, redline_cli, monkeypatch):
+    """Before the rule, the side that prepared the geo key measured scattered skiplist nodes and
+    the side that restored it a compact layout: an A/A read as an 'improvement'. Now the
+    preparing side restarts from the snapshot it saved, and both sides measure the same thing."""
+    monkeypatch.setenv("REDLINE_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "aa.json"
+    redline_cli("compare", "quick", "--name", "geosearch-bybox", "--scale", "0.02", "--runs", "7",
+                "--max-runs", "7", *FAST, "--json", out, "--store", tmp_path / "r.db", check_exit=0, timeout=600)
+    document = json.loads(out.read_text())
+    facts = stored_facts(tmp_path / "r.db")
+    assert len(facts) == 14
+    assert {f["state"]["origin"] for f in facts} == {"restored"}
+    assert len({f["state"]["snapshot_key"] for f in facts}) == 1
+    assert len({f["dataset"]["restored_from"] for f in facts}) == 1
+    saved = [f["dataset"] for f in facts if f["dataset"].get("snapshot")]
+    assert saved and all(d["restored_from"] == d["snapshot"] for d in saved)   # the preparing side restarted
+    assert {f["state"]["at_run_start"]["keys"] for f in facts} == {1}
+    assert all(f["state"]["memory_at_window_start"]["used_memory"] > 0 for f in facts)
+    comparisons = document["comparisons"]
+    assert len(comparisons) == len(COMPARED_METRICS)
+    assert not [c for c in comparisons if c["verdict"] in ("regression", "improvement")], comparisons
+    assert not [c for c in comparisons if c["state_refusal"]], comparisons
+    cpu = next(c for c in comparisons if c["metric"] == "server_cpu_us_per_op")
+    ratio = cpu["comparison_median"] / cpu["baseline_median"]
+    assert 1 / 1.5 < ratio < 1.5, cpu       # generous: prepared vs restored differed ~2-3x here
+
+
+# -- a write test ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("snapshots", [True, False], ids=["restored", "prepared"])
+def test_every_run_of_a_write_test_starts_from_the_same_keys_and_memory(tmp_path, redline_cli, monkeypatch,
+                                                                        snapshots):
+    """LPUSH grows its lists: without a restart run 3 would start with what runs 1 and 2 pushed."""
+    monkeypatch.setenv("REDLINE_CACHE", str(tmp_path / "cache"))
+    preload = ("  preload_tool:", "    tool: memtier_benchmark",
+               '    arguments: --command "LPUSH __key__ __data__" --command-key-pattern P -n allkeys'
+               " --key-minimum 1 --key-maximum 1000 -c 2 -t 1 --pipeline 20",
+               "  check:", "    keyspacelen: 1000")
+    write_suite(tmp_path, "lpush-grows", '--command "LPUSH __key__ __data__" --key-minimum 1 --key-maximum 1000 '
+                "--pipeline 10 -c 2 -t 1 --test-time 1", preload)
+    out = tmp_path / "out.json"
+    proc = redline_cli("run", tmp_path / "lpush-grows.yml", "--runs", "3", *FAST, "--json", out,
+                       "--store", tmp_path / "r.db", *(() if snapshots else ("--no-snapshots",)), check_exit=0)
+    facts = stored_facts(tmp_path / "r.db")
+    runs = json.loads(out.read_text())
+    assert len(facts) == 3 and len(runs) == 3
+    states = [f["state"] for f in facts]
+    assert {s["origin"] for s in states} == {"restored" if snapshots else "prepared"}
+    assert all(s["restart_per_run"] and s["restart_why"] == "the measured commands write (lpush)" for s in states)
+    assert states[0]["reset_s"] is None and all(s["reset_s"] > 0 for s in states[1:])
+    assert [s["at_run_start"]["keys"] for s in states] == [1000, 1000, 1000]
+    start_memory = [s["at_run_start"]["used_memory"] for s in states]
+    assert max(start_memory) < 1.01 * min(start_memory), start_memory
+    # the runs did grow the lists (so the check above could fail without the restarts)
+    grown = [run["used_memory_bytes"] - start for run, start in zip(runs, start_memory)]
+    assert all(g > 0.05 * min(start_memory) for g in grown), (grown, start_memory)
+    assert "server restarted into the test's state in" in proc.stderr
+    assert "restarted before every run: the measured commands write (lpush)" in " ".join(proc.stderr.split())
+
+
+# -- one side that cannot be snapshotted --------------------------------------------------------------
+def test_a_side_that_cannot_start_from_a_snapshot_makes_every_side_prepare(tmp_path, redline_cli, monkeypatch):
+    monkeypatch.setenv("REDLINE_CACHE", str(tmp_path / "cache"))
+    redline_cli("compare", "quick", "--name", "geosearch-bybox", "--scale", "0.002", "--comparison-config",
+                "appendonly=yes", "--runs", "1", "--max-runs", "1", "--duration", "1s", "--warmup", "0s",
+                "--store", tmp_path / "r.db", check_exit=0)
+    facts = stored_facts(tmp_path / "r.db")
+    assert len(facts) == 2
+    for f in facts:
+        assert f["state"]["origin"] == "prepared" and "appendonly yes" in f["state"]["why"]
+        assert not f["dataset"].get("restored_from") and not f["dataset"].get("snapshot")
+    assert not (tmp_path / "cache" / "snapshots").exists() or not list((tmp_path / "cache" / "snapshots").glob("*.rdb"))
+
+
+# -- the verdict on sides whose states differ (logic alone) -----------------------------------------
+def _records(side: str, ways: list[dict], cpu: float) -> list[RunRecord]:
+    return [RunRecord(i, "t", side, side, i, "ok", {"ops_per_sec": 1000.0 + i, "p50_ms": 1.0, "p99_ms": 2.0,
+                                                     "server_cpu_us_per_op": cpu * (1 + i / 100)}, state=way)
+            for i, way in enumerate(ways)]
+
+
+def _restored(key: str, used_memory: int = 100 << 20) -> dict:
+    return {"origin": "restored", "snapshot_key": key, "at_run_start": {"keys": 1, "used_memory": used_memory}}
+
+
+def test_sides_that_reached_their_state_differently_get_no_verdict():
+    prepared = {"origin": "prepared", "at_run_start": {"keys": 1, "used_memory": 100 << 20}}
+    records = _records("baseline", [prepared] * 7, 2000.0) + _records("comparison", [_restored("abc")] * 7, 700.0)
+    comparisons = compare_test("t", records, {})
+    assert {c.verdict_alone for c in comparisons} == {Verdict.INCONCLUSIVE}
+    cpu = next(c for c in comparisons if c.metric == "server_cpu_us_per_op")
+    assert cpu.result is not None and cpu.result.delta_pct < -50        # the numbers are still shown
+    assert cpu.state_refusal == ("the sides reached their server state differently (baseline: prepared; "
+                                 "comparison: restored from snapshot abc): no verdict on different data layouts")
+    assert cpu.as_json()["state_refusal"] == cpu.state_refusal
+    # the same records with one way of reaching the state: the difference is a verdict again
+    same = _records("baseline", [_restored("abc")] * 7, 2000.0) + _records("comparison", [_restored("abc")] * 7, 700.0)
+    assert next(c for c in compare_test("t", same, {}) if c.metric == "server_cpu_us_per_op").verdict_alone \
+        == Verdict.IMPROVEMENT
+
+
+def test_a_side_that_mixed_two_ways_or_two_snapshots_gets_no_verdict():
+    mixed = _records("baseline", [_restored("abc")] * 6 + [{"origin": "prepared"}], 1.0) \
+        + _records("comparison", [_restored("abc")] * 7, 1.0)
+    assert "baseline: prepared and restored from snapshot abc" in state.state_refusal(
+        {"baseline": [r.state for r in mixed if r.side == "baseline"],
+         "comparison": [r.state for r in mixed if r.side == "comparison"]})
+    assert state.state_refusal({"baseline": [_restored("abc")], "comparison": [_restored("def")]})
+    assert state.state_refusal({"baseline": [_restored("abc")], "comparison": [_restored("abc")]}) is None
+
+
+def test_sides_whose_memory_differs_by_more_than_five_percent_are_flagged():
+    base = [_restored("abc", 100 << 20)] * 5
+    assert state.memory_flag({"baseline": base, "comparison": [_restored("abc", 104 << 20)] * 5}) is None
+    flag = state.memory_flag({"baseline": base, "comparison": [_restored("abc", 110 << 20)] * 5})
+    assert flag == "used_memory at run start differs by 10.0% (baseline 100.0 MiB, comparison 110.0 MiB)"
+    records = _records("baseline", base * 2, 1.0) + _records("comparison", [_restored("abc", 110 << 20)] * 10, 1.0)
+    assert all(c.state_flags == [flag] for c in compare_test("t", records, {}))
