@@ -70,7 +70,7 @@ def test_a_geo_range_scan_aa_measures_restored_servers_on_both_sides_and_gives_n
     assert not [c for c in comparisons if c["state_refusal"]], comparisons
     cpu = next(c for c in comparisons if c["metric"] == "server_cpu_us_per_op")
     ratio = cpu["comparison_median"] / cpu["baseline_median"]
-    assert 1 / 1.5 < ratio < 1.5, cpu       # generous: prepared vs restored differed ~2-3x here
+    assert 1 / 1.5 < ratio < 1.5, cpu       # generous: before the rule, 525 vs 280 µs/op here (1.9x)
 
 
 # -- a write test ------------------------------------------------------------------------------------
