@@ -42,6 +42,18 @@ def regex(text: str) -> str:
     return text
 
 
+LARGEST_ID = 2**63 - 1      # SQLite's INTEGER
+
+
+def session_id(text: str) -> int | str:
+    """A stored session: its number, or 'latest'."""
+    if text == "latest":
+        return text
+    if not text.isdigit() or not 0 < int(text) <= LARGEST_ID:
+        raise argparse.ArgumentTypeError(f"SESSION must be a session number or 'latest', got {text!r}")
+    return int(text)
+
+
 def _positive(text: str, convert, kind: str):
     try:
         value = convert(text)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from redline import __version__
-from redline.argtypes import duration, positive_float, positive_int, regex, store_path, whole_seconds
+from redline.argtypes import duration, positive_float, positive_int, regex, session_id, store_path, whole_seconds
 from redline.build.command import add_build_parser
 from redline.errors import RunError, UsageError
 from redline.suites_cmd import add_suites_parser
@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.set_defaults(func=_command("calibrate_command"))
 
     hot = commands.add_parser("hotspots", help="the hottest symbols and stacks across every profiled test of a session")
-    hot.add_argument("session", nargs="?", default="latest", metavar="SESSION",
+    hot.add_argument("session", nargs="?", default="latest", type=session_id, metavar="SESSION",
                      help="session id (see `redline run` output) or 'latest' (default)")
     hot.add_argument("--store", type=store_path, default=Path("redline.db"), metavar="PATH")
     hot.add_argument("--top", type=positive_int, default=20, help="rows per table (default 20)")

@@ -280,13 +280,7 @@ def hotspots_command(args) -> int:
     if not args.store.exists():
         raise UsageError(f"no result store at {args.store}")
     store = Store(args.store)
-    if args.session == "latest":
-        session_id = store.latest_profiled_session()
-    else:
-        try:
-            session_id = int(args.session)
-        except ValueError:
-            raise UsageError(f"SESSION must be a number or 'latest', got {args.session!r}") from None
+    session_id = store.latest_profiled_session() if args.session == "latest" else args.session
     rows = store.profiles(session_id) if session_id is not None else []
     if not rows:
         raise UsageError(f"no profiled runs in session {session_id} of {args.store}: run with --profile first")

@@ -64,16 +64,16 @@ def parse_target(text: str, config: dict[str, str] | None = None, variant: str |
         # not resolve(): Debian's redis-server is a symlink to redis-check-rdb and argv[0] picks the role
         return Target(spec=text, binary=path.absolute(), config=config)
     if text.startswith("tcp://"):
-        parts = urlsplit(text)
         try:
-            port = parts.port
-        except ValueError:
-            port = None
-        if not parts.hostname or port is None:
+            parts = urlsplit(text)
+            host, port = parts.hostname, parts.port
+        except ValueError:          # an unclosed [IPv6 bracket, a port out of range
+            host = port = None
+        if not host or port is None:
             raise UsageError(f"target {text!r} needs a host and a port: tcp://HOST:PORT")
         if config:
             raise UsageError(f"target {text} is someone else's server: redline cannot apply server configuration to it")
-        return Target(spec=text, address=(parts.hostname, port))
+        return Target(spec=text, address=(host, port))
     scheme = text.split(":", 1)[0] if ":" in text else text
     raise UsageError(f"unknown target scheme {scheme!r} in {text!r}: expected {SCHEMES}")
 
