@@ -40,6 +40,8 @@ MIN_SESSIONS = 2              # sessions at least on each side of a change point
 DEFAULT_MIN_EFFECT_PCT = 3.0  # smallest change reported when the test has no calibrated noise floor
 _MIN_SESSION_SD = 0.001       # a session mean is never trusted to better than 0.1% (quantised data)
 _ODD_TO_GAP = 3.0             # an odd session is this many times further from its neighbours than they are apart
+_WANDER_MIN_SESSIONS = 20     # sessions needed before a slow wander between sessions is measured
+_MAX_WANDER = 0.8
 _NOISE_ROUNDS = 4             # noise re-measured around the levels found, then the series re-tested
 _STEP_LIKE = 3.5              # a session-to-session difference this many robust sds out straddles a step
 _DIFFERENCES_EFFICIENCY = 2 / 3  # n successive differences estimate a variance like 2n/3 independent points
@@ -54,9 +56,13 @@ class NoiseModel:
     within: float
     between: float
     degrees_of_freedom: float  # of a session mean's estimated variance (Satterthwaite)
+    wander: float = 0.0        # lag-1 correlation of session offsets (a slow wander), >= 0
 
     def session_variance(self, runs: np.ndarray) -> np.ndarray:
-        return np.maximum(self.between ** 2 + self.within ** 2 / runs, _MIN_SESSION_SD ** 2)
+        # successive differences see a wander's variance times (1 - wander); a mean of
+        # correlated sessions varies (1 + wander) / (1 - wander) times more than of independent ones
+        drift = self.between ** 2 * (1 + self.wander) / (1 - self.wander) ** 2
+        return np.maximum(drift + self.within ** 2 / runs, _MIN_SESSION_SD ** 2)
 
 
 @dataclass(frozen=True)
@@ -105,7 +111,7 @@ def noise_model(sessions: Sequence[Sequence[float]], change_points: Sequence[int
     return _noise_model(_check_sessions(sessions), change_points)
 
 
-def _noise_model(logs: list[np.ndarray], change_points: Sequence[int] = ()) -> NoiseModel:
+def _noise_model(logs: list[np.ndarray], change_points: Sequence[int] = (), *, wander: bool = True) -> NoiseModel:
     runs = np.array([len(x) for x in logs], dtype=float)
     means = np.array([x.mean() for x in logs])
     df_within = float(np.sum(runs - 1))
@@ -115,7 +121,26 @@ def _noise_model(logs: list[np.ndarray], change_points: Sequence[int] = ()) -> N
     typical = within_sq / float(np.median(runs))
     spread = between_sq ** 2 / df_between + (typical ** 2 / df_within if df_within else 0.0)
     df = (between_sq + typical) ** 2 / spread if spread > 0 else 1e6
-    return NoiseModel(math.sqrt(within_sq), math.sqrt(between_sq), max(1.0, df))
+    correlation = _wander(means, change_points, between_sq=between_sq,
+                          run_part=float(np.mean(within_sq / runs))) if wander else 0.0
+    return NoiseModel(math.sqrt(within_sq), math.sqrt(between_sq), max(1.0, df), correlation)
+
+
+def _wander(means: np.ndarray, change_points: Sequence[int], *, between_sq: float, run_part: float) -> float:
+    """Lag-1 correlation of the session offsets around their levels, from long series only
+    (short ones cannot tell a wander from noise): 0 when negative or without drift."""
+    if between_sq == 0 or len(means) < _WANDER_MIN_SESSIONS:
+        return 0.0
+    bounds = [0, *change_points, len(means)]
+    products = squares = 0.0
+    for start, end in zip(bounds, bounds[1:]):
+        offsets = means[start:end] - means[start:end].mean()
+        products += float(np.sum(offsets[:-1] * offsets[1:]))
+        squares += float(np.sum(offsets ** 2))
+    if squares == 0:
+        return 0.0
+    # the run noise in each session mean is not correlated: the drift part carries all of it
+    return min(_MAX_WANDER, max(0.0, products / squares * (between_sq + run_part) / between_sq))
 
 
 def _between_from_differences(means: np.ndarray, run_part: np.ndarray, change_points: Sequence[int],
@@ -340,7 +365,8 @@ def _segment(logs: list[np.ndarray], *, min_sessions: int, min_log_effect: float
     """Split and merge, with the noise re-measured without the suspected steps until they settle."""
     points: list[int] = []
     for round_ in range(_NOISE_ROUNDS):
-        model = _noise_model(logs, points)
+        # the first round has no levels yet to measure a wander around: steps would look like one
+        model = _noise_model(logs, points, wander=round_ > 0)
         data = _weighted(logs, model)
         weak = _split(data, min_sessions=min_sessions, min_log_effect=min_log_effect,
                       p_weak=_weak(p_threshold))

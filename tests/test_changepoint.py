@@ -162,3 +162,10 @@ def test_a_slower_newest_session_is_not_blamed_on_the_session_before_it():
     scenario = Scenario("newest 30% slower", sessions=10, runs=3, steps={9: 0.7}, within=0.03, between=0.02)
     blamed = [seed for seed in range(50) if 8 in _found(simulate(scenario, seed))]
     assert blamed == []
+
+
+def test_a_slow_wander_between_sessions_rarely_looks_like_a_step():
+    # sessions wander: offsets correlated 0.5 from one session to the next, 3% sd; no build change
+    scenario = Scenario("wander", sessions=50, runs=3, within=0.03, between=0.03, phi=0.5)
+    alarms = [seed for seed in range(100) if _found(simulate(scenario, 3000 + seed))]
+    assert len(alarms) <= 6, alarms   # 17 of these 100 before the wander was measured
