@@ -109,23 +109,40 @@ def describe_build(identity: dict | None) -> str:
     return ", ".join(words)
 
 
-def builds_around(series: Series, cp: ChangePoint) -> tuple[dict | None, dict | None]:
-    return series.points[cp.index - 1].identity, series.points[cp.index].identity
+def builds_around(series: Series, index: int) -> tuple[dict | None, dict | None]:
+    """The builds of the last session before `index` and of the session at it."""
+    return series.points[index - 1].identity, series.points[index].identity
+
+
+def nearest_build_change(series: Series, index: int) -> int | None:
+    """The session index nearest to `index` whose build differs from the session's before it."""
+    changes = [i for i in range(1, len(series.points))
+               if None not in builds_around(series, i) and len(set(map(_key, builds_around(series, i)))) == 2]
+    return min(changes, key=lambda i: (abs(i - index), i)) if changes else None
+
+
+def _key(identity: dict) -> str:
+    return json.dumps(identity, sort_keys=True)
 
 
 def change_lines(series: Series, cp: ChangePoint, format_number) -> list[str]:
     """A change point as a person reads it: where, how much, how sure, and which builds."""
     point = series.points[cp.index]
-    before, after = builds_around(series, cp)
+    before, after = builds_around(series, cp.index)
     lines = [f"session {point.session} ({_time(point.started_at)}): {format_number(cp.before)} → "
              f"{format_number(cp.after)} ({cp.delta_pct:+.1f}%, p {cp.p_value:.2g})"]
     if before is None and after is None:
-        lines.append("  builds unknown (runs stored before redline recorded builds)")
-    elif before == after:
-        lines.append(f"  same build on both sides ({describe_build(after)}): the change is not the build's")
-    else:
-        lines.append(f"  before: {describe_build(before)}")
-        lines.append(f"  after:  {describe_build(after)}")
+        return lines + ["  builds unknown (runs stored before redline recorded builds)"]
+    if before != after:
+        return lines + [f"  before: {describe_build(before)}", f"  after:  {describe_build(after)}"]
+    lines.append(f"  same build on both sides ({describe_build(after)}): the change is not this session's build")
+    nearest = nearest_build_change(series, cp.index)
+    if nearest is not None:
+        away = cp.index - nearest
+        before, after = builds_around(series, nearest)
+        lines += [f"  the nearest build change is at session {series.points[nearest].session} "
+                  f"({abs(away)} session{'s' if abs(away) != 1 else ''} {'earlier' if away > 0 else 'later'}):",
+                  f"    before: {describe_build(before)}", f"    after:  {describe_build(after)}"]
     return lines
 
 
@@ -161,13 +178,15 @@ def _series_json(series: Series) -> dict:
 
 
 def _change_json(series: Series, cp: ChangePoint) -> dict:
-    before, after = builds_around(series, cp)
+    before, after = builds_around(series, cp.index)
+    nearest = nearest_build_change(series, cp.index)
     return {"session": series.points[cp.index].session, "index": cp.index,
             "last_session_before": series.points[cp.index - 1].session,
             "time": _iso(series.points[cp.index].started_at), "before": cp.before, "after": cp.after,
             "delta_pct": cp.delta_pct, "p_value": cp.p_value,
             "build_before": before, "build_after": after,
-            "same_build": before == after if before is not None else None}
+            "same_build": before == after if before is not None else None,
+            "nearest_build_change": None if nearest is None else series.points[nearest].session}
 
 
 def _iso(started_at: float) -> str:

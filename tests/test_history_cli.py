@@ -93,3 +93,17 @@ def test_bad_history_options_are_usage_errors(tmp_path, redline_cli):
     proc = redline_cli("history", "--store", tmp_path / "r.db", "--json", tmp_path / "missing" / "h.json",
                        check_exit=2)
     assert "--json" in proc.stderr and "cannot write there" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_change_one_session_after_the_build_changed_points_at_that_build(tmp_path, redline_cli):
+    store = Store(tmp_path / "r.db")
+    for i, factor in enumerate(NOISE[:10]):  # build B from the 5th session, the cost only from the 6th
+        _session(store, 100_000 * factor * (0.8 if i >= 5 else 1.0), identity=BUILD_A if i < 4 else BUILD_B)
+    out = tmp_path / "h.json"
+    proc = redline_cli("history", "--store", tmp_path / "r.db", "--json", out, check_exit=0)
+    text = " ".join(proc.stdout.split())
+    assert "session 6 (" in text and "same build on both sides" in text
+    assert ("the nearest build change is at session 5 (1 session earlier): before: version 7.0.15, "
+            "build id aaaa1111, sha256 aaaaaaaaaaaa after: version 7.0.15, build id bbbb2222") in text
+    [cp] = json.loads(out.read_text())["series"][0]["change_points"]
+    assert cp["same_build"] is True and cp["nearest_build_change"] == 5
