@@ -72,10 +72,15 @@ def _malformed(tmp: Path) -> list[tuple[list[str], str]]:
     bad_dbconfig.write_text((tmp / "suites" / "good.yml").read_text().replace(
         "dbconfig:\n  configuration-parameters:\n    save: '\"\"'\n", "dbconfig: 5\n"))
     unknown_flag = _suite_with(tmp, "unknown-flag", arguments="--ratio 1:0 --frobnicate 3 --test-time 1")
+    moves_port = _suite_with(tmp, "moves-port", db_lines=("  init_commands:", "  - CONFIG SET port 7777"))
+    replicates = _suite_with(tmp, "replicates", arguments='--command "REPLICAOF 10.0.0.1 6379" --test-time 1')
     good = str(tmp / "suites" / "good.yml")
     return [
         (["run", bad_dbconfig], f"{bad_dbconfig}:4: dbconfig must be a mapping, got an integer"),
         (["run", unknown_flag], "unknown memtier_benchmark flag --frobnicate"),
+        (["run", moves_port], f"{moves_port}:8: dbconfig.init_commands: CONFIG SET port: redline sets this "
+                              "parameter itself (where the load goes)"),
+        (["run", replicates], "--command: REPLICAOF makes the server copy another one"),
         (["run", good, "--config", "nosuchparam=1"], "server configuration nosuchparam: /usr/bin/redis-server has no such"),
         (["run", good, "--config", "=1"], "--config expects NAME=VALUE"),
         (["run", good, "--duration", "500ms"], "'500ms' is not a whole number of seconds"),

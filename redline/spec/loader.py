@@ -11,7 +11,7 @@ from .memtier import parse_client_arguments, split_command
 from .keyspace import unreachable_keyspace
 from .parallel import parallel_warnings
 from .model import DbConfig, TestSpec, ToolInvocation
-from .owned import owned_server_parameter, server_parameter_note
+from .owned import owned_command, owned_server_parameter, server_parameter_note
 from .yamlnodes import NodeReader, compose_file, line_of, suggest, type_name
 
 SUPPORTED_VERSION = "0.4"
@@ -226,7 +226,7 @@ class _SpecBuilder:
             if isinstance(item, yaml.SequenceNode):
                 argv = [r.scalar_text(part, f"{where} argument") for part in item.value]
                 if None not in argv and argv:
-                    out.append([str(a) for a in argv])
+                    self._init_command(out, item, [str(a) for a in argv])
                 elif not argv:
                     r.report(line_of(item), "error", f"{where}: empty command")
                 continue
@@ -239,10 +239,18 @@ class _SpecBuilder:
                 r.report(line_of(item), "error", f"{where}: {exc}")
                 continue
             if argv:
-                out.append(argv)
+                self._init_command(out, item, argv)
             else:
                 r.report(line_of(item), "error", f"{where}: empty command")
         return out
+
+    def _init_command(self, out: list[list[str]], item, argv: list[str]) -> None:
+        """An init command, unless it changes what redline owns (an error at its line)."""
+        reason = owned_command(argv)
+        if reason:
+            self.r.report(line_of(item), "error", f"dbconfig.init_commands: {reason}")
+        else:
+            out.append(argv)
 
     # -- clients -----------------------------------------------------------------------------
     def _clients(self, items, root) -> list[ToolInvocation]:

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from .command_table import command_kind
-from .owned import CLIENT_OPTIONS, client_option_note
+from .owned import CLIENT_OPTIONS, client_option_note, owned_command
 
 # Long options of memtier_benchmark (2.x) -> whether they take a value.
 LONG_OPTIONS: dict[str, bool] = {
@@ -345,6 +345,8 @@ def _apply(opt: _Option, wl: Workload, problems: list[ArgumentProblem]) -> None:
         if not argv:
             problems.append(ArgumentProblem("error", "--command is empty", opt.token))
             return
+        if owned_command(argv):
+            problems.append(ArgumentProblem("error", f"--command: {owned_command(argv)}", opt.token))
         wl.arbitrary_commands = True
         wl.commands.append(argv)
         wl.command_ratios.append(1)

@@ -41,6 +41,20 @@ SERVER_PARAMETERS: dict[str, str] = {
 }
 
 
+def owned_command(argv: list[str]) -> str | None:
+    """Why a command a suite sends (init command, --command) would change what redline owns, or
+    None: CONFIG SET of a redline-owned parameter, REPLICAOF/SLAVEOF. Refused, not dropped:
+    without the command the suite's load would not be what it says."""
+    name = argv[0].upper() if argv else ""
+    if name in ("REPLICAOF", "SLAVEOF"):
+        return f"{name} makes the server copy another one ({TRAFFIC} is redline's to decide)"
+    if name == "CONFIG" and len(argv) > 2 and argv[1].upper() == "SET":
+        owned = next((parameter for parameter in argv[2::2] if owned_server_parameter(parameter)), None)
+        if owned:
+            return f"CONFIG SET {owned}: redline sets this parameter itself ({owned_server_parameter(owned)})"
+    return None
+
+
 def client_option_note(name: str) -> str:
     """The warning for a suite's memtier option that redline sets itself."""
     return f"--{name} is set by redline ({CLIENT_OPTIONS[name]}); the suite's value is dropped"
