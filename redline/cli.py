@@ -146,7 +146,10 @@ def main(argv: list[str] | None = None) -> int:
             build_parser().print_help()
             return 2
         return args.func(args)
-    except (UsageError, RunError) as exc:
+    except UsageError as exc:      # one line, whatever the input held (a path with a newline)
+        print(f"redline: error: {exc}".replace("\n", "\\n"), file=sys.stderr)
+        return exc.exit_code
+    except RunError as exc:
         print(f"redline: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

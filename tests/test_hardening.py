@@ -92,6 +92,7 @@ def _malformed(tmp: Path) -> list[tuple[list[str], str]]:
         (["run", good, "--name", "("], "invalid name regex '('"),
         (["run", good, "--json", "/proc/redline.json"], "--json /proc/redline.json: cannot write there"),
         (["run", good, "--json", tmp], f"--json {tmp}: is a directory"),
+        (["run", good, "--json", "no-dir/two\nlines.json"], "--json no-dir/two\\nlines.json: cannot write there"),
         (["run", good, "--target", f"git:{tmp}/no-repo@main"], f"git repository does not exist: {tmp}/no-repo"),
         (["run", good, "--runs", "-1"], "expected a positive integer"),
         (["compare", good, "--comparison-config", "nosuchparam=1"], "server configuration nosuchparam"),
