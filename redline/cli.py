@@ -11,6 +11,7 @@ from redline import __version__
 from redline.argtypes import duration, positive_float, positive_int, regex, session_id, store_path, whole_seconds
 from redline.build.command import add_build_parser
 from redline.errors import RunError, UsageError
+from redline.terminal import printable
 from redline.suites_cmd import add_suites_parser
 
 # What redline.commands.session_exit_code decides (README "Exit codes").
@@ -147,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return args.func(args)
     except UsageError as exc:      # one line, whatever the input held (a path with a newline)
-        print(f"redline: error: {exc}".replace("\n", "\\n"), file=sys.stderr)
+        print(printable(f"redline: error: {exc}").replace("\n", "\\n"), file=sys.stderr)
         return exc.exit_code
     except RunError as exc:
         print(f"redline: error: {exc}", file=sys.stderr)

@@ -138,17 +138,19 @@ def test_brackets_in_a_test_name_or_a_server_reply_are_printed_as_text(tmp_path,
     suites = tmp_path / "suites"
     suites.mkdir()
     markup = write_suite(suites, "a-markup", '--command "OBJECT [/x] __key__" -c 1 -t 1 --test-time 1')
-    markup.write_text(markup.read_text().replace("name: a-markup", "name: '[/bold] a-markup [red]'"))
+    markup.write_text(markup.read_text().replace("name: a-markup", 'name: "[/bold] a-markup [red] \\e[2J"'))
     write_suite(suites, "b-after", "--ratio 1:0 -c 1 -t 1 --test-time 1")
     out = tmp_path / "out.json"
     proc = redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db", check_exit=0)
     runs = {r["test"]: r for r in json.loads(out.read_text())}
-    assert runs["[/bold] a-markup [red]"]["status"] == "ok" and runs["b-after"]["status"] == "ok"
-    reply = next(f for f in runs["[/bold] a-markup [red]"]["flags"] if "error replies" in f)
+    name = "[/bold] a-markup [red] \x1b[2J"                         # the suite's own name, in the results
+    assert runs[name]["status"] == "ok" and runs["b-after"]["status"] == "ok"
+    reply = next(f for f in runs[name]["flags"] if "error replies" in f)
     assert "ERR unknown subcommand '[/x]'" in reply
-    assert "[1/2] [/bold] a-markup [red]" in proc.stderr and reply in proc.stderr
-    assert "[/bold] a-markup [red]" in proc.stdout and "[/x]" in proc.stdout     # results table and its notes
-    assert "Traceback" not in proc.stderr
+    shown = "[/bold] a-markup [red] \\x1b[2J"                      # on the terminal: the escape as text
+    assert f"[1/2] {shown}" in proc.stderr and reply in proc.stderr
+    assert shown in proc.stdout and "[/x]" in proc.stdout           # results table and its notes
+    assert "\x1b" not in proc.stderr + proc.stdout and "Traceback" not in proc.stderr
 
 
 def test_tables_of_user_text_render_literally_on_the_terminal_console():
