@@ -17,7 +17,7 @@ from redline.outputs import check_output_paths
 from redline.pinning import available_cpus
 from redline.preparation import DEFAULT_TOPOLOGY
 from redline.report import ConsoleObserver, print_profiles, print_results, write_json
-from redline.spec import SpecError, resolve_suites, select
+from redline.spec import SpecError, TestSpec, resolve_suites, select
 from redline.stats import Verdict, noise_floor_pct
 from redline.store import Store, check_output_path
 from redline.topology import parse_topology, plan_cpus
@@ -63,6 +63,11 @@ def select_tests(args) -> list:
         raise UsageError(str(exc)) from exc
     if not tests:
         raise UsageError(f"no test matches --name {args.name!r}" if args.name else "the suites hold no tests")
+    first_of: dict[str, TestSpec] = {}
+    for test in tests:
+        other = first_of.setdefault(test.name, test)
+        if other is not test:       # their runs would be stored, compared and reported as one test
+            raise UsageError(f"two suites are named {test.name!r}: {other.path} and {test.path}")
     broken = [t for t in tests if t.has_errors]
     if broken:
         first = next(d for d in broken[0].diagnostics if d.severity == "error")

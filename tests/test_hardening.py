@@ -74,10 +74,14 @@ def _malformed(tmp: Path) -> list[tuple[list[str], str]]:
     unknown_flag = _suite_with(tmp, "unknown-flag", arguments="--ratio 1:0 --frobnicate 3 --test-time 1")
     moves_port = _suite_with(tmp, "moves-port", db_lines=("  init_commands:", "  - CONFIG SET port 7777"))
     replicates = _suite_with(tmp, "replicates", arguments='--command "REPLICAOF 10.0.0.1 6379" --test-time 1')
+    twin = tmp / "twin"
+    twin.mkdir()
+    write_suite(twin, "good", "--ratio 0:1 -c 1 -t 1 --test-time 1")
     good = str(tmp / "suites" / "good.yml")
     return [
         (["run", bad_dbconfig], f"{bad_dbconfig}:4: dbconfig must be a mapping, got an integer"),
         (["run", unknown_flag], "unknown memtier_benchmark flag --frobnicate"),
+        (["compare", good, twin / "good.yml"], f"two suites are named 'good': {good} and {twin}/good.yml"),
         (["run", moves_port], f"{moves_port}:8: dbconfig.init_commands: CONFIG SET port: redline sets this "
                               "parameter itself (where the load goes)"),
         (["run", replicates], "--command: REPLICAOF makes the server copy another one"),
