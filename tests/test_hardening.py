@@ -173,8 +173,13 @@ def test_tables_of_user_text_render_literally_on_the_terminal_console():
     legend.add_row("[/cell]")
     console.print(legend)
     console.print(terminal.styled("[/plain] ", ("[/styled]", "red")))
+    from redline.comparison import TestComparison
+    from redline import verdict_report
+    console.print(verdict_report.terminal_table([TestComparison("[/verdict] t", "ops_per_sec", None,
+                                                                note="[/note] too few runs")], width=200))
     text = console.export_text()
-    for literal in ("[/bold] t [dim]", "[/z] flag", "[/title]", "[/column]", "[/cell]", "[/plain] [/styled]"):
+    for literal in ("[/bold] t [dim]", "[/z] flag", "[/title]", "[/column]", "[/cell]", "[/plain] [/styled]",
+                    "[/verdict] t", "[/note] too few runs"):
         assert literal in text, literal
 
 
