@@ -7,9 +7,11 @@ change is a ratio. The method (docs/history.md has the reasoning and the simulat
 1. Noise model, measured from the series itself. A run's log value is
        level of its segment + session offset (drift, sd ``between``) + run noise (sd ``within``).
    ``within`` is the pooled spread of runs inside their sessions. ``between`` comes from the
-   differences of consecutive session means, robustly (their median absolute size), so the
-   few differences that straddle a real step do not count; what the run noise explains is
-   subtracted. A session mean then has variance between² + within² / runs.
+   differences of consecutive session means, leaving out those at suspected steps and those
+   that a robust scale (Qn) marks as step-like, and taking the Qn of the rest; what run noise
+   explains is subtracted, and drift counts only when an F test shows it. A session mean has
+   variance between² + within² / runs; in long series a slow wander (lag-1 correlation of the
+   offsets) widens it.
 2. Split. Binary segmentation on sessions: in a segment, every split leaving at least
    ``min_sessions`` sessions on each side is scored by the standardised difference of the two
    sides' precision-weighted mean levels, z = (mean_after − mean_before) / its standard error.
@@ -19,7 +21,11 @@ change is a ratio. The method (docs/history.md has the reasoning and the simulat
    points, as in Apache Otava); both sides are split again.
 3. Merge. Each weak change point is re-tested between its neighbours (same test, the split
    fixed, Bonferroni over the splits that window allows); the weakest is dropped while its
-   p-value exceeds the threshold or its change is below the minimum effect.
+   p-value exceeds the threshold, its change is below the minimum effect, or a side too short
+   for another change point holds two significantly different sessions.
+4. The noise is re-measured without the suspected steps and 2-3 repeated until they settle.
+   Then single odd sessions (unlike both neighbours, which agree) are set aside and the
+   search is repeated without them.
 
 Significance therefore comes from the size of a step against the measured noise, not from
 the number of sessions: a large step with quiet runs is found with two sessions on each side.
@@ -41,10 +47,10 @@ DEFAULT_MIN_EFFECT_PCT = 3.0  # smallest change reported when the test has no ca
 _MIN_SESSION_SD = 0.001       # a session mean is never trusted to better than 0.1% (quantised data)
 _ODD_TO_GAP = 3.0             # an odd session is this many times further from its neighbours than they are apart
 _WANDER_MIN_SESSIONS = 20     # sessions needed before a slow wander between sessions is measured
-_MAX_WANDER = 0.8
+_MAX_WANDER = 0.8             # a wander is never taken as more correlated than this
 _NOISE_ROUNDS = 4             # noise re-measured around the levels found, then the series re-tested
 _STEP_LIKE = 3.5              # a session-to-session difference this many robust sds out straddles a step
-_DIFFERENCES_EFFICIENCY = 2 / 3  # n successive differences estimate a variance like 2n/3 independent points
+_DIFFERENCES_EFFICIENCY = 2 / 3  # Qn of n successive differences counted as 2n/3 independent points
 _DRIFT_EVIDENCE = 0.20        # drift between sessions is assumed once an F test shows it at this level
 _QN_NORMAL = 2.2219           # Qn's consistency factor for a normal distribution
 
@@ -148,9 +154,10 @@ def _between_from_differences(means: np.ndarray, run_part: np.ndarray, change_po
     """Drift variance from the differences of consecutive session means, leaving out those that
     straddle a known change point. Differences more than _STEP_LIKE robust standard deviations
     (Rousseeuw and Croux's Qn, which ignores up to half of them) from their median are left out
-    too: they straddle steps not found yet. The rest give a plain mean square, with most of a
-    variance's efficiency. Drift is taken as 0 unless the differences are larger than the run
-    noise explains (F test at _DRIFT_EVIDENCE). run_part: the run noise in each session mean."""
+    too: they straddle steps not found yet. The spread of the rest is their Qn again: a single
+    session far off (a loaded machine) does not make every step look like noise. Drift is taken
+    as 0 unless the differences are larger than the run noise explains (F test at
+    _DRIFT_EVIDENCE). run_part: the run noise in each session mean."""
     differences = np.diff(means)
     explained = run_part[:-1] + run_part[1:]
     keep = np.ones(len(differences), dtype=bool)
@@ -162,7 +169,7 @@ def _between_from_differences(means: np.ndarray, run_part: np.ndarray, change_po
     differences, explained = differences[keep], explained[keep]
     if len(differences) < 2:
         return 0.0, 1.0
-    observed, expected = float(np.mean(differences ** 2)), float(np.mean(explained))
+    observed, expected = _qn_scale(differences) ** 2, float(np.mean(explained))
     df = max(1.0, _DIFFERENCES_EFFICIENCY * len(differences))
     if df_within and expected > 0 and _f_upper_tail(observed / expected, df, df_within) > _DRIFT_EVIDENCE:
         return 0.0, df  # the sessions differ no more than their runs' noise explains

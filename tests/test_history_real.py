@@ -96,7 +96,7 @@ def test_history_names_both_rebuilds_behind_one_bin_path(tmp_path, redline_cli, 
                               "--metric", "server_cpu_us_per_op")
     sessions = [p["session"] for p in series["points"]]
     found = series["change_points"]
-    assert [cp["index"] for cp in found] == [3, 7], stdout
+    assert [cp["index"] for cp in found] == [3, 7], (stdout, [p["runs"] for p in series["points"]], series["noise"])
     slower, faster = found
     assert slower["delta_pct"] > 40 and faster["delta_pct"] < -30
     assert slower["build_before"]["binary_sha256"] == digests[2] and slower["build_after"]["binary_sha256"] == digests[3]
