@@ -116,6 +116,16 @@ def test_stream_preload_with_more_connections_than_streams_builds_memtiers_keys(
     assert {r.xlen(f"stream:{i}") for i in range(1, 201)} == {3}
 
 
+def test_sequential_data_size_scales_over_each_parallel_slice(server, tmp_path):
+    # memtier scales --data-size-pattern S sizes over the client's own key range: with two P
+    # clients over 1..100 both slices start at the smallest size and end at the largest.
+    run_load([*base(server), "-n", "allkeys", "--key-pattern", "P:P", "--ratio", "1:0", "-c", 2, "-t", 1,
+              "--key-minimum", 1, "--key-maximum", 100, "--data-size-range", "10-100",
+              "--data-size-pattern", "S"], tmp_path)
+    r = client(server)
+    assert [r.strlen(f"memtier-{k}") for k in (1, 50, 51, 100)] == [10, 100, 10, 100]
+
+
 # The preload lines of the upstream 1key-zset suites (issue #23) and the members memtier builds:
 # each connection walks its slice of (max - min) / connections + 1 keys, wrapping inside it, and
 # the two __key__ of "ZADD lb __key__ __key__" are two consecutive draws (score, member).

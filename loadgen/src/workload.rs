@@ -380,7 +380,9 @@ pub struct ValueGen {
 }
 
 impl ValueGen {
-    pub fn new(cfg: &Config, rng: &mut Rng) -> ValueGen {
+    /// `key_range`: the keys this generator draws (a P client's slice): memtier scales
+    /// `--data-size-pattern S` sizes over the client's own range.
+    pub fn new(cfg: &Config, key_range: (u64, u64), rng: &mut Rng) -> ValueGen {
         let max = match cfg.data_size {
             DataSize::Fixed(n) => n,
             DataSize::Range { max, .. } => max,
@@ -391,8 +393,8 @@ impl ValueGen {
             sequential: cfg.data_size_pattern_sequential,
             random: cfg.random_data,
             mutation_pos: 0,
-            key_min: cfg.key_minimum,
-            key_max: cfg.key_maximum,
+            key_min: key_range.0,
+            key_max: key_range.1,
         };
         if v.random {
             v.refill(rng);
@@ -547,7 +549,7 @@ impl Generator {
             seed: spec.seed,
         });
         let mut rng = Rng::new(spec.seed ^ 0x5EED_0F_DA7A);
-        let values = ValueGen::new(cfg, &mut rng);
+        let values = ValueGen::new(cfg, (spec.key_min, spec.key_max), &mut rng);
         let mut g = Generator {
             keys,
             values,

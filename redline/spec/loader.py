@@ -349,11 +349,12 @@ class _SpecBuilder:
             r.report(line_of(root) if "dbconfig" not in items else line_of(items["dbconfig"][0]),
                      "warning", f"dbconfig.check.keyspacelen is {db.keyspacelen} but nothing "
                      "fills the database (no preload_tool, init_commands, init_lua or dataset)")
-        invocations = [("dbconfig.preload_tool", db.preload)] if db.preload else []
-        invocations += [("clientconfig", client) for client in spec.clients]
-        for where, invocation in invocations:
+        # what the suite says it builds is about the preload; a client only adds to it
+        invocations = [("dbconfig.preload_tool", db.preload, (spec.name, db.dataset_name))] if db.preload else []
+        invocations += [("clientconfig", client, ()) for client in spec.clients]
+        for where, invocation, claims in invocations:
             if invocation.workload is not None:
-                for warning in parallel_warnings(invocation.workload, spec.name, db.dataset_name):
+                for warning in parallel_warnings(invocation.workload, *claims):
                     r.report(invocation.line or line_of(root), "warning", f"{where}.arguments: {warning}")
         shortfall = unreachable_keyspace(db)
         if shortfall:
