@@ -96,7 +96,7 @@ class Step:
 class Row:
     suite: str
     phase: str
-    verdict: str          # "same", "same (within tolerance)", "different", "skipped", "refused by both"
+    verdict: str          # "same", "same (within 2%)", "same data, fewer requests", "different", …
     why: str
 
 
@@ -221,27 +221,34 @@ def exact(wl) -> bool:
     return all(p in "SP" for p in wl.command_key_patterns[: len(wl.commands)])
 
 
-def compare_preload(test, memtier: Step, ours: Step, wl) -> tuple[str, str]:
+def _types(dataset: dict) -> dict[str, tuple[int, int]]:
+    return {t: v for t, v in dataset.items() if t not in ("first", "last")}
+
+
+def _describe(dataset: dict) -> str:
+    types = ", ".join(f"{t} {n:,} keys/{s:,}" for t, (n, s) in sorted(_types(dataset).items()))
+    return f"{types or 'no keys'} ({dataset['first']}..{dataset['last']})"
+
+
+def compare_preload(memtier: Step, ours: Step, wl) -> tuple[str, str]:
     if memtier.exit_code and ours.exit_code:
         return "refused by both", f"memtier: {memtier.message}; redline-load: {ours.message}"
     if memtier.exit_code or ours.exit_code:
-        return "different", f"memtier exit {memtier.exit_code} ({memtier.message}), redline-load exit {ours.exit_code} ({ours.message})"
+        return "different", (f"memtier exit {memtier.exit_code} ({memtier.message}), "
+                             f"redline-load exit {ours.exit_code} ({ours.message})")
     a, b = memtier.dataset, ours.dataset
-    summary = ", ".join(f"{t} {n:,} keys/{s:,}" for t, (n, s) in sorted(a.items()) if t not in ("first", "last"))
     if a != b:
-        if not exact(wl):
-            close = all(t in b and _close(a[t], b[t]) for t in a if t not in ("first", "last"))
-            if close and set(a) == set(b):
-                return "same (within tolerance)", f"random keys drawn by different generators: memtier {summary}"
-        theirs = ", ".join(f"{t} {n:,} keys/{s:,}" for t, (n, s) in sorted(b.items()) if t not in ("first", "last"))
-        return "different", f"memtier {summary} ({a['first']}..{a['last']}); redline-load {theirs} ({b['first']}..{b['last']})"
+        theirs, mine = _types(a), _types(b)
+        if not exact(wl) and set(theirs) == set(mine) and all(_close(theirs[t], mine[t]) for t in theirs):
+            return "same (within 2%)", f"random keys from different generators: memtier {_describe(a)}, redline-load {_describe(b)}"
+        return "different", f"memtier {_describe(a)}; redline-load {_describe(b)}"
+    requests, memtier_requests = sum(ours.calls.values()), sum(memtier.calls.values())
     if memtier.calls != ours.calls:
-        fewer = sum(ours.calls.values()) < sum(memtier.calls.values())
-        if fewer and wl.requests_allkeys:
-            return "same data, fewer requests", (f"{summary}; -n allkeys single pass: {sum(ours.calls.values()):,} "
-                                                 f"requests, memtier {sum(memtier.calls.values()):,}")
-        return "different", f"same data ({summary}) but requests {ours.calls} vs memtier {memtier.calls}"
-    return "same", f"{summary}; {sum(ours.calls.values()):,} requests"
+        if requests < memtier_requests and wl.requests_allkeys:
+            return "same data, fewer requests", (f"{_describe(a)}; -n allkeys single pass: {requests:,} "
+                                                 f"requests, memtier {memtier_requests:,}")
+        return "different", f"same data ({_describe(a)}) but requests {ours.calls} vs memtier {memtier.calls}"
+    return "same", f"{_describe(a)}; {requests:,} requests"
 
 
 def _close(a: tuple[int, int], b: tuple[int, int], tolerance: float = 0.02) -> bool:
@@ -307,7 +314,7 @@ def check_suite(test, server: Server, args) -> list[Row]:
         (memtier, note), (ours, _) = steps["memtier"][phase], steps["redline-load"][phase]
         wl = (test.db.preload if phase == "preload" else test.client).workload
         if phase == "preload":
-            verdict, why = compare_preload(test, memtier, ours, wl)
+            verdict, why = compare_preload(memtier, ours, wl)
         else:
             verdict, why = compare_client(memtier, ours, wl.test_time is not None)
         rows.append(Row(test.name, phase, verdict, why + (f" [{note}]" if note else "")))
