@@ -13,8 +13,9 @@ the server saw:
 - after the client: the share of each command in the requests, the error replies by type and
   the keyspace hit rate.
 
-Timed clients run for --test-time seconds (default 2) instead of the suite's; request counts
-above --max-requests in all are scaled down for both tools alike (noted in the table).
+A timed run (--test-time) sends a fixed number of requests instead (--timed-requests in all,
+default 20,000), so that what each tool sends can be compared exactly; request counts above
+--max-requests in all are scaled down for both tools alike (noted in the table).
 Random key patterns draw from different generators in the two tools, so their datasets are
 compared with a tolerance. memtier_benchmark is not part of redline and is never committed:
 build it from source and pass its path.
@@ -180,8 +181,10 @@ def argv_for(invocation, port: int, args) -> tuple[list[str], str]:
     argv = without_options(list(invocation.arguments), CLIENT_OPTIONS)
     notes = []
     if wl.test_time is not None:
-        argv += ["--test-time", str(args.test_time)]
-        notes.append(f"--test-time {args.test_time} instead of {wl.test_time}")
+        # a fixed count instead of a time: what each tool sends is then comparable exactly
+        requests = max(2, args.timed_requests // wl.connections)
+        argv = without_options(argv, {"test-time"}) + ["-n", str(requests)]
+        notes.append(f"-n {requests:,} instead of --test-time {wl.test_time}")
     elif not wl.requests_allkeys and wl.requests and wl.requests * wl.connections > args.max_requests:
         scaled = max(1, args.max_requests // wl.connections)
         argv += ["-n", str(scaled)]
@@ -191,7 +194,7 @@ def argv_for(invocation, port: int, args) -> tuple[list[str], str]:
 
 def run_tool(tool: str, argv: list[str], server: Server, timeout: float) -> Step:
     try:
-        proc = subprocess.run([tool, *argv], capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run([tool, *argv], capture_output=True, text=True, errors="replace", timeout=timeout)
     except subprocess.TimeoutExpired:
         return Step(exit_code=-1, message=f"did not finish within {timeout:.0f} s")
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
@@ -255,7 +258,7 @@ def _close(a: tuple[int, int], b: tuple[int, int], tolerance: float = 0.02) -> b
     return all(abs(x - y) <= tolerance * max(x, y, 1) for x, y in zip(a, b))
 
 
-def compare_client(memtier: Step, ours: Step, timed: bool) -> tuple[str, str]:
+def compare_client(memtier: Step, ours: Step, exact_counts: bool) -> tuple[str, str]:
     if memtier.exit_code and ours.exit_code:
         return "refused by both", f"memtier: {memtier.message}; redline-load: {ours.message}"
     if memtier.exit_code or ours.exit_code:
@@ -267,7 +270,7 @@ def compare_client(memtier: Step, ours: Step, timed: bool) -> tuple[str, str]:
         return "different", f"command mix memtier {share['memtier']}, redline-load {share['redline-load']}"
     if set(memtier.errors) != set(ours.errors):
         return "different", f"error replies memtier {memtier.errors}, redline-load {ours.errors}"
-    if not timed and memtier.calls != ours.calls:
+    if exact_counts and memtier.calls != ours.calls:
         return "different", f"requests memtier {memtier.calls}, redline-load {ours.calls}"
     hits = ""
     if memtier.hit_rate is not None and ours.hit_rate is not None:
@@ -316,7 +319,7 @@ def check_suite(test, server: Server, args) -> list[Row]:
         if phase == "preload":
             verdict, why = compare_preload(memtier, ours, wl)
         else:
-            verdict, why = compare_client(memtier, ours, wl.test_time is not None)
+            verdict, why = compare_client(memtier, ours, exact_counts=True)
         rows.append(Row(test.name, phase, verdict, why + (f" [{note}]" if note else "")))
     return rows
 
@@ -327,7 +330,8 @@ def main() -> int:
     parser.add_argument("--redis-server", default="/usr/bin/redis-server")
     parser.add_argument("--suites", type=Path, default=DEFAULT_SUITES)
     parser.add_argument("--only", nargs="*", help="suite names to check instead of the sample")
-    parser.add_argument("--test-time", type=int, default=2, help="seconds per timed client run")
+    parser.add_argument("--timed-requests", type=int, default=20_000,
+                        help="a timed run (--test-time) sends this many requests in all instead")
     parser.add_argument("--max-requests", type=int, default=2_000_000,
                         help="scale request counts above this (in all) down, for both tools")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per tool run")
