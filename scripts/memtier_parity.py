@@ -183,6 +183,8 @@ def argv_for(invocation, port: int, args) -> tuple[list[str], str]:
     if wl.test_time is not None:
         # a fixed count instead of a time: what each tool sends is then comparable exactly
         requests = max(2, args.timed_requests // wl.connections)
+        if wl.rate_limiting:           # requests per second per connection: about 3 s of them
+            requests = min(requests, 3 * wl.rate_limiting)
         argv = without_options(argv, {"test-time"}) + ["-n", str(requests)]
         notes.append(f"-n {requests:,} instead of --test-time {wl.test_time}")
     elif not wl.requests_allkeys and wl.requests and wl.requests * wl.connections > args.max_requests:
