@@ -66,20 +66,7 @@ BEHAVIOUR_SUITES = [
     "memtier_benchmark-1key-hash-hscan-1K-fields-100B-values-cursor-count-1000",
 ]
 NEEDS_SETUP = {"cluster-mode": "a cluster", "tls": "TLS certificates"}
-DIGEST = """
-local counts, sizes = {}, {}
-local keys = redis.call('KEYS', '*')
-table.sort(keys)
-local length = {string='STRLEN', list='LLEN', set='SCARD', zset='ZCARD', hash='HLEN', stream='XLEN'}
-for _, k in ipairs(keys) do
-  local t = redis.call('TYPE', k)['ok']
-  counts[t] = (counts[t] or 0) + 1
-  if length[t] then sizes[t] = (sizes[t] or 0) + redis.call(length[t], k) end
-end
-local out = {keys[1] or '', keys[#keys] or ''}
-for t, n in pairs(counts) do table.insert(out, t .. ' ' .. n .. ' ' .. (sizes[t] or 0)) end
-return out
-"""
+LENGTH = {"string": "STRLEN", "list": "LLEN", "set": "SCARD", "zset": "ZCARD", "hash": "HLEN", "stream": "XLEN"}
 
 
 @dataclass
@@ -213,12 +200,33 @@ def run_tool(tool: str, argv: list[str], server: Server, timeout: float) -> Step
 
 
 def digest(server: Server) -> dict:
-    first, last, *types = server.client.eval(DIGEST, 0)
-    out = {"first": first, "last": last}
-    for line in types:
-        name, count, size = line.split()
-        out[name] = (int(count), int(size))
+    """Keys and elements per type (string bytes, collection lengths) and the first and last key
+    name, read with SCAN in pipelined batches (a script over a million keys would block)."""
+    totals: dict[str, list[int]] = {}
+    names: list[str] = []
+    for batch in _scan_batches(server.client):
+        pipe = server.client.pipeline(transaction=False)
+        for key in batch:
+            pipe.type(key)
+        types = pipe.execute()
+        pipe = server.client.pipeline(transaction=False)
+        for key, kind in zip(batch, types):
+            pipe.execute_command(LENGTH.get(kind, "EXISTS"), key)
+        for kind, size in zip(types, pipe.execute()):
+            count = totals.setdefault(kind, [0, 0])
+            count[0] += 1
+            count[1] += size if kind in LENGTH else 0
+        names = [min(names + batch), max(names + batch)] if batch else names
+    out: dict = {"first": names[0] if names else "", "last": names[-1] if names else ""}
+    out.update({kind: (count, size) for kind, (count, size) in totals.items()})
     return out
+
+
+def _scan_batches(client, count: int = 2000):
+    cursor = None
+    while cursor != 0:
+        cursor, keys = client.scan(cursor or 0, count=count)
+        yield keys
 
 
 def exact(wl) -> bool:
