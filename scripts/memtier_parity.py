@@ -230,8 +230,11 @@ def _scan_batches(client, count: int = 2000):
 
 
 def exact(wl) -> bool:
-    """Whether the keys a workload draws are determined (no random pattern)."""
-    return all(p in "SP" for p in wl.command_key_patterns[: len(wl.commands)])
+    """Whether a workload's keys and value sizes are determined (no random key pattern, no
+    random sizes from --data-size-range): then both tools must build the same dataset."""
+    sequential = all(p in "SP" for p in wl.command_key_patterns[: len(wl.commands)])
+    sizes_fixed = wl.data_size_range is None or wl.flags.get("data-size-pattern") == "S"
+    return sequential and sizes_fixed
 
 
 def _types(dataset: dict) -> dict[str, tuple[int, int]]:
@@ -253,7 +256,8 @@ def compare_preload(memtier: Step, ours: Step, wl) -> tuple[str, str]:
     if a != b:
         theirs, mine = _types(a), _types(b)
         if not exact(wl) and set(theirs) == set(mine) and all(_close(theirs[t], mine[t]) for t in theirs):
-            return "same (within 2%)", f"random keys from different generators: memtier {_describe(a)}, redline-load {_describe(b)}"
+            return "same (within 2%)", (f"random draws from different generators: memtier {_describe(a)}, "
+                                        f"redline-load {_describe(b)}")
         return "different", f"memtier {_describe(a)}; redline-load {_describe(b)}"
     requests, memtier_requests = sum(ours.calls.values()), sum(memtier.calls.values())
     if memtier.calls != ours.calls:
