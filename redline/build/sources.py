@@ -93,6 +93,8 @@ def resolve_commit(repo: Path, ref: str) -> GitCommit:
 
 def commit_summary(repo: Path, sha: str) -> dict[str, str]:
     """The commit's full sha, subject line and committer date (ISO 8601), as git reports them."""
+    if not repo.is_dir():  # else git's missing working directory reads as a missing git
+        raise UsageError(f"cannot read commit {sha}: repository {repo} is not there any more")
     out = _git(["show", "-s", "--format=%H%x00%s%x00%cI", sha, "--"], cwd=repo,
                what=f"cannot read commit {sha} of {repo}")
     full, subject, date = out.rstrip("\n").split("\0")
