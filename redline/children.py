@@ -1,14 +1,47 @@
-"""Child processes (servers, load generators) never outlive redline, even when it is killed."""
+"""Child processes (servers, load generators, builds): started one way, never outliving redline.
+
+`spawn` is the one way redline starts a child. Two things it guarantees:
+
+* the child dies with redline, even when redline is killed (the kernel's parent-death signal,
+  set between fork and exec);
+* a SIGTERM or Ctrl-C that arrives while the child is being forked cannot leave redline stuck.
+  Setting up the child between fork and exec makes Python run its at-fork handlers (logging takes
+  and releases its module lock around every fork); redline turns SIGTERM into KeyboardInterrupt,
+  and raised inside such a handler it is swallowed with the lock still held: the next thread that
+  logs (redis-py does) then blocks forever. So both signals are blocked in the parent for the
+  moment of the fork and delivered right after it; the child unblocks them before it executes.
+"""
 
 from __future__ import annotations
 
 import ctypes
 import signal
+import subprocess
+from contextlib import contextmanager
+from typing import Iterator
 
 PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
+DEFERRED_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
-def die_with_parent() -> None:
-    """preexec_fn: the kernel sends SIGKILL to this child when redline exits for any reason."""
+def _child_setup() -> None:
+    """Runs in the child between fork and exec: dies with its parent; takes signals again."""
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, DEFERRED_SIGNALS)
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block is left (then they are delivered as usual)."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, DEFERRED_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def spawn(argv: list[str], **popen_arguments) -> subprocess.Popen:
+    """subprocess.Popen(argv, ...) for a child that must not outlive redline."""
+    with signals_deferred():
+        return subprocess.Popen(argv, preexec_fn=_child_setup, **popen_arguments)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
-from redline.children import die_with_parent
+from redline.children import spawn
 from redline.errors import RunError
 from redline.pinning import pinned
 from redline.spec.memtier import without_options
@@ -177,8 +177,8 @@ def run_load(request: LoadRequest, *, listener: LoadListener | None = None,
     argv = request.argv()
     launch = pinned(argv, request.cpus) if request.cpus else argv
     request.json_path.unlink(missing_ok=True)
-    proc = subprocess.Popen(launch, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, preexec_fn=die_with_parent)
+    proc = spawn(launch, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                 stderr=subprocess.PIPE)
     reader = _Reader(listener)
     thread = threading.Thread(target=reader.consume, args=(proc.stderr,), daemon=True)
     thread.start()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import redis
 
-from redline.children import die_with_parent
+from redline.children import spawn
 from redline.errors import RunError
 from redline.pinning import pinned
 from redline.workdirs import make_workdir
@@ -193,9 +193,8 @@ class ManagedServer(Server):
         if self.settings.cpus:
             argv = pinned(argv, self.settings.cpus)
         with open(self.console_path, "wb") as console:
-            self.process = subprocess.Popen(argv, stdout=console, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True,
-                                            preexec_fn=die_with_parent)
+            self.process = spawn(argv, stdout=console, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, start_new_session=True)
         self.port = port
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from redline.build.sources import GIT_REDIRECTS
-from redline.children import die_with_parent
+from redline.children import spawn
 from redline.errors import RunError, UsageError
 
 Progress = Callable[[str], None]
@@ -101,9 +101,9 @@ def run_make(job: MakeJob, *, scratch: Path, progress: Progress | None = None) -
     with open(job.log, "w", encoding="utf-8", errors="replace", buffering=1) as log:
         log.write("$ " + " ".join(job.command()) + "\n")
         log.flush()
-        proc = subprocess.Popen(job.command(), cwd=job.tree, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, env=build_environment(scratch=scratch),
-                                start_new_session=True, preexec_fn=die_with_parent)
+        proc = spawn(job.command(), cwd=job.tree, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                     stderr=subprocess.STDOUT, env=build_environment(scratch=scratch),
+                                start_new_session=True)
 
         def expire() -> None:
             timed_out.set()
