@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from redline import machine, preparation, terminal, verdict_report
+from redline import machine, outputs, preparation, terminal, verdict_report
 from redline.comparison import (COMPARED_METRICS, apply_false_discovery_control, attach_profiles, compare_test,
                                 extra_runs_needed, looks_confidence)
 from redline.engine import Engine, RunRecord, RunSettings, Side
@@ -237,7 +237,7 @@ def compare_command(args) -> int:
     for line in verdict_report.profile_lines(comparisons):
         out.print(line)
     if args.markdown:
-        args.markdown.write_text(verdict_report.markdown(comparisons, session.records,
+        outputs.write_output(args.markdown, verdict_report.markdown(comparisons, session.records,
                                                          baseline=baseline.target.label,
                                                          comparison=comparison.target.label))
     if args.json:

@@ -250,6 +250,13 @@ class Engine:
         try:
             for side in sides:
                 prepare(side)
+            skipped = [record for record in records if record.status == "skipped"]
+            if skipped and ready:
+                # an A/B with one side only is no comparison: the other sides are not measured either
+                reason = f"not measured: {skipped[0].target} cannot run this test ({skipped[0].error})"
+                for side in list(ready):
+                    ready.pop(side).server.stop()
+                    records.append(self._record_skip(test, side, topology, session_id, reason))
             if ready:
                 self.observer.note(plan.describe())
             planned, batch = settings.runs, interleaved(sides, settings.runs)

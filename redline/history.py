@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from redline import outputs
 from redline.changepoint import (DEFAULT_MIN_EFFECT_PCT, MIN_SESSIONS, ChangePoint, NoiseModel, OddSession,
                                  analyse_sessions)
 from redline.stats import MIN_TAU_PCT
@@ -194,4 +195,4 @@ def _iso(started_at: float) -> str:
 
 
 def write_json(path: Path, document: dict) -> None:
-    path.write_text(json.dumps(document, indent=2) + "\n")
+    outputs.write_json(path, document)

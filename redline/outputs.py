@@ -4,9 +4,11 @@ measuring."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
-from redline.errors import UsageError
+from redline.errors import RunError, UsageError
 
 
 def check_output_paths(paths: dict[str, Path | None]) -> None:
@@ -38,3 +40,20 @@ def _check_writable(path: Path, flag: str) -> None:
         raise UsageError(f"{flag} {path}: cannot write there ({exc.strerror})") from None
     if not existed:
         path.unlink(missing_ok=True)
+
+
+def write_output(path: Path, text: str) -> None:
+    """Writes a result file whole or not at all (a temporary file beside it, then renamed), so a
+    full disk leaves no half file; a failure is one line (exit 1) — the runs are already stored."""
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        partial.write_text(text)
+        os.replace(partial, path)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise RunError(f"cannot write {path}: {exc.strerror or exc}; the runs are stored and can be "
+                       "read again with redline history or the store") from None
+
+
+def write_json(path: Path, document) -> None:
+    write_output(path, json.dumps(document, indent=2) + "\n")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 from collections import defaultdict
@@ -12,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from redline import terminal
+from redline import outputs, terminal
 from redline.engine import METRICS, Observer, RunRecord
 from redline.terminal import styled
 
@@ -196,4 +195,4 @@ def print_profiles(console: Console, records: list[RunRecord], top: int = 5) -> 
 
 
 def write_json(path: Path, records: list[RunRecord]) -> None:
-    path.write_text(json.dumps([r.as_json() for r in records], indent=2) + "\n")
+    outputs.write_json(path, [r.as_json() for r in records])

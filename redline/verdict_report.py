@@ -3,12 +3,12 @@ request comment, JSON with every number."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from rich.table import Table
 from rich.text import Text
 
+from redline import outputs
 from redline.comparison import TestComparison
 from redline.engine import RunRecord
 from redline.report import common_prefix
@@ -142,4 +142,4 @@ def markdown(comparisons: list[TestComparison], records: list[RunRecord], *, bas
 def write_json(path: Path, comparisons: list[TestComparison], records: list[RunRecord]) -> None:
     document = {"comparisons": [c.as_json() for c in sorted_comparisons(comparisons)],
                 "runs": [r.as_json() for r in records]}
-    path.write_text(json.dumps(document, indent=2) + "\n")
+    outputs.write_json(path, document)

@@ -313,3 +313,24 @@ def test_a_busy_timeout_that_is_not_a_number_is_a_usage_error(tmp_path):
                           text=True, timeout=60, env={**ENV_TIMEOUT_1, "REDLINE_STORE_BUSY_TIMEOUT": "soon"})
     line = one_error_line(proc, 2)
     assert line == "redline: error: REDLINE_STORE_BUSY_TIMEOUT='soon' is not a number of seconds"
+
+
+def test_a_result_file_on_a_full_disk_is_one_line_and_the_runs_stay_stored(tmp_path):
+    """--json passes the up-front check (an empty file fits), then the disk has no room for the
+    document: exit 1 with one line, no half-written file, and the measured run kept in the store."""
+    store_path = tmp_path / "r.db"
+    with tmpfs(tmp_path / "mnt", "64k") as mnt:
+        with open(mnt / "filler", "wb", buffering=0) as filler:
+            try:
+                while True:
+                    filler.write(b"\0" * 4096)
+            except OSError:
+                pass                       # the disk is full
+        out = mnt / "out.json"
+        proc = subprocess.run([*REDLINE, *QUICK_RUN, "--store", str(store_path), "--json", str(out)],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=300, env=ENV_TIMEOUT_1)
+        line = one_error_line(proc, 1)
+        assert line.startswith(f"redline: error: cannot write {out}: No space left on device;"), line
+        assert sorted(p.name for p in mnt.iterdir()) == ["filler"]        # no out.json, no .partial
+    runs = sqlite3.connect(store_path).execute("SELECT status FROM runs").fetchall()
+    assert runs == [("ok",)]
