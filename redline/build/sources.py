@@ -67,6 +67,8 @@ def _git(args: list[str], *, cwd: Path, what: str) -> str:
         proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=120,
                               env=_git_environment())
     except FileNotFoundError:
+        if not cwd.is_dir():     # Popen says the same for a missing working directory
+            raise UsageError(f"{what} ({cwd} does not exist)") from None
         raise UsageError("git is not installed (needed for git: targets)") from None
     if proc.returncode != 0:
         detail = (proc.stderr or proc.stdout).strip().splitlines()
@@ -93,8 +95,6 @@ def resolve_commit(repo: Path, ref: str) -> GitCommit:
 
 def commit_summary(repo: Path, sha: str) -> dict[str, str]:
     """The commit's full sha, subject line and committer date (ISO 8601), as git reports them."""
-    if not repo.is_dir():  # else git's missing working directory reads as a missing git
-        raise UsageError(f"cannot read commit {sha}: repository {repo} is not there any more")
     out = _git(["show", "-s", "--format=%H%x00%s%x00%cI", sha, "--"], cwd=repo,
                what=f"cannot read commit {sha} of {repo}")
     full, subject, date = out.rstrip("\n").split("\0")
