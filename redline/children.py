@@ -3,7 +3,8 @@
 `spawn` is the one way redline starts a child. Two things it guarantees:
 
 * the child dies with redline, even when redline is killed (the kernel's parent-death signal,
-  set between fork and exec);
+  set between fork and exec). The kernel sends it when the *thread* that forked exits, so spawn
+  only from the main thread or a thread that outlives the child;
 * a SIGTERM or Ctrl-C that arrives while the child is being forked cannot leave redline stuck.
   Setting up the child between fork and exec makes Python run its at-fork handlers (logging takes
   and releases its module lock around every fork); redline turns SIGTERM into KeyboardInterrupt,

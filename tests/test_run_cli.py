@@ -1,6 +1,7 @@
 """`redline run` end to end: real redis-server, real redline-load, real SQLite."""
 
 import json
+import re
 import signal
 import sqlite3
 import subprocess
@@ -312,8 +313,12 @@ def test_a_server_that_drops_every_connection_is_a_failed_run_history_does_not_c
     redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", db, check_exit=1)
     run = json.loads(out.read_text())[0]
     assert run["status"] == "failed", run
-    assert "connections were lost during the run (the server closed them)" in run["error"], run
-    assert run["error"].endswith("ERR Protocol error: invalid bulk length"), run
+    # the server may close a connection before or after its error reply is read: when no reply was
+    # read the window completed nothing, else connections were lost after replies; both say how many
+    lost = re.search(r"(\d+) connections (were )?lost", run["error"])
+    assert lost and int(lost.group(1)) > 0, run
+    if not run["error"].startswith("no request completed"):
+        assert run["error"].endswith("ERR Protocol error: invalid bulk length"), run
     history = redline_cli("history", "--store", db, check_exit=2)
     assert "no stored runs with ops_per_sec" in history.stderr
 

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 from redline.errors import RunError
-from redline.children import spawn
 
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 120.0
@@ -65,7 +64,10 @@ class PerfProcess:
             pass_fds = self._control
         with open(self.log_path, "wb") as log:
             try:
-                self._proc = spawn(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=pass_fds)
+                # not children.spawn: perf is started from a short-lived thread, and the parent-death
+                # signal follows the thread that forked, not the process (perf was killed at once)
+                self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                              pass_fds=pass_fds)
             except OSError as exc:
                 self._close_control()
                 raise RunError(f"could not start {self.name}: {exc}") from exc
