@@ -29,9 +29,6 @@ pub struct ReplyInfo<'a> {
     pub bytes: u64,
     /// For a top-level aggregate: how many direct elements were non-null scalars.
     pub nonnull_elements: u32,
-    /// Whether the top-level reply was an aggregate.
-    #[allow(dead_code)]
-    pub aggregate: bool,
     /// For a simple error reply: the error line without the leading '-' (borrowed).
     pub error_line: &'a [u8],
     /// With `capture_first_bulk`: the first bulk element of a top-level array.
@@ -57,7 +54,6 @@ pub struct ReplyParser {
     bulk_capture: bool,
     in_reply: bool,
     kind: ReplyKind,
-    aggregate: bool,
     nonnull: u32,
     first_elem_seen: bool,
     bytes: u64,
@@ -100,7 +96,6 @@ impl ReplyParser {
             bulk_capture: false,
             in_reply: false,
             kind: ReplyKind::Value,
-            aggregate: false,
             nonnull: 0,
             first_elem_seen: false,
             bytes: 0,
@@ -153,7 +148,6 @@ impl ReplyParser {
         if !self.in_reply {
             self.in_reply = true;
             self.kind = ReplyKind::Value;
-            self.aggregate = false;
             self.nonnull = 0;
             self.first_elem_seen = false;
             if type_byte == b'>' {
@@ -268,9 +262,6 @@ impl ReplyParser {
                         Some(v) => v,
                         None => return Err(self.bad_header(&buf[line_start..nl])),
                     };
-                    if top_level && t != b'|' {
-                        self.aggregate = true;
-                    }
                     if count < 0 {
                         if top_level {
                             self.kind = ReplyKind::Null;
@@ -321,7 +312,6 @@ impl ReplyParser {
             kind: self.kind,
             bytes: total,
             nonnull_elements: self.nonnull,
-            aggregate: self.aggregate,
             error_line,
             captured: &self.captured,
         };

@@ -2,7 +2,7 @@
 //! phases (connect, warm-up, measure, done), report progress, and collect the statistics.
 
 use crate::cli::{Config, KeyPattern, Requests, DEFAULT_REQUESTS};
-use crate::events::{unix_now, Events, ProgressEvent};
+use crate::events::{Events, ProgressEvent};
 use crate::keys::{distinct_requests, parallel_slice};
 use crate::net::Endpoint;
 use crate::report::RunResult;
@@ -136,7 +136,6 @@ pub fn plan_connections(cfg: &Config, wl: &Workload, cluster: Option<&ClusterPla
             let seed = if cfg.distinct_client_seed { seed0.wrapping_add(index + 1) } else { seed0 };
             match cluster {
                 None => conns.push(ConnPlan {
-                    index,
                     shard: None,
                     group_base: conns.len(),
                     endpoint: None,
@@ -169,7 +168,6 @@ pub fn plan_connections(cfg: &Config, wl: &Workload, cluster: Option<&ClusterPla
                     };
                     for (s, shard) in cl.shards.iter().enumerate() {
                         conns.push(ConnPlan {
-                            index,
                             shard: Some(s as u16),
                             group_base,
                             endpoint: Some(Endpoint::Tcp { host: shard.host.clone(), port: shard.port }),
@@ -267,7 +265,7 @@ pub fn run_once(cfg: &Arc<Config>, wl: &Arc<Workload>, events: &Events) -> Resul
     let mut connected = 0;
     while connected < cfg.threads as usize {
         match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(WorkerMsg::Connected { .. }) => connected += 1,
+            Ok(WorkerMsg::Connected) => connected += 1,
             Ok(WorkerMsg::Fatal(m)) => return Err(abort(m, &shared, &wakers)),
             Ok(WorkerMsg::Finished { .. }) => {}
             Err(_) => return Err(abort("timed out connecting".into(), &shared, &wakers)),
@@ -356,7 +354,7 @@ pub fn run_once(cfg: &Arc<Config>, wl: &Arc<Workload>, events: &Events) -> Resul
         }
         match rx.recv_timeout(wait) {
             Ok(WorkerMsg::Fatal(m)) => return Err(abort(m, &shared, &wakers)),
-            Ok(WorkerMsg::Finished { at_ns, .. }) => {
+            Ok(WorkerMsg::Finished { at_ns }) => {
                 finished_threads += 1;
                 last_finish_ns = last_finish_ns.max(at_ns);
                 continue;
@@ -388,10 +386,9 @@ pub fn run_once(cfg: &Arc<Config>, wl: &Arc<Workload>, events: &Events) -> Resul
     shared.measure_end_ns.store(end_ns, Ordering::Release);
     shared.phase.store(PHASE_DONE, Ordering::Release);
     let cpu1 = cpu_times();
-    let end_unix = events.phase("done");
+    events.phase("done");
     wake_all(&wakers);
     let measured_seconds = (end_ns - start_ns) as f64 / 1e9;
-    let _ = end_unix;
 
     let mut total = ThreadStats::new(wl.templates.len());
     for h in handles {
@@ -422,9 +419,4 @@ pub fn run_once(cfg: &Arc<Config>, wl: &Arc<Workload>, events: &Events) -> Resul
         interrupted: false,
         configured_connections: total_conns,
     })
-}
-
-#[allow(dead_code)]
-fn _unused() -> f64 {
-    unix_now()
 }

@@ -48,19 +48,16 @@ impl Shared {
     }
 }
 
-#[allow(dead_code)] // thread ids are kept for debugging output
 pub enum WorkerMsg {
-    Connected { thread: usize },
+    Connected,
     /// All request-count work of this thread is complete (at `at_ns`).
-    Finished { thread: usize, at_ns: u64 },
+    Finished { at_ns: u64 },
     Fatal(String),
 }
 
 /// Per-connection assignment computed by the planner.
 #[derive(Clone, Debug)]
 pub struct ConnPlan {
-    #[allow(dead_code)]
-    pub index: u64,
     /// Cluster mode: the shard this connection talks to, and where its client's group of
     /// connections (one per shard) starts within the thread.
     pub shard: Option<u16>,
@@ -293,7 +290,7 @@ impl Worker {
 
     fn run(&mut self) -> Result<(), String> {
         self.connect_all()?;
-        let _ = self.spec.tx.send(WorkerMsg::Connected { thread: self.spec.thread });
+        let _ = self.spec.tx.send(WorkerMsg::Connected);
         let mut events = Events::with_capacity(1024);
         // Wait for the go signal.
         loop {
@@ -356,7 +353,7 @@ impl Worker {
             shared.progress[self.spec.thread].ops.store(self.ops_in_phase, Ordering::Relaxed);
             if !self.reported_finished && self.finished_conns == self.conns.len() && self.measuring {
                 self.reported_finished = true;
-                let _ = self.spec.tx.send(WorkerMsg::Finished { thread: self.spec.thread, at_ns: shared.now_ns() });
+                let _ = self.spec.tx.send(WorkerMsg::Finished { at_ns: shared.now_ns() });
             }
         }
         shared.progress[self.spec.thread].ops.store(self.ops_in_phase, Ordering::Relaxed);
@@ -398,7 +395,6 @@ impl Worker {
             self.end_ns = if end == 0 { now } else { end.min(self.end_ns) };
         }
         self.phase = phase;
-        let _ = now;
         phase == PHASE_DONE
     }
 
@@ -825,8 +821,6 @@ impl Worker {
                 cl.table.set_owner(rd.slot, s as u16);
                 self.refresh_slots(&rd.host, rd.port, now);
             }
-            let cl = self.cluster.as_ref().expect("cluster state");
-            let _ = cl;
             let wl = self.spec.workload.clone();
             let conn = &mut self.conns[t];
             if rd.ask {
