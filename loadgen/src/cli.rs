@@ -5,6 +5,7 @@
 //! last value; `--command` accumulates and `--command-ratio` / `--command-key-pattern` apply
 //! to the most recent `--command`.
 
+use crate::tls::TlsOptions;
 use std::fmt;
 
 #[derive(Debug)]
@@ -86,17 +87,6 @@ pub struct CommandSpec {
     pub text: String,
     pub ratio: u32,
     pub key_pattern: KeyPattern,
-}
-
-#[derive(Clone, Debug, Default)]
-pub struct TlsOptions {
-    pub enabled: bool,
-    pub cert: Option<String>,
-    pub key: Option<String>,
-    pub cacert: Option<String>,
-    pub skip_verify: bool,
-    pub sni: Option<String>,
-    pub protocols: Option<String>,
 }
 
 #[derive(Clone, Debug)]

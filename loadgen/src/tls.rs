@@ -1,7 +1,6 @@
 //! TLS (rustls with the ring provider): client configuration from memtier's flags (--cacert,
 //! --cert/--key, --tls-skip-verify, --sni, --tls-protocols) and a non-blocking stream wrapper.
 
-use crate::cli::TlsOptions;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
@@ -68,6 +67,18 @@ fn versions(spec: Option<&str>) -> Result<Vec<&'static rustls::SupportedProtocol
 pub struct TlsSetup {
     pub config: Arc<ClientConfig>,
     pub sni: Option<String>,
+}
+
+/// The TLS options of the command line (--tls, --cert, ...).
+#[derive(Clone, Debug, Default)]
+pub struct TlsOptions {
+    pub enabled: bool,
+    pub cert: Option<String>,
+    pub key: Option<String>,
+    pub cacert: Option<String>,
+    pub skip_verify: bool,
+    pub sni: Option<String>,
+    pub protocols: Option<String>,
 }
 
 pub fn build_config(opts: &TlsOptions) -> Result<TlsSetup, String> {
