@@ -45,7 +45,7 @@ def test_the_measured_commands_that_write_come_from_the_servers_command_flags(tm
 
 
 # -- a layout-sensitive A/A --------------------------------------------------------------------------
-def test_a_geo_range_scan_aa_measures_restored_servers_on_both_sides_and_gives_no_verdict(
+def test_a_geo_range_scan_aa_measures_restored_servers_on_both_sides_that_read_alike(
         tmp_path, redline_cli, monkeypatch):
     """Before the rule, the side that prepared the geo key measured scattered skiplist nodes and
     the side that restored it a compact layout: an A/A read as an 'improvement'. Now the
@@ -66,11 +66,14 @@ def test_a_geo_range_scan_aa_measures_restored_servers_on_both_sides_and_gives_n
     assert all(f["state"]["memory_at_window_start"]["used_memory"] > 0 for f in facts)
     comparisons = document["comparisons"]
     assert len(comparisons) == len(COMPARED_METRICS)
-    assert not [c for c in comparisons if c["verdict"] in ("regression", "improvement")], comparisons
     assert not [c for c in comparisons if c["state_refusal"]], comparisons
+    # No assertion on the verdicts themselves: 7 one-second runs against a 2% threshold on a shared
+    # 2-core machine give an A/A a throughput verdict now and then (seen once in a CI run), which
+    # says nothing about the state. The layout effect is what this test is about, and its size
+    # separates it from noise: before the rule the sides read 525 vs 280 µs/op here (1.9x).
     cpu = next(c for c in comparisons if c["metric"] == "server_cpu_us_per_op")
     ratio = cpu["comparison_median"] / cpu["baseline_median"]
-    assert 1 / 1.5 < ratio < 1.5, cpu       # generous: before the rule, 525 vs 280 µs/op here (1.9x)
+    assert 1 / 1.5 < ratio < 1.5, cpu
 
 
 # -- a write test ------------------------------------------------------------------------------------
