@@ -50,8 +50,10 @@ class ServerWatch:
             self._next_check = now + PING_EVERY_S
             if self._used_cpu() or answers_ping(self.server.host, self.server.port, PING_EVERY_S):
                 self._last_sign = now
-            elif now - self._last_sign > self.silent_limit_s:
-                raise ServerHung(f"it answered no PING and used no CPU for {now - self._last_sign:.0f} s")
+            else:
+                silent_s = time.monotonic() - self._last_sign     # the unanswered PING's wait included
+                if silent_s > self.silent_limit_s:
+                    raise ServerHung(f"it answered no PING and used no CPU for {silent_s:.0f} s")
         return True
 
     def _used_cpu(self) -> bool:

@@ -89,8 +89,9 @@ def test_a_busy_server_is_not_taken_for_a_hung_one_but_a_silent_or_stopped_one_i
         while busy.is_alive():                  # a script burning CPU answers no PING for 3 s
             assert watch()
             time.sleep(0.1)
-        sleeping = threading.Thread(target=server.client().execute_command, args=("DEBUG", "SLEEP", "4"))
-        sleeping.start()                        # no PING answered and no CPU used: hung
+        sleeping = threading.Thread(target=server.client().execute_command, args=("DEBUG", "SLEEP", "10"))
+        sleeping.start()                        # no PING answered and no CPU used: hung (found after
+                                                # ~2.5 s idle; 10 s leaves room on a loaded machine)
         with pytest.raises(ServerHung, match="^the server stopped answering: it answered no PING and "
                                              "used no CPU for [0-9]+ s$"):
             while sleeping.is_alive():
