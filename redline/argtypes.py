@@ -6,7 +6,7 @@ import argparse
 import re
 from pathlib import Path
 
-from redline.spec.discovery import name_pattern
+from redline.suites.discovery import name_pattern
 
 DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 LONGEST_S = 24 * 3600.0

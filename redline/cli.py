@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import signal
 import sys
 from pathlib import Path
 
 from redline import __version__
 from redline.argtypes import duration, positive_float, positive_int, regex, session_id, store_path, whole_seconds
-from redline.build.command import add_build_parser
+from redline.commands.build import add_build_parser
 from redline.errors import RunError, UsageError
-from redline.terminal import printable
-from redline.suites_cmd import add_suites_parser
+from redline.output.terminal import printable
+from redline.commands.suites import add_suites_parser
 
 # What redline.commands.session_exit_code decides (README "Exit codes").
 EXIT_STATUS = ("exit status: 0 every run finished (skips included); 1 a run failed or the store failed "
@@ -72,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", action="append", default=[], metavar="NAME=VALUE",
                      help="server configuration for the target (repeatable)")
     add_measurement_arguments(run, default_runs=1)
-    run.set_defaults(func=_command("run_command"))
+    run.set_defaults(func=_command("run"))
 
     compare = commands.add_parser("compare", help="A/B: two servers, interleaved runs, verdicts with confidence intervals",
                                   epilog=EXIT_STATUS)
@@ -90,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="exit 3 when a regression survives Benjamini–Hochberg false-discovery control "
                               "(exit 1, as always, when a run failed)")
     compare.add_argument("--markdown", type=Path, metavar="FILE", help="write a pull-request comment to FILE")
-    compare.set_defaults(func=_command("compare_command"))
+    compare.set_defaults(func=_command("compare"))
 
     calibrate = commands.add_parser("calibrate", help="A/A runs: measure each test's noise floor on this machine",
                                     epilog=EXIT_STATUS)
@@ -98,14 +99,14 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--target", metavar="TARGET", help="server (default: redis-server on PATH)")
     calibrate.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
     add_measurement_arguments(calibrate, default_runs=7)
-    calibrate.set_defaults(func=_command("calibrate_command"))
+    calibrate.set_defaults(func=_command("calibrate"))
 
     hot = commands.add_parser("hotspots", help="the hottest symbols and stacks across every profiled test of a session")
     hot.add_argument("session", nargs="?", default="latest", type=session_id, metavar="SESSION",
                      help="session id (see `redline run` output) or 'latest' (default)")
     hot.add_argument("--store", type=store_path, default=Path("redline.db"), metavar="PATH")
     hot.add_argument("--top", type=positive_int, default=20, help="rows per table (default 20)")
-    hot.set_defaults(func=_command("hotspots_command"))
+    hot.set_defaults(func=_command("hotspots"))
 
     history = commands.add_parser("history", help="stored results over time, with change points")
     history.add_argument("--name", type=regex, metavar="REGEX", help="only tests whose name matches REGEX")
@@ -117,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--store", type=store_path, default=Path("redline.db"), metavar="PATH")
     history.add_argument("--json", type=Path, metavar="FILE",
                          help="write the series (every session's runs and build) and change points as JSON to FILE")
-    history.set_defaults(func=_command("history_command"))
+    history.set_defaults(func=_command("history"))
 
     add_build_parser(commands)
 
@@ -126,10 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _command(name: str):
-    """The command's implementation, imported when it runs (keeps `redline --help` fast)."""
+    """`redline.commands.NAME.NAME_command`, imported when it runs (keeps `redline --help` fast)."""
     def call(args) -> int:
-        from redline import commands
-        return getattr(commands, name)(args)
+        module = importlib.import_module(f"redline.commands.{name}")
+        return getattr(module, f"{name}_command")(args)
     return call
 
 

@@ -26,7 +26,7 @@ from redline.state import Prepared
 from redline.topology import CpuPlan, TopologySpec, parse_topology
 
 if TYPE_CHECKING:
-    from redline.spec import TestSpec
+    from redline.suites import TestSpec
 
 CLIENT_SATURATION = 0.90       # client_cpu_util above this: the load generator may have been the bottleneck
 MISS_PATH_RATIO = 0.50         # a read workload with more misses than this measures the miss path
@@ -214,7 +214,7 @@ class Engine:
             managed = all(side.target.managed for side in sides)
             for number, test in enumerate(tests, 1):
                 self.observer.test_started(test, number, len(tests))
-                for dropped in test.dropped:          # redline-owned settings (redline.spec.owned)
+                for dropped in test.dropped:          # redline-owned settings (redline.suites.owned)
                     self.observer.note(f"{dropped.location}: {dropped.message}")
                 for topology in settings.topologies:
                     reason = preparation.unsupported_reason(test, topology, managed=managed)

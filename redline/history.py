@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from redline import outputs
+from redline.output import files
 from redline.changepoint import (DEFAULT_MIN_EFFECT_PCT, MIN_SESSIONS, ChangePoint, NoiseModel, OddSession,
                                  analyse_sessions)
 from redline.stats import MIN_TAU_PCT
@@ -195,4 +195,4 @@ def _iso(started_at: float) -> str:
 
 
 def write_json(path: Path, document: dict) -> None:
-    outputs.write_json(path, document)
+    files.write_json(path, document)

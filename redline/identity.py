@@ -54,7 +54,7 @@ def _digest(path: Path, size: int, mtime_ns: int) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _commit(repo: str, sha: str) -> dict:
-    from redline.build.sources import commit_summary
+    from redline.builder.sources import commit_summary
     try:
         return commit_summary(Path(repo), sha)
     except UsageError as exc:  # the repository moved since the build: the sha still names the commit

@@ -15,8 +15,8 @@ from typing import Callable, Protocol
 from redline.children import spawn
 from redline.errors import RunError
 from redline.pinning import pinned
-from redline.spec.memtier import without_options
-from redline.spec.owned import CLIENT_OPTIONS
+from redline.suites.memtier import without_options
+from redline.suites.owned import CLIENT_OPTIONS
 
 PERCENTILES = "50,90,99,99.9,99.99"
 LISTENER_GRACE_S = 90.0     # the window probe may wait this long for a busy server to answer INFO (2 × its 30 s timeout, and some)
@@ -63,7 +63,7 @@ class LoadRequest:
     reconnect_on_error: bool = False   # lost connections reconnect and do not fail the run (preloads)
 
     def argv(self) -> list[str]:
-        """Suite arguments first without the options redline owns (redline.spec.owned), redline's
+        """Suite arguments first without the options redline owns (redline.suites.owned), redline's
         own after them (the last value of a flag wins). A duration makes every run time-based: a
         suite's request count (-n) is dropped with it."""
         dropped = {*CLIENT_OPTIONS, *(REQUEST_OPTIONS if self.duration_s is not None else ())}

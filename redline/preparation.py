@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
@@ -14,14 +13,15 @@ from typing import TYPE_CHECKING
 
 import redis
 
+from redline.cache_dir import cache_root
 from redline.errors import RunError
 from redline.load import LoadRequest, loadgen_binary, run_load
 from redline.watch import ServerWatch
 from redline.server import ManagedServer, Server, ServerSettings
-from redline.spec.keyspace import unreachable_keyspace
+from redline.suites.keyspace import unreachable_keyspace
 
 if TYPE_CHECKING:
-    from redline.spec import TestSpec
+    from redline.suites import TestSpec
 
 CLIENT_TOOLS = ("memtier_benchmark", "redline-load")
 DEFAULT_TOPOLOGY = "oss-standalone"
@@ -435,11 +435,6 @@ def loadgen_identity() -> str:
     proc = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
     digest = hashlib.sha256(binary.read_bytes()).hexdigest()[:16]
     return f"{proc.stdout.strip()} sha256:{digest}"
-
-
-def cache_root() -> Path:
-    """$REDLINE_CACHE, else ~/.cache/redline (shared with the builder's cache)."""
-    return Path(os.environ.get("REDLINE_CACHE") or Path.home() / ".cache" / "redline")
 
 
 def keyspace_length(client) -> int:

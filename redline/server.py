@@ -178,7 +178,7 @@ class ManagedServer(Server):
     def _write_config(self, port: int) -> Path:
         merged = {**BASE_CONFIG, **self.settings.config}
         lines = [_config_line(str(k), str(v)) for k, v in merged.items()]
-        # redline's own last: the last line of a parameter wins (redline.spec.owned)
+        # redline's own last: the last line of a parameter wins (redline.suites.owned)
         lines += [f"port {port}", f"bind {LOOPBACK}", "daemonize no",
                   f"dir {self.workdir}", f"logfile {self.log_path}", "dbfilename dump.rdb"]
         path = self.workdir / "redis.conf"

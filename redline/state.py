@@ -39,7 +39,7 @@ from redline.topology import CpuPlan, deploy, plan_cpus, wait_replicas_in_sync
 
 if TYPE_CHECKING:
     from redline.engine import Observer, RunSettings, Side
-    from redline.spec import TestSpec
+    from redline.suites import TestSpec
     from redline.topology import TopologySpec
 
 RESTORED, PREPARED, EMPTY = "restored", "prepared", "empty"

@@ -9,7 +9,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from redline.errors import UsageError
-from redline.spec.owned import owned_server_parameter
+from redline.suites.owned import owned_server_parameter
 
 SCHEMES = "bin:PATH, git:REPO@REF, src:DIR or tcp://HOST:PORT"
 
@@ -27,7 +27,7 @@ class Target:
     binary: Path | None = None
     address: tuple[str, int] | None = None
     config: dict[str, str] = field(default_factory=dict)
-    build: object | None = None            # redline.build.BuildTarget
+    build: object | None = None            # redline.builder.BuildTarget
     variant: str | None = None             # build variant name or YAML path
     build_facts: dict | None = None        # how the binary was built (after ensure_built)
 
@@ -53,7 +53,7 @@ def default_target() -> Target:
 def parse_target(text: str, config: dict[str, str] | None = None, variant: str | None = None) -> Target:
     config = dict(config or {})
     if text.startswith(("git:", "src:")):
-        from redline.build import parse_build_target
+        from redline.builder import parse_build_target
         return Target(spec=text, config=config, build=parse_build_target(text), variant=variant)
     if text.startswith("bin:"):
         path = Path(text[len("bin:"):]).expanduser()
@@ -96,6 +96,6 @@ def ensure_built(target: Target, *, progress=None) -> Target:
     """The same target with `binary` set: built (or taken from the build cache) for git:/src:."""
     if target.build is None or target.binary is not None:
         return target
-    from redline.build import DEFAULT_VARIANT, load_variant
+    from redline.builder import DEFAULT_VARIANT, load_variant
     result = target.build.build(load_variant(target.variant or DEFAULT_VARIANT), progress=progress)
     return replace(target, binary=result.binary, build_facts=result.facts())

@@ -39,10 +39,10 @@ import redis
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from redline.spec import load_test  # noqa: E402
-from redline.spec.memtier import without_options  # noqa: E402
-from redline.spec.owned import CLIENT_OPTIONS, owned_server_parameter  # noqa: E402
-from redline.spec.parallel import is_parallel  # noqa: E402
+from redline.suites import load_test  # noqa: E402
+from redline.suites.memtier import without_options  # noqa: E402
+from redline.suites.owned import CLIENT_OPTIONS, owned_server_parameter  # noqa: E402
+from redline.suites.parallel import is_parallel  # noqa: E402
 
 REDLINE_LOAD = REPO / "bin" / "redline-load"
 DEFAULT_SUITES = REPO.parent / "shared" / "upstream-suites" / "test-suites"

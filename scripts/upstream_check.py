@@ -139,7 +139,7 @@ def runs_from_stores(stores: list[Path]) -> list[dict]:
 
 
 def suite_specs(directory: Path) -> list:
-    from redline.spec import resolve_suites
+    from redline.suites import resolve_suites
     return resolve_suites([str(directory)])
 
 

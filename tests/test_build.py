@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from redline.build import (BuildFailed, Variant, build_git, build_source, list_variants, load_variant,
+from redline.builder import (BuildFailed, Variant, build_git, build_source, list_variants, load_variant,
                            load_variant_file, parse_build_target)
-from redline.build.cache import BuildCache
-from redline.build.sources import scan_tree
+from redline.builder.cache import BuildCache
+from redline.builder.sources import scan_tree
 from redline.errors import UsageError
 from redline.server import ManagedServer, ServerSettings
 
@@ -68,7 +68,7 @@ def _cli_env(cache_dir: Path) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def concurrent_src_builds(redis_tree, cache_dir):
     """Two `redline build src:TREE --variant libc-malloc --json` processes started together."""
-    command = [sys.executable, "-m", "redline.build", f"src:{redis_tree}", "--variant", "libc-malloc", "--json"]
+    command = [sys.executable, "-m", "redline.cli", "build", f"src:{redis_tree}", "--variant", "libc-malloc", "--json"]
     procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=_cli_env(cache_dir), cwd=cache_dir) for _ in range(2)]
     outputs = []
@@ -238,7 +238,7 @@ def test_missing_compiler_is_a_clear_error(redis_tree, tmp_path, build_cache):
 
 
 def test_cli_lists_variants(cache_dir):
-    proc = subprocess.run([sys.executable, "-m", "redline.build", "--list-variants"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "redline.cli", "build", "--list-variants"], capture_output=True,
                           text=True, env=_cli_env(cache_dir), timeout=60)
     assert proc.returncode == 0, proc.stderr
     listed = [line.split()[0] for line in proc.stdout.splitlines()]
@@ -265,7 +265,7 @@ def test_source_hash_follows_content_and_ignores_build_outputs(tmp_path):
 
 
 def test_remembered_digests_never_hide_an_edit(tmp_path, monkeypatch):
-    from redline.build import memo
+    from redline.builder import memo
 
     monkeypatch.setattr(memo, "RACY_S", -1.0)    # remember even files written a moment ago
     tree = tmp_path / "tree"
@@ -317,7 +317,7 @@ def test_a_build_past_its_timeout_is_stopped_with_its_compilers(redis_tree, quic
 
 
 def test_valkey_trees_build_valkey_binaries(tmp_path):
-    from redline.build.builder import _server_names
+    from redline.builder.builder import _server_names
 
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "Makefile").write_text("ENGINE_NAME=valkey\nSERVER_NAME=$(ENGINE_NAME)-server\n")

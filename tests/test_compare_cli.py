@@ -88,7 +88,7 @@ def test_max_runs_below_runs_is_a_usage_error(redline_cli):
 
 
 def test_help_states_the_exit_codes_the_commands_use(redline_cli):
-    from redline.commands import EXIT_FAILED_RUNS, EXIT_REGRESSION
+    from redline.commands.session import EXIT_FAILED_RUNS, EXIT_REGRESSION
     for command in ("run", "compare", "calibrate"):
         text = " ".join(redline_cli(command, "--help", check_exit=0).stdout.split())
         assert f"{EXIT_FAILED_RUNS} a run failed" in text and f"{EXIT_REGRESSION} compare --fail-on-regression" in text

@@ -9,7 +9,7 @@ import pytest
 
 from redline.errors import UsageError
 from redline.load import LoadRequest
-from redline.outputs import check_output_paths
+from redline.output.files import check_output_paths
 
 from conftest import start_redis_server
 from test_run_cli import write_suite
@@ -159,9 +159,9 @@ def test_brackets_in_a_test_name_or_a_server_reply_are_printed_as_text(tmp_path,
 
 def test_tables_of_user_text_render_literally_on_the_terminal_console():
     from rich.table import Table
-    from redline import terminal
+    from redline.output import terminal
     from redline.engine import RunRecord
-    from redline.report import results_table
+    from redline.output.tables import results_table
     record = RunRecord(1, "[/bold] t [dim]", "bin:/x [/y]", None, 0, "ok", {"ops_per_sec": 1.0}, ["[/z] flag"])
     table, notes = results_table([record])
     console = terminal.console(width=200, record=True)
@@ -174,8 +174,8 @@ def test_tables_of_user_text_render_literally_on_the_terminal_console():
     console.print(legend)
     console.print(terminal.styled("[/plain] ", ("[/styled]", "red")))
     from redline.comparison import TestComparison
-    from redline import verdict_report
-    console.print(verdict_report.terminal_table([TestComparison("[/verdict] t", "ops_per_sec", None,
+    from redline.output import verdicts
+    console.print(verdicts.terminal_table([TestComparison("[/verdict] t", "ops_per_sec", None,
                                                                 note="[/note] too few runs")], width=200))
     text = console.export_text()
     for literal in ("[/bold] t [dim]", "[/z] flag", "[/title]", "[/column]", "[/cell]", "[/plain] [/styled]",

@@ -83,7 +83,7 @@ def o0_build() -> Path:
                           timeout=600, check=True).stdout.strip().splitlines()[-1]
     variant = Path(os.environ.get("TMPDIR", "/tmp")) / "redline-history-O0.yml"
     variant.write_text(O0_VARIANT)
-    proc = subprocess.run([sys.executable, "-m", "redline.build", f"src:{tree}", "--variant", str(variant),
+    proc = subprocess.run([sys.executable, "-m", "redline.cli", "build", f"src:{tree}", "--variant", str(variant),
                            "--json"], capture_output=True, text=True, timeout=1800, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return Path(json.loads(proc.stdout)["binary"])

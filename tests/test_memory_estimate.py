@@ -6,7 +6,7 @@ import pytest
 from conftest import start_redis_server
 from redline.load import LoadRequest, run_load
 from redline.preparation import estimated_preload_bytes
-from redline.spec import load_test
+from redline.suites import load_test
 
 SUITE = """\
 version: 0.4

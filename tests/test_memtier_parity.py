@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 import memtier_parity as parity  # noqa: E402
 
-from redline.spec import parse_client_arguments  # noqa: E402
+from redline.suites import parse_client_arguments  # noqa: E402
 
 MEMTIER = os.environ.get("MEMTIER_BENCHMARK") or shutil.which("memtier_benchmark")
 UPSTREAM = REPO.parent / "shared" / "upstream-suites" / "test-suites"

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from conftest import start_redis_server
 from redline.preparation import prepare
-from redline.spec import load_test
+from redline.suites import load_test
 
 SUITE = """\
 version: 0.4

@@ -1,4 +1,4 @@
-"""redline.spec: the suite model, read from the upstream catalogue and from small broken files."""
+"""redline.suites: the suite model, read from the upstream catalogue and from small broken files."""
 from __future__ import annotations
 
 import shutil
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from redline.spec import (Diagnostic, SpecError, discover, load_test, parse_client_arguments,
+from redline.suites import (Diagnostic, SpecError, discover, load_test, parse_client_arguments,
                           parse_priority_range, resolve_suites, select, split_command)
-from redline.spec import discovery
+from redline.suites import discovery
 
 REPO = Path(__file__).resolve().parent.parent
 UPSTREAM = REPO.parent / "shared" / "upstream-suites" / "test-suites"

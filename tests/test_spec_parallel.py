@@ -1,4 +1,4 @@
-"""memtier's parallel key pattern (P) as the suite check models it (redline/spec/parallel.py).
+"""memtier's parallel key pattern (P) as the suite check models it (redline/suites/parallel.py).
 
 Pure logic: the counts below are the ones memtier_benchmark built from source produces against a
 real redis-server (issue #23); tests/test_loadgen.py checks that redline-load builds them too.
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from redline.spec import load_test, parse_client_arguments
-from redline.spec.parallel import (claimed_elements, highest_key, members_warning, one_key_members,
+from redline.suites import load_test, parse_client_arguments
+from redline.suites.parallel import (claimed_elements, highest_key, members_warning, one_key_members,
                                    parallel_slices)
 
 ZADD_PAIRS = ["--command", "ZADD lb __key__  __key__", "--command-key-pattern", "P", "--key-prefix", ""]

@@ -12,7 +12,7 @@ from redline import state
 from redline.comparison import COMPARED_METRICS, compare_test
 from redline.engine import RunRecord
 from redline.preparation import writing_commands
-from redline.spec import load_test
+from redline.suites import load_test
 from redline.stats import Verdict
 
 FAST = ("--duration", "1s", "--warmup", "0.5s")

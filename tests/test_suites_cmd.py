@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from redline import suites_cmd
-from redline.spec import discovery
+from redline.commands import suites as suites_cmd
+from redline.suites import discovery
 
 REPO = Path(__file__).resolve().parent.parent
 UPSTREAM = REPO.parent / "shared" / "upstream-suites" / "test-suites"

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from redline.cache_dir import cache_root
+
 # Continent codes used by GeoNames, in a fixed order (index stored per place).
 CONTINENTS = ("EU", "NA", "SA", "AS", "AF", "OC", "AN")
 SOURCE_FILE = "cities1000.json"
@@ -44,8 +46,7 @@ def _package_data_dir() -> tuple[Path, str]:
 
 
 def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "redline" / "places"
+    return cache_root() / "places"
 
 
 def _parse_source(data_dir: Path) -> dict[str, np.ndarray]:

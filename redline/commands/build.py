@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
-from contextlib import contextmanager
 
-from redline.build.variants import DEFAULT_VARIANT, list_variants, load_variant
+from redline.builder.variants import DEFAULT_VARIANT, list_variants, load_variant
 from redline.errors import UsageError
+from redline.output.progress import progress_display
 
 
 def add_build_parser(subparsers) -> None:
@@ -33,7 +33,7 @@ def build_command(args) -> int:
         return 0
     if not args.target:
         raise UsageError("redline build needs a TARGET (git:PATH@REF or src:DIR), or --list-variants")
-    from redline.build.targets import parse_build_target
+    from redline.builder.targets import parse_build_target
 
     target = parse_build_target(args.target)
     variant = load_variant(args.variant)
@@ -48,34 +48,3 @@ def build_command(args) -> int:
           f"{result.compiler_version}", file=sys.stderr)
     print(f"  log: {result.build_log}", file=sys.stderr)
     return 0
-
-
-@contextmanager
-def progress_display(title: str):
-    """A spinner with the elapsed time and make's last line, on a terminal (silent otherwise).
-
-    Started by the first progress line: a cache hit shows (and imports) nothing.
-    """
-    if not sys.stderr.isatty():
-        yield None
-        return
-    state: dict = {}
-
-    def show(line: str) -> None:
-        if "display" not in state:
-            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-            from redline import terminal
-            console = terminal.console(stderr=True)
-            display = Progress(SpinnerColumn(), TimeElapsedColumn(), TextColumn("{task.description}", markup=False),
-                               console=console, transient=True)
-            display.start()
-            display.console.print(title)
-            state.update(display=display, task=display.add_task(""), width=max(20, console.width - 16))
-        state["display"].update(state["task"], description=line.strip()[:state["width"]])
-
-    try:
-        yield show
-    finally:
-        if "display" in state:
-            state["display"].stop()

@@ -1,19 +1,16 @@
-"""How A/B verdicts are shown: a terminal table (significant first), markdown for a pull
-request comment, JSON with every number."""
+"""What a comparison says, for the terminal: verdicts ordered significant first, the table, the
+summary sentence, and the symbols that moved."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from rich.table import Table
 from rich.text import Text
 
-from redline import outputs
 from redline.comparison import TestComparison
-from redline.engine import RunRecord
-from redline.report import common_prefix
+from redline.output.numbers import format_number
+from redline.output.tables import common_prefix
+from redline.output.terminal import styled
 from redline.stats import Verdict
-from redline.terminal import styled
 
 ORDER = {Verdict.REGRESSION: 0, Verdict.IMPROVEMENT: 1, Verdict.INCONCLUSIVE: 2, Verdict.NO_CHANGE: 3}
 STYLE = {Verdict.REGRESSION: "red", Verdict.IMPROVEMENT: "green", Verdict.INCONCLUSIVE: "yellow",
@@ -28,15 +25,7 @@ def sorted_comparisons(comparisons: list[TestComparison]) -> list[TestComparison
                                               c.test, c.metric))
 
 
-def format_number(value: float | None) -> str:
-    if value is None:
-        return "–"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    return f"{value:.3g}"
-
-
-def _explain(c: TestComparison) -> str:
+def explain(c: TestComparison) -> str:
     return "; ".join(part for part in (_reason(c), *c.state_flags) if part)
 
 
@@ -76,12 +65,12 @@ def terminal_table(comparisons: list[TestComparison], *, width: int = 200) -> Ta
                  "Δ": f"{r.delta_pct:+.1f}%" if r else "–",
                  "95% CI": f"[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]" if r else "–",
                  "p": f"{r.p_value:.3f}" if r else "–",
-                 "verdict": Text(WORDS[c.verdict], style=style), "why": _explain(c)}
+                 "verdict": Text(WORDS[c.verdict], style=style), "why": explain(c)}
         table.add_row(*(cells[column] for column in columns))
     return table
 
 
-def _moves(c: TestComparison) -> str:
+def moves(c: TestComparison) -> str:
     from redline.profile import describe_move
     return ", ".join(describe_move(m) for m in (c.moved_symbols or [])[:3])
 
@@ -92,7 +81,7 @@ def profile_lines(comparisons: list[TestComparison]) -> list[Text]:
     for c in sorted_comparisons(comparisons):
         if c.significant and c.moved_symbols and c.test not in seen:
             seen.add(c.test)
-            lines.append(styled(f"{c.test} ({WORDS[c.verdict]} in {c.metric}): {_moves(c)}  ",
+            lines.append(styled(f"{c.test} ({WORDS[c.verdict]} in {c.metric}): {moves(c)}  ",
                                 (str(c.diff_flamegraph), "dim")))
     return lines
 
@@ -106,40 +95,3 @@ def summary_sentence(comparisons: list[TestComparison], tests: int) -> str:
     if not parts:
         return f"No change in any of {tests} tests: every metric's 95% interval lies inside its threshold."
     return f"{', '.join(parts)} across {tests} tests × {len({c.metric for c in comparisons})} metrics."
-
-
-def markdown(comparisons: list[TestComparison], records: list[RunRecord], *, baseline: str,
-             comparison: str) -> str:
-    tests = len({c.test for c in comparisons})
-    lines = [f"**redline**: {summary_sentence(comparisons, tests)}", "",
-             f"Baseline `{baseline}` vs comparison `{comparison}`, runs interleaved A B B A on one machine.", "",
-             "| test | metric | baseline | comparison | Δ | 95% CI | p | verdict |",
-             "|---|---|---:|---:|---:|---:|---:|---|"]
-    for c in sorted_comparisons(comparisons):
-        r = c.result
-        lines.append(f"| {c.test} | {c.metric} | {format_number(r.baseline_median if r else None)} | "
-                     f"{format_number(r.comparison_median if r else None)} | {f'{r.delta_pct:+.1f}%' if r else '–'} | "
-                     f"{f'[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]' if r else '–'} | "
-                     f"{f'{r.p_value:.3f}' if r else '–'} | **{WORDS[c.verdict]}** {_explain(c)}"
-                     + (f"; moved: {_moves(c)}" if c.significant and c.moved_symbols else "") + " |")
-    lines += ["", "Legend: Δ is the Hodges–Lehmann estimate of comparison vs baseline; the 95% interval is "
-              "distribution-free (Wilcoxon signed-rank over interleaved pairs). *regression*/*improvement*: "
-              "the interval excludes 0, |Δ| ≥ τ = max(2%, 2 × the test's A/A noise floor) and the change survives "
-              "Benjamini–Hochberg false-discovery control (5%) over every test and metric here; *no change*: the "
-              "interval lies inside ±τ; *inconclusive*: the data cannot tell (the smallest detectable change is "
-              "given). For ops/sec higher is better; for latency and server CPU µs/op lower is better.", "",
-              "<details><summary>Every run</summary>", "",
-              "| test | side | run | status | ops/sec | p50 ms | p99 ms | server µs/op |",
-              "|---|---|---:|---|---:|---:|---:|---:|"]
-    for r in records:
-        m = r.metrics
-        lines.append(f"| {r.test} | {r.side} | {r.run_index + 1} | {r.status} | {format_number(m.get('ops_per_sec'))} | "
-                     f"{format_number(m.get('p50_ms'))} | {format_number(m.get('p99_ms'))} | {format_number(m.get('server_cpu_us_per_op'))} |")
-    lines += ["", "</details>", ""]
-    return "\n".join(lines)
-
-
-def write_json(path: Path, comparisons: list[TestComparison], records: list[RunRecord]) -> None:
-    document = {"comparisons": [c.as_json() for c in sorted_comparisons(comparisons)],
-                "runs": [r.as_json() for r in records]}
-    outputs.write_json(path, document)

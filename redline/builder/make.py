@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from redline.build.sources import GIT_REDIRECTS
+from redline.builder.sources import GIT_REDIRECTS
 from redline.children import spawn
 from redline.errors import RunError, UsageError
 

@@ -71,7 +71,7 @@ class _SpecBuilder:
         self.dropped: list[Diagnostic] = []   # redline-owned settings the suite gave
 
     def _drop(self, line: int | None, message: str) -> None:
-        """A redline-owned setting in the suite: a warning, and not used (redline.spec.owned)."""
+        """A redline-owned setting in the suite: a warning, and not used (redline.suites.owned)."""
         self.r.report(line, "warning", message)
         self.dropped.append(self.r.diagnostics[-1])
 

@@ -1,4 +1,4 @@
-"""Build variants: how a server is compiled, declared in YAML (redline/variants/<name>.yml)."""
+"""Build variants: how a server is compiled, declared in YAML (redline/builder/variants/<name>.yml)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import yaml
 
 from redline.errors import UsageError
 
-VARIANTS_DIR = Path(__file__).resolve().parent.parent / "variants"
+VARIANTS_DIR = Path(__file__).resolve().parent
 DEFAULT_VARIANT = "default"
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

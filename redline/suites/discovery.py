@@ -20,7 +20,7 @@ _TOP_LEVEL_KEY_RE = re.compile(r"^([A-Za-z0-9_.-]+)\s*:", re.MULTILINE)
 
 
 def builtin_suites_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "suites"
+    return Path(__file__).resolve().parent
 
 
 def builtin_suites() -> list[str]:

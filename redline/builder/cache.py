@@ -23,16 +23,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from redline.cache_dir import cache_root
+
 MANIFEST = "build.json"
 LOG = "build.log"
-
-
-def cache_root() -> Path:
-    configured = os.environ.get("REDLINE_CACHE")
-    if configured:
-        return Path(configured).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "redline"
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from . import terminal
-from .argtypes import regex
-from .spec import (Diagnostic, SpecError, TestSpec, builtin_suites, discover, load_test,
+from redline.argtypes import regex
+from redline.output import terminal
+from redline.suites import (Diagnostic, SpecError, TestSpec, builtin_suites, discover, load_test,
                    parse_priority_range, select)
 
 SEVERITY_STYLES = {"error": "bold red", "warning": "yellow", "ignored": "dim"}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 
-from redline.build.memo import UNKNOWN, DigestMemo
+from redline.builder.memo import UNKNOWN, DigestMemo
 from redline.errors import UsageError
 
 # Build outputs that may sit in an unpacked tree someone already built in: never hashed, never

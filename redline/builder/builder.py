@@ -12,11 +12,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from redline.build.cache import LOG, MANIFEST, BuildCache
-from redline.build.make import (TAIL_LINES, BuildFailed, MakeJob, Progress, compiler_version, cpu_count,
+from redline.builder.cache import LOG, MANIFEST, BuildCache
+from redline.builder.make import (TAIL_LINES, BuildFailed, MakeJob, Progress, compiler_version, cpu_count,
                                 run_make)
-from redline.build.sources import SourceTree, checkout_commit, copy_tree, resolve_commit, scan_tree
-from redline.build.variants import Variant
+from redline.builder.sources import SourceTree, checkout_commit, copy_tree, resolve_commit, scan_tree
+from redline.builder.variants import Variant
 from redline.errors import UsageError
 
 # Bump when the way redline builds changes (make targets, environment): old entries stop matching.

@@ -93,7 +93,7 @@ class ArgumentProblem:
     severity: str  # "error" | "warning"
     message: str
     token: str | None = None  # the argv token concerned, to locate it in the file
-    owned: bool = False  # a redline-owned option (redline.spec.owned): dropped from the suite
+    owned: bool = False  # a redline-owned option (redline.suites.owned): dropped from the suite
 
 
 @dataclass

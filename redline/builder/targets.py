@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from redline.build.builder import BuildResult, build_git, build_source
-from redline.build.make import Progress
-from redline.build.variants import Variant
+from redline.builder.builder import BuildResult, build_git, build_source
+from redline.builder.make import Progress
+from redline.builder.variants import Variant
 from redline.errors import UsageError
 
 BUILD_SCHEMES = "git:PATH@REF or src:DIR"

@@ -1,0 +1,59 @@
+"""`redline compare`: interleaved A/B runs of a baseline and a comparison, and their verdicts."""
+
+from __future__ import annotations
+
+from redline.commands.session import (DEFAULT_TOPOLOGY, check_before_starting, execute_session,
+                                      measured_runs_by_test, session_exit_code, target_from)
+from redline.comparison import (COMPARED_METRICS, apply_false_discovery_control, attach_profiles, compare_test,
+                                extra_runs_needed, looks_confidence)
+from redline.engine import Side
+from redline.errors import UsageError
+from redline.output import files, terminal, verdicts
+from redline.output.json_file import write_comparison_json
+from redline.output.markdown import comparison_markdown
+from redline.stats import Verdict
+from redline.store import Store
+
+FDR_Q = 0.05          # Benjamini–Hochberg false-discovery rate for verdicts of change
+
+
+def compare_command(args) -> int:
+    baseline = Side(target_from(args.baseline, args.baseline_config, "--baseline-config", args.variant), "baseline")
+    comparison = Side(target_from(args.comparison, args.comparison_config, "--comparison-config", args.variant),
+                      "comparison")
+    if args.max_runs < args.runs:
+        raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")
+    tests = check_before_starting(args, [baseline, comparison])
+    floors = Store(args.store).noise_floors() if args.store.exists() else {}
+    confidence = looks_confidence(args.runs, args.max_runs)
+    lone_p_value = FDR_Q / (len(tests) * len(args.topology or [DEFAULT_TOPOLOGY]) * len(COMPARED_METRICS))
+
+    def more_runs(test, records, runs_so_far):
+        key = records[-1].key if records else test.name
+        return extra_runs_needed(compare_test(key, [r for r in records if r.key == key], floors,
+                                              confidence=confidence), runs_so_far, args.max_runs,
+                                 lone_p_value=lone_p_value)
+
+    session = execute_session(args, kind="compare", sides=[baseline, comparison], tests=tests,
+                              more_runs=more_runs)
+    by_test = measured_runs_by_test(session.records)
+    comparisons = [c for test, records in by_test.items()
+                   for c in compare_test(test, records, floors, confidence=confidence)]
+    apply_false_discovery_control(comparisons, q=FDR_Q)
+    if args.profile:
+        artifacts = session.store.path.with_name(session.store.path.stem + "-artifacts") / f"compare-{session.session_id}"
+        attach_profiles(comparisons, session.records, artifacts)
+    session.store.save_comparisons(session.session_id, [c.as_json() for c in comparisons])
+    out = terminal.console()
+    out.print(verdicts.terminal_table(comparisons, width=out.width))
+    out.print(verdicts.summary_sentence(comparisons, len(by_test)))
+    for line in verdicts.profile_lines(comparisons):
+        out.print(line)
+    if args.markdown:
+        files.write_output(args.markdown, comparison_markdown(comparisons, session.records,
+                                                         baseline=baseline.target.label,
+                                                         comparison=comparison.target.label))
+    if args.json:
+        write_comparison_json(args.json, comparisons, session.records)
+    regressions = [c for c in comparisons if c.verdict == Verdict.REGRESSION]
+    return session_exit_code(session, regressions=len(regressions) if args.fail_on_regression else 0)

@@ -1,0 +1,27 @@
+"""`redline hotspots`: where the server's CPU went in a session's profiled runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from redline.errors import UsageError
+from redline.output import terminal
+from redline.store import Store
+
+
+def hotspots_command(args) -> int:
+    from redline.profile import format_hot_stacks_table, format_hotspots_table, hotspots
+    if not args.store.exists():
+        raise UsageError(f"no result store at {args.store}")
+    store = Store(args.store)
+    session_id = store.latest_profiled_session() if args.session == "latest" else args.session
+    rows = store.profiles(session_id) if session_id is not None else []
+    if not rows:
+        raise UsageError(f"no profiled runs in session {session_id} of {args.store}: run with --profile first")
+    names = [f"{r['test']}" + (f" [{r['side']}]" if r["side"] else "") for r in rows]
+    result = hotspots([Path(r["folded_path"]) for r in rows], top=args.top, names=names)
+    out = terminal.console()
+    out.print(f"session {session_id}: {len(rows)} profiled tests")
+    out.print(format_hotspots_table(result))
+    out.print(format_hot_stacks_table(result))
+    return 0

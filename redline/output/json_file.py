@@ -1,0 +1,19 @@
+"""`--json`: every run (run, calibrate), or the comparisons and every run (compare)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from redline.comparison import TestComparison
+from redline.engine import RunRecord
+from redline.output.files import write_json
+from redline.output.verdicts import sorted_comparisons
+
+
+def write_runs_json(path: Path, records: list[RunRecord]) -> None:
+    write_json(path, [r.as_json() for r in records])
+
+
+def write_comparison_json(path: Path, comparisons: list[TestComparison], records: list[RunRecord]) -> None:
+    write_json(path, {"comparisons": [c.as_json() for c in sorted_comparisons(comparisons)],
+                      "runs": [r.as_json() for r in records]})

@@ -1,0 +1,39 @@
+"""`compare --markdown`: the verdicts and every run, for a pull request comment."""
+
+from __future__ import annotations
+
+from redline.comparison import TestComparison
+from redline.engine import RunRecord
+from redline.output.numbers import format_number
+from redline.output.verdicts import WORDS, explain, moves, sorted_comparisons, summary_sentence
+
+
+def comparison_markdown(comparisons: list[TestComparison], records: list[RunRecord], *, baseline: str,
+             comparison: str) -> str:
+    tests = len({c.test for c in comparisons})
+    lines = [f"**redline**: {summary_sentence(comparisons, tests)}", "",
+             f"Baseline `{baseline}` vs comparison `{comparison}`, runs interleaved A B B A on one machine.", "",
+             "| test | metric | baseline | comparison | Δ | 95% CI | p | verdict |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
+    for c in sorted_comparisons(comparisons):
+        r = c.result
+        lines.append(f"| {c.test} | {c.metric} | {format_number(r.baseline_median if r else None)} | "
+                     f"{format_number(r.comparison_median if r else None)} | {f'{r.delta_pct:+.1f}%' if r else '–'} | "
+                     f"{f'[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]' if r else '–'} | "
+                     f"{f'{r.p_value:.3f}' if r else '–'} | **{WORDS[c.verdict]}** {explain(c)}"
+                     + (f"; moved: {moves(c)}" if c.significant and c.moved_symbols else "") + " |")
+    lines += ["", "Legend: Δ is the Hodges–Lehmann estimate of comparison vs baseline; the 95% interval is "
+              "distribution-free (Wilcoxon signed-rank over interleaved pairs). *regression*/*improvement*: "
+              "the interval excludes 0, |Δ| ≥ τ = max(2%, 2 × the test's A/A noise floor) and the change survives "
+              "Benjamini–Hochberg false-discovery control (5%) over every test and metric here; *no change*: the "
+              "interval lies inside ±τ; *inconclusive*: the data cannot tell (the smallest detectable change is "
+              "given). For ops/sec higher is better; for latency and server CPU µs/op lower is better.", "",
+              "<details><summary>Every run</summary>", "",
+              "| test | side | run | status | ops/sec | p50 ms | p99 ms | server µs/op |",
+              "|---|---|---:|---|---:|---:|---:|---:|"]
+    for r in records:
+        m = r.metrics
+        lines.append(f"| {r.test} | {r.side} | {r.run_index + 1} | {r.status} | {format_number(m.get('ops_per_sec'))} | "
+                     f"{format_number(m.get('p50_ms'))} | {format_number(m.get('p99_ms'))} | {format_number(m.get('server_cpu_us_per_op'))} |")
+    lines += ["", "</details>", ""]
+    return "\n".join(lines)
