@@ -229,7 +229,9 @@ pub fn redline_object(cfg: &Config, wl: &Workload, r: &RunResult, warnings: &[St
     for (k, v) in errs {
         errors.insert(String::from_utf8_lossy(k).into_owned(), json!(v));
     }
-    let error_examples: Map<String, Value> = r.stats.error_examples.iter()
+    let mut examples: Vec<_> = r.stats.error_examples.iter().collect();
+    examples.sort();
+    let error_examples: Map<String, Value> = examples.into_iter()
         .map(|(k, line)| (String::from_utf8_lossy(k).into_owned(), json!(String::from_utf8_lossy(line))))
         .collect();
     let builtin = wl.builtin_ratio.is_some();
@@ -365,5 +367,107 @@ mod tests {
         let mut h = crate::stats::new_histogram();
         h.record(100).unwrap();
         assert!(encode_histogram(&h).starts_with("HISTF"));
+    }
+}
+
+/// The whole --json-out-file document for fixed inputs, compared with a stored copy, so that a
+/// change to how statistics are tallied or written cannot alter one byte unnoticed.
+/// After an intended change of the output: `REDLINE_UPDATE_GOLDEN=1 cargo test golden`.
+#[cfg(test)]
+mod golden {
+    use crate::cli::parse_args;
+    use crate::resp::ReplyKind;
+    use crate::stats::{Completion, ThreadStats};
+    use crate::workload::{build_workload, ReplyUse, Workload};
+
+    /// A deterministic stream of replies over three seconds, tallied as a worker does.
+    fn tally(wl: &Workload, seed: u64) -> ThreadStats {
+        let mut stats = ThreadStats::new(wl.templates.len());
+        for i in 0..3000u64 {
+            let cmd = (i % wl.templates.len() as u64) as usize;
+            let kind = match (i * 7 + seed) % 11 {
+                0 => ReplyKind::Error,
+                1 | 2 | 3 => ReplyKind::Null,
+                _ => ReplyKind::Value,
+            };
+            match kind {
+                ReplyKind::Error => stats.record_error(if i % 2 == 0 { b"ERR odd thing" } else { b"WRONGTYPE no" }),
+                ReplyKind::Null => stats.null_replies += 1,
+                _ => stats.value_replies += 1,
+            }
+            let counted = wl.templates[cmd].reply_use != ReplyUse::None;
+            let hits = u64::from(counted && kind == ReplyKind::Value);
+            let misses = u64::from(counted && kind == ReplyKind::Null);
+            let completion = Completion {
+                cmd,
+                latency_ns: 20_000 + (i * i * 7919 + seed * 104_729) % 3_000_000,
+                bytes_rx: 5 + i % 40,
+                bytes_tx: 30 + i % 17,
+                hits,
+                misses,
+            };
+            stats.record(&completion, (i / 1000) as usize);
+        }
+        stats.conns.opened = 4;
+        stats.conns.lost = seed;
+        stats.moved = 3 * seed;
+        stats.ask = seed;
+        stats
+    }
+
+    fn run(wl: &Workload, seed: u64) -> super::RunResult {
+        super::RunResult {
+            stats: tally(wl, seed),
+            start_unix_ms: 1_700_000_000_000 + seed * 5000,
+            end_unix_ms: 1_700_000_003_000 + seed * 5000,
+            measured_seconds: 2.9 + seed as f64 / 10.0,
+            warmup_seconds: 0.5,
+            cpu_user_s: 0.25 * seed as f64,
+            cpu_system_s: 0.125,
+            interrupted: false,
+            configured_connections: 4,
+        }
+    }
+
+    fn document(args: &[&str], runs: u64) -> String {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let cfg = parse_args(&args).unwrap_or_else(|_| panic!("arguments {args:?}"));
+        let wl = build_workload(&cfg).expect("workload");
+        let runs: Vec<_> = (1..=runs).map(|seed| run(&wl, seed)).collect();
+        let doc = crate::build_json(&cfg, &wl, &runs, &["a warning".to_string()]);
+        let mut text = serde_json::to_string_pretty(&doc).expect("json");
+        for r in &runs {
+            text.push_str(&super::format_table(&cfg, &wl, r, "TABLE"));
+        }
+        text
+    }
+
+    fn check(name: &str, text: &str) {
+        let path = format!("{}/testdata/{name}", env!("CARGO_MANIFEST_DIR"));
+        if std::env::var_os("REDLINE_UPDATE_GOLDEN").is_some() {
+            std::fs::write(&path, text).expect("write golden file");
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert!(want == text, "{path} differs from this output:\n{text}");
+    }
+
+    #[test]
+    fn golden_builtin_mix_one_run() {
+        check("builtin-one-run.txt", &document(&["--test-time=3", "--ratio=1:3"], 1));
+    }
+
+    #[test]
+    fn golden_cluster_two_runs() {
+        check(
+            "cluster-two-runs.txt",
+            &document(&["--cluster-mode", "-n", "1000", "--run-count=2", "--print-percentiles=50,90,99.99"], 2),
+        );
+    }
+
+    #[test]
+    fn golden_commands() {
+        let args = ["--command=SET __key__ __data__", "--command=GET __key__", "--command=HGETALL __key__",
+                    "--test-time=3"];
+        check("commands.txt", &document(&args, 1));
     }
 }
