@@ -32,7 +32,7 @@ pub fn digits(v: u64) -> usize {
 pub struct Writer<'a> {
     vec: &'a mut Vec<u8>,
     len: usize,
-    #[cfg(debug_assertions)]
+    /// End of the reservation (read by the debug-build check only).
     limit: usize,
 }
 
@@ -41,19 +41,12 @@ impl<'a> Writer<'a> {
     pub fn new(vec: &'a mut Vec<u8>, max: usize) -> Writer<'a> {
         vec.reserve(max);
         let len = vec.len();
-        Writer {
-            #[cfg(debug_assertions)]
-            limit: len + max,
-            vec,
-            len,
-        }
+        Writer { limit: len + max, vec, len }
     }
 
     #[inline(always)]
     fn dst(&mut self, n: usize) -> *mut u8 {
-        #[cfg(debug_assertions)]
-        assert!(self.len + n <= self.limit, "Writer overflow");
-        let _ = n;
+        debug_assert!(self.len + n <= self.limit, "Writer overflow");
         // SAFETY: len + n is within the capacity reserved in `new`.
         unsafe { self.vec.as_mut_ptr().add(self.len) }
     }

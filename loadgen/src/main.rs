@@ -147,7 +147,7 @@ fn write_hdr_files(wl: &workload::Workload, runs: &[report::RunResult], prefix: 
     if let Some(r) = runs.last() {
         for (i, t) in wl.templates.iter().enumerate() {
             let path = format!("{prefix}_{}.hgrm.b64", t.stats_name.replace(['/', ' ', '<', '>'], "_"));
-            let _ = std::fs::write(&path, report::encode_histogram(&r.stats.cmds[i].hist) + "\n");
+            let _ = std::fs::write(&path, report::encode_histogram(&r.stats.cmds[i]) + "\n");
         }
     }
 }
@@ -164,37 +164,11 @@ fn build_json(cfg: &cli::Config, wl: &workload::Workload, runs: &[report::RunRes
         let worst = (0..runs.len()).min_by(|a, b| runs[*a].ops_per_sec().total_cmp(&runs[*b].ops_per_sec())).unwrap();
         root.insert("BEST RUN RESULTS".into(), report::stats_object(cfg, wl, &runs[best]));
         root.insert("WORST RUN RESULTS".into(), report::stats_object(cfg, wl, &runs[worst]));
-        let agg = aggregate(runs, wl.templates.len());
+        let agg = report::RunResult::aggregate(runs);
         root.insert(format!("AGGREGATED AVERAGE RESULTS ({} runs)", runs.len()), report::stats_object(cfg, wl, &agg));
         let mut rl = report::redline_object(cfg, wl, &agg, warnings);
         rl["runs"] = json!(runs.iter().map(|r| report::redline_object(cfg, wl, r, &[])).collect::<Vec<_>>());
         root.insert("redline".into(), rl);
     }
     Value::Object(root)
-}
-
-/// Sum of all runs with the duration summed too, so rates are averages over runs.
-fn aggregate(runs: &[report::RunResult], ncmds: usize) -> report::RunResult {
-    let mut stats = stats::ThreadStats::new(ncmds);
-    let mut agg = report::RunResult {
-        stats: stats::ThreadStats::new(ncmds),
-        start_unix_ms: runs[0].start_unix_ms,
-        end_unix_ms: runs[runs.len() - 1].end_unix_ms,
-        measured_seconds: 0.0,
-        warmup_seconds: 0.0,
-        cpu_user_s: 0.0,
-        cpu_system_s: 0.0,
-        interrupted: false,
-        configured_connections: runs[0].configured_connections,
-    };
-    for r in runs {
-        stats.merge(&r.stats);
-        agg.measured_seconds += r.measured_seconds;
-        agg.warmup_seconds += r.warmup_seconds;
-        agg.cpu_user_s += r.cpu_user_s;
-        agg.cpu_system_s += r.cpu_system_s;
-    }
-    stats.seconds.clear();
-    agg.stats = stats;
-    agg
 }

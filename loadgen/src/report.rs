@@ -3,10 +3,9 @@
 //! own "redline" object, and a short text table on stdout.
 
 use crate::cli::Config;
-use crate::stats::{CmdStats, SecondStats, ThreadStats};
+use crate::stats::{Resolution, SecondTally, Tally, ThreadStats, WindowTally};
 use crate::workload::Workload;
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
-use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
 
 pub struct RunResult {
@@ -22,22 +21,37 @@ pub struct RunResult {
 }
 
 impl RunResult {
-    pub fn total(&self) -> CmdStats {
-        let mut t = CmdStats::new();
-        for c in &self.stats.cmds {
-            t.merge(c);
-        }
-        t
+    pub fn total(&self) -> WindowTally {
+        self.stats.total()
     }
     pub fn ops_per_sec(&self) -> f64 {
         self.total().ops as f64 / self.measured_seconds.max(1e-9)
+    }
+
+    /// Several runs as one: their tallies summed and their durations too, so that rates are
+    /// averages over the runs (memtier's aggregate of --run-count); no per-second series.
+    pub fn aggregate(runs: &[RunResult]) -> RunResult {
+        let mut stats = ThreadStats::new(runs[0].stats.cmds.len());
+        runs.iter().for_each(|r| stats.merge(&r.stats));
+        stats.seconds.clear();
+        RunResult {
+            stats,
+            start_unix_ms: runs[0].start_unix_ms,
+            end_unix_ms: runs[runs.len() - 1].end_unix_ms,
+            measured_seconds: runs.iter().map(|r| r.measured_seconds).sum(),
+            warmup_seconds: runs.iter().map(|r| r.warmup_seconds).sum(),
+            cpu_user_s: runs.iter().map(|r| r.cpu_user_s).sum(),
+            cpu_system_s: runs.iter().map(|r| r.cpu_system_s).sum(),
+            interrupted: false,
+            configured_connections: runs[0].configured_connections,
+        }
     }
 }
 
 const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 pub fn base64(data: &[u8]) -> String {
-    let mut out = String::with_capacity((data.len() + 2) / 3 * 4);
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
     for chunk in data.chunks(3) {
         let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
         let n = ((b[0] as u32) << 16) | ((b[1] as u32) << 8) | b[2] as u32;
@@ -49,10 +63,11 @@ pub fn base64(data: &[u8]) -> String {
     out
 }
 
-/// The standard "HISTFAA..." form: V2 compressed serialization, base64.
-pub fn encode_histogram(h: &Histogram<u64>) -> String {
+/// A tally's latency histogram in the standard "HISTFAA..." form: V2 compressed
+/// serialization, base64.
+pub fn encode_histogram<C: Resolution>(t: &Tally<C>) -> String {
     let mut bytes = Vec::new();
-    V2DeflateSerializer::new().serialize(h, &mut bytes).expect("histogram serialization");
+    V2DeflateSerializer::new().serialize(&t.histogram(), &mut bytes).expect("histogram serialization");
     base64(&bytes)
 }
 
@@ -73,19 +88,19 @@ fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
 
-fn second_json(s: &SecondStats, percentiles: &[f64]) -> Value {
+fn second_json(s: &SecondTally, percentiles: &[f64]) -> Value {
     let mut m = Map::new();
     m.insert("Bytes RX".into(), json!(s.bytes_rx));
     m.insert("Bytes TX".into(), json!(s.bytes_tx));
     m.insert("Count".into(), json!(s.ops));
     if s.ops > 0 {
-        m.insert("Average Latency".into(), r3(ms(s.latency_sum_ns) / s.ops as f64));
+        m.insert("Average Latency".into(), r3(s.mean_latency_ms()));
         m.insert("Accumulated Latency".into(), json!(s.latency_sum_ns / 1_000_000));
         m.insert("Min Latency".into(), r3(ms(s.latency_min_ns)));
         m.insert("Max Latency".into(), r3(ms(s.latency_max_ns)));
-        if let Some(h) = &s.hist {
-            for q in percentiles {
-                m.insert(format!("p{:.2}", q), r3(h.value_at_quantile(q / 100.0) as f64 / 1000.0));
+        for q in percentiles {
+            if let Some(v) = s.percentile_ms(*q) {
+                m.insert(format!("p{:.2}", q), r3(v));
             }
         }
     }
@@ -93,8 +108,8 @@ fn second_json(s: &SecondStats, percentiles: &[f64]) -> Value {
 }
 
 pub struct CmdJsonInput<'a> {
-    pub stats: &'a CmdStats,
-    pub seconds: Vec<SecondStats>,
+    pub stats: &'a WindowTally,
+    pub seconds: Vec<SecondTally>,
     pub duration_s: f64,
     pub percentiles: &'a [f64],
     pub cluster: Option<(u64, u64)>,
@@ -116,7 +131,7 @@ fn cmd_json(i: &CmdJsonInput) -> Value {
     }
     m.insert("Connection Errors/sec".into(), r2(i.connection_errors as f64 / d));
     m.insert("Connection Errors".into(), json!(i.connection_errors));
-    let avg = if s.ops > 0 { ms(s.latency_sum_ns) / s.ops as f64 } else { 0.0 };
+    let avg = s.mean_latency_ms();
     let has = s.ops > 0;
     m.insert("Latency".into(), r3(avg));
     m.insert("Average Latency".into(), r3(avg));
@@ -135,30 +150,14 @@ fn cmd_json(i: &CmdJsonInput) -> Value {
     m.insert("Time-Serie".into(), Value::Object(ts));
     let mut pl = Map::new();
     for q in i.percentiles {
-        let v = if has { s.hist.value_at_quantile(q / 100.0) as f64 / 1000.0 } else { 0.0 };
-        pl.insert(percentile_key(*q), r3(v));
+        pl.insert(percentile_key(*q), r3(s.percentile_ms(*q).unwrap_or(0.0)));
     }
     pl.insert(
         "Histogram log format".into(),
-        json!({"Compressed Histogram": encode_histogram(&s.hist)}),
+        json!({"Compressed Histogram": encode_histogram(s)}),
     );
     m.insert("Percentile Latencies".into(), Value::Object(pl));
     Value::Object(m)
-}
-
-pub fn seconds_of(stats: &ThreadStats, cmd: Option<usize>, n_seconds: usize) -> Vec<SecondStats> {
-    (0..n_seconds)
-        .map(|s| {
-            let mut acc = SecondStats::empty();
-            if let Some(row) = stats.seconds.get(s) {
-                match cmd {
-                    Some(c) => acc.merge(&row[c]),
-                    None => row.iter().for_each(|x| acc.merge(x)),
-                }
-            }
-            acc
-        })
-        .collect()
 }
 
 /// The "ALL STATS"-style object for one run.
@@ -182,7 +181,7 @@ pub fn stats_object(cfg: &Config, wl: &Workload, r: &RunResult) -> Value {
             t.stats_name.clone(),
             cmd_json(&CmdJsonInput {
                 stats: &r.stats.cmds[i],
-                seconds: seconds_of(&r.stats, Some(i), n_seconds),
+                seconds: r.stats.second_series(Some(i), n_seconds),
                 duration_s: r.measured_seconds,
                 percentiles: &cfg.print_percentiles,
                 cluster: if cluster { Some((0, 0)) } else { None },
@@ -195,8 +194,8 @@ pub fn stats_object(cfg: &Config, wl: &Workload, r: &RunResult) -> Value {
         m.insert(
             "Waits".into(),
             cmd_json(&CmdJsonInput {
-                stats: &CmdStats::new(),
-                seconds: (0..n_seconds).map(|_| SecondStats::empty()).collect(),
+                stats: &WindowTally::default(),
+                seconds: vec![SecondTally::default(); n_seconds],
                 duration_s: r.measured_seconds,
                 percentiles: &cfg.print_percentiles,
                 cluster: if cluster { Some((0, 0)) } else { None },
@@ -210,7 +209,7 @@ pub fn stats_object(cfg: &Config, wl: &Workload, r: &RunResult) -> Value {
         "Totals".into(),
         cmd_json(&CmdJsonInput {
             stats: &total,
-            seconds: seconds_of(&r.stats, None, n_seconds),
+            seconds: r.stats.second_series(None, n_seconds),
             duration_s: r.measured_seconds,
             percentiles: &cfg.print_percentiles,
             cluster: if cluster { Some((r.stats.moved, r.stats.ask)) } else { None },
@@ -223,17 +222,10 @@ pub fn stats_object(cfg: &Config, wl: &Workload, r: &RunResult) -> Value {
 
 pub fn redline_object(cfg: &Config, wl: &Workload, r: &RunResult, warnings: &[String]) -> Value {
     let total = r.total();
-    let mut errors = Map::new();
-    let mut errs: Vec<_> = r.stats.errors.iter().collect();
-    errs.sort();
-    for (k, v) in errs {
-        errors.insert(String::from_utf8_lossy(k).into_owned(), json!(v));
-    }
-    let mut examples: Vec<_> = r.stats.error_examples.iter().collect();
-    examples.sort();
-    let error_examples: Map<String, Value> = examples.into_iter()
-        .map(|(k, line)| (String::from_utf8_lossy(k).into_owned(), json!(String::from_utf8_lossy(line))))
-        .collect();
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    let errors: Map<String, Value> = r.stats.errors.iter().map(|(k, n)| (text(k), json!(n))).collect();
+    let error_examples: Map<String, Value> =
+        r.stats.error_examples.iter().map(|(k, line)| (text(k), json!(text(line)))).collect();
     let builtin = wl.builtin_ratio.is_some();
     let (hits, misses) = if builtin {
         (total.hits, total.misses)
@@ -315,7 +307,7 @@ pub fn format_table(cfg: &Config, wl: &Workload, r: &RunResult, header: &str) ->
     out.push_str(&"-".repeat(line.len().saturating_sub(1)));
     out.push('\n');
     let d = r.measured_seconds.max(1e-9);
-    let mut rows: Vec<(String, CmdStats, bool)> = wl
+    let mut rows: Vec<(String, WindowTally, bool)> = wl
         .templates
         .iter()
         .enumerate()
@@ -323,18 +315,16 @@ pub fn format_table(cfg: &Config, wl: &Workload, r: &RunResult, header: &str) ->
         .collect();
     rows.push(("Totals".into(), r.total(), true));
     for (name, s, hm) in rows {
-        let avg = if s.ops > 0 { ms(s.latency_sum_ns) / s.ops as f64 } else { 0.0 };
         let mut l = format!(
             "{:<12}{:>14.2}{:>14.2}{:>14.2}{:>14.5}",
             name,
             s.ops as f64 / d,
             if hm { s.hits as f64 / d } else { 0.0 },
             if hm { s.misses as f64 / d } else { 0.0 },
-            avg
+            s.mean_latency_ms()
         );
         for q in &cfg.print_percentiles {
-            let v = if s.ops > 0 { s.hist.value_at_quantile(q / 100.0) as f64 / 1000.0 } else { 0.0 };
-            l.push_str(&format!("{:>14.5}", v));
+            l.push_str(&format!("{:>14.5}", s.percentile_ms(*q).unwrap_or(0.0)));
         }
         l.push_str(&format!("{:>14.2}\n", (s.bytes_rx + s.bytes_tx) as f64 / 1024.0 / d));
         out.push_str(&l);
@@ -364,9 +354,17 @@ mod tests {
 
     #[test]
     fn histogram_encoding_starts_like_hdr_tools() {
-        let mut h = crate::stats::new_histogram();
-        h.record(100).unwrap();
-        assert!(encode_histogram(&h).starts_with("HISTF"));
+        let mut t = WindowTally::default();
+        t.record(&crate::stats::Completion {
+            cmd: 0,
+            latency_ns: 100_000,
+            bytes_rx: 5,
+            bytes_tx: 20,
+            reply: crate::resp::ReplyKind::Value,
+            error_line: b"",
+            counts_hits: false,
+        });
+        assert!(encode_histogram(&t).starts_with("HISTF"));
     }
 }
 
@@ -387,24 +385,17 @@ mod golden {
             let cmd = (i % wl.templates.len() as u64) as usize;
             let kind = match (i * 7 + seed) % 11 {
                 0 => ReplyKind::Error,
-                1 | 2 | 3 => ReplyKind::Null,
+                1..=3 => ReplyKind::Null,
                 _ => ReplyKind::Value,
             };
-            match kind {
-                ReplyKind::Error => stats.record_error(if i % 2 == 0 { b"ERR odd thing" } else { b"WRONGTYPE no" }),
-                ReplyKind::Null => stats.null_replies += 1,
-                _ => stats.value_replies += 1,
-            }
-            let counted = wl.templates[cmd].reply_use != ReplyUse::None;
-            let hits = u64::from(counted && kind == ReplyKind::Value);
-            let misses = u64::from(counted && kind == ReplyKind::Null);
             let completion = Completion {
                 cmd,
                 latency_ns: 20_000 + (i * i * 7919 + seed * 104_729) % 3_000_000,
                 bytes_rx: 5 + i % 40,
                 bytes_tx: 30 + i % 17,
-                hits,
-                misses,
+                reply: kind,
+                error_line: if i % 2 == 0 { b"ERR odd thing" } else { b"WRONGTYPE no" },
+                counts_hits: wl.templates[cmd].reply_use != ReplyUse::None,
             };
             stats.record(&completion, (i / 1000) as usize);
         }

@@ -3,9 +3,8 @@
 //! The hot-path parser (`ReplyParser`) never materialises values: it walks the byte stream,
 //! tracks nesting with a small stack, skips bulk payloads (even when they span many reads) and
 //! reports one `ReplyInfo` per complete top-level reply. Only what the load generator needs is
-//! extracted: error/null/push classification, the number of non-null elements of a top-level
-//! array (MGET hits), the error line (borrowed from the input) and, on request, the first bulk
-//! element of a top-level array (a SCAN cursor).
+//! extracted: error/null/push classification, the error line (borrowed from the input) and, on
+//! request, the first bulk element of a top-level array (a SCAN cursor).
 //!
 //! `parse_value` is a simple non-streaming parser for setup-time replies (HELLO, CLUSTER SLOTS).
 
@@ -27,8 +26,6 @@ pub struct ReplyInfo<'a> {
     /// Bytes of this reply on the wire (only exact when the reply was parsed in one call;
     /// replies spanning reads are attributed across the calls).
     pub bytes: u64,
-    /// For a top-level aggregate: how many direct elements were non-null scalars.
-    pub nonnull_elements: u32,
     /// For a simple error reply: the error line without the leading '-' (borrowed).
     pub error_line: &'a [u8],
     /// With `capture_first_bulk`: the first bulk element of a top-level array.
@@ -54,7 +51,6 @@ pub struct ReplyParser {
     bulk_capture: bool,
     in_reply: bool,
     kind: ReplyKind,
-    nonnull: u32,
     first_elem_seen: bool,
     bytes: u64,
     /// Capture the first bulk element of top-level arrays (SCAN cursor) into `captured`.
@@ -96,7 +92,6 @@ impl ReplyParser {
             bulk_capture: false,
             in_reply: false,
             kind: ReplyKind::Value,
-            nonnull: 0,
             first_elem_seen: false,
             bytes: 0,
             capture_first_bulk: false,
@@ -116,14 +111,7 @@ impl ReplyParser {
     /// Called when one element (scalar or finished aggregate) completed. Returns true when the
     /// top-level reply is complete.
     #[inline]
-    fn element_done(&mut self, scalar_nonnull: Option<bool>) -> bool {
-        if self.stack.len() == 1 {
-            if let Some(nn) = scalar_nonnull {
-                if nn && !self.stack[0].attribute {
-                    self.nonnull += 1;
-                }
-            }
-        }
+    fn element_done(&mut self) -> bool {
         loop {
             match self.stack.last_mut() {
                 None => return true,
@@ -148,7 +136,6 @@ impl ReplyParser {
         if !self.in_reply {
             self.in_reply = true;
             self.kind = ReplyKind::Value;
-            self.nonnull = 0;
             self.first_elem_seen = false;
             if type_byte == b'>' {
                 self.kind = ReplyKind::Push;
@@ -179,7 +166,7 @@ impl ReplyParser {
                     break;
                 }
                 self.bulk_capture = false;
-                if self.element_done(Some(true)) {
+                if self.element_done() {
                     self.finish(&buf[reply_start..pos], &mut on_reply, b"");
                     reply_start = pos;
                 }
@@ -208,30 +195,20 @@ impl ReplyParser {
             if self.stack.len() == 1 && !self.stack[0].attribute {
                 self.first_elem_seen = true;
             }
-            match t {
-                b'+' | b':' | b'#' | b',' | b'(' => {
-                    if self.element_done(Some(true)) {
-                        self.finish(&buf[reply_start..pos], &mut on_reply, b"");
-                        reply_start = pos;
-                    }
-                }
+            // Whether this header completed an element (and with it perhaps the reply).
+            let element_complete = match t {
+                b'+' | b':' | b'#' | b',' | b'(' => true,
                 b'-' => {
                     if top_level {
                         self.kind = ReplyKind::Error;
                     }
-                    if self.element_done(Some(true)) {
-                        self.finish(&buf[reply_start..pos], &mut on_reply, line);
-                        reply_start = pos;
-                    }
+                    true
                 }
                 b'_' => {
                     if top_level {
                         self.kind = ReplyKind::Null;
                     }
-                    if self.element_done(Some(false)) {
-                        self.finish(&buf[reply_start..pos], &mut on_reply, b"");
-                        reply_start = pos;
-                    }
+                    true
                 }
                 b'$' | b'!' | b'=' => {
                     let len = match parse_int(line) {
@@ -245,16 +222,14 @@ impl ReplyParser {
                         if top_level {
                             self.kind = ReplyKind::Null;
                         }
-                        if self.element_done(Some(false)) {
-                            self.finish(&buf[reply_start..pos], &mut on_reply, b"");
-                            reply_start = pos;
-                        }
+                        true
                     } else {
                         self.bulk_skip = len as u64 + 2;
                         if self.capture_first_bulk && is_first_elem && self.kind != ReplyKind::Push {
                             self.bulk_capture = true;
                             self.captured.clear();
                         }
+                        false
                     }
                 }
                 b'*' | b'%' | b'~' | b'>' | b'|' => {
@@ -262,33 +237,29 @@ impl ReplyParser {
                         Some(v) => v,
                         None => return Err(self.bad_header(&buf[line_start..nl])),
                     };
+                    let elems = if t == b'%' || t == b'|' { count as u64 * 2 } else { count as u64 };
                     if count < 0 {
                         if top_level {
                             self.kind = ReplyKind::Null;
                         }
-                        if self.element_done(Some(false)) {
-                            self.finish(&buf[reply_start..pos], &mut on_reply, b"");
-                            reply_start = pos;
+                        true
+                    } else if elems == 0 {
+                        // An empty attribute is no element; an empty aggregate is one.
+                        t != b'|'
+                    } else {
+                        if self.stack.len() >= self.max_depth {
+                            return Err(ParseError::Protocol("reply nested too deeply".into()));
                         }
-                        continue;
+                        self.stack.push(Level { remaining: elems, attribute: t == b'|' });
+                        false
                     }
-                    let elems = if t == b'%' || t == b'|' { count as u64 * 2 } else { count as u64 };
-                    if elems == 0 {
-                        if t == b'|' {
-                            continue;
-                        }
-                        if self.element_done(None) {
-                            self.finish(&buf[reply_start..pos], &mut on_reply, b"");
-                            reply_start = pos;
-                        }
-                        continue;
-                    }
-                    if self.stack.len() >= self.max_depth {
-                        return Err(ParseError::Protocol("reply nested too deeply".into()));
-                    }
-                    self.stack.push(Level { remaining: elems, attribute: t == b'|' });
                 }
                 _ => return Err(self.bad_header(&buf[line_start..nl])),
+            };
+            if element_complete && self.element_done() {
+                let error_line = if t == b'-' { line } else { b"" };
+                self.finish(&buf[reply_start..pos], &mut on_reply, error_line);
+                reply_start = pos;
             }
         }
         // Bytes of a reply still in progress count towards it when it completes.
@@ -311,7 +282,6 @@ impl ReplyParser {
         let info = ReplyInfo {
             kind: self.kind,
             bytes: total,
-            nonnull_elements: self.nonnull,
             error_line,
             captured: &self.captured,
         };
@@ -404,13 +374,13 @@ pub fn parse_value(buf: &[u8]) -> Result<Option<(Value, usize)>, ParseError> {
 mod tests {
     use super::*;
 
-    fn collect(p: &mut ReplyParser, chunks: &[&[u8]]) -> Vec<(ReplyKind, u32, Vec<u8>)> {
+    fn collect(p: &mut ReplyParser, chunks: &[&[u8]]) -> Vec<(ReplyKind, u64, Vec<u8>)> {
         let mut out = Vec::new();
         let mut pending: Vec<u8> = Vec::new();
         for c in chunks {
             pending.extend_from_slice(c);
             let used = p
-                .feed(&pending, |r| out.push((r.kind, r.nonnull_elements, r.error_line.to_vec())))
+                .feed(&pending, |r| out.push((r.kind, r.bytes, r.error_line.to_vec())))
                 .unwrap();
             pending.drain(..used);
         }
@@ -437,8 +407,8 @@ mod tests {
                 let mut p = ReplyParser::new();
                 let r = collect(&mut p, &[&data[..cut], &data[cut..cut2], &data[cut2..]]);
                 assert_eq!(r.len(), 2, "cut at {cut},{cut2}");
-                assert_eq!(r[0].1, 1);
-                assert_eq!(r[1].0, ReplyKind::Value);
+                assert_eq!((r[0].0, r[0].1), (ReplyKind::Value, 37), "cut at {cut},{cut2}");
+                assert_eq!((r[1].0, r[1].1), (ReplyKind::Value, 5), "cut at {cut},{cut2}");
             }
         }
     }
@@ -462,7 +432,7 @@ mod tests {
         let mut p = ReplyParser::new();
         p.capture_first_bulk = true;
         let mut msg = b"*2\r\n$4\r\n1234\r\n*1\r\n$100000\r\n".to_vec();
-        msg.extend(std::iter::repeat(b'x').take(100_000));
+        msg.extend_from_slice(&[b'x'; 100_000]);
         msg.extend_from_slice(b"\r\n");
         let chunks: Vec<&[u8]> = msg.chunks(777).collect();
         let r = collect(&mut p, &chunks);

@@ -40,7 +40,7 @@ fn base_seed(cfg: &Config) -> u64 {
         (t as u64) ^ ((std::process::id() as u64) << 32)
     } else {
         // memtier's default: every client uses the same seed unless told otherwise.
-        0x4D45_4D54_4945_52
+        0x004D_454D_5449_4552
     }
 }
 

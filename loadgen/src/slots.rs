@@ -140,7 +140,7 @@ pub fn parse_cluster_slots(v: &crate::resp::Value, default_host: &str) -> Result
     if shards.is_empty() {
         return Err("CLUSTER SLOTS: the cluster has no slots assigned".into());
     }
-    if owner.iter().any(|o| *o == NO_OWNER) {
+    if owner.contains(&NO_OWNER) {
         return Err("CLUSTER SLOTS: not every slot is served (cluster not ready)".into());
     }
     Ok((shards, owner))

@@ -1,19 +1,32 @@
-//! Per-thread statistics: per command totals with an HDR histogram of latencies, a per-second
-//! series for the measured window, server error replies by type, connection events.
+//! Statistics of completed requests. One type, `Tally`, counts them: per command over the
+//! measured window, per command and second, and every sum of those (a run's totals, a second
+//! over all commands, several runs). `ThreadStats` is one thread's tallies plus the server's
+//! error replies by type and the connection events.
 
-use hdrhistogram::Histogram;
-use std::collections::HashMap;
+use crate::resp::ReplyKind;
+use hdrhistogram::{Counter, Histogram};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 /// Latencies are recorded in microseconds (as memtier does) up to one hour.
 pub const HIST_MAX_US: u64 = 3_600_000_000;
 
-pub fn new_histogram() -> Histogram<u64> {
-    Histogram::<u64>::new_with_bounds(1, HIST_MAX_US, 3).expect("histogram bounds")
+/// How finely a tally's histogram records latencies: a window's tallies keep 3 significant
+/// digits in u64 counts; per-second ones 2 digits in u32 counts, to stay small.
+pub trait Resolution: Counter + 'static {
+    const SIGNIFICANT_DIGITS: u8;
 }
 
-/// Per-second histograms use 2 significant digits to stay small.
-pub fn new_second_histogram() -> Histogram<u32> {
-    Histogram::<u32>::new_with_bounds(1, HIST_MAX_US, 2).expect("histogram bounds")
+impl Resolution for u64 {
+    const SIGNIFICANT_DIGITS: u8 = 3;
+}
+
+impl Resolution for u32 {
+    const SIGNIFICANT_DIGITS: u8 = 2;
+}
+
+pub fn new_histogram<C: Resolution>() -> Histogram<C> {
+    Histogram::new_with_bounds(1, HIST_MAX_US, C::SIGNIFICANT_DIGITS).expect("histogram bounds")
 }
 
 #[inline]
@@ -21,8 +34,22 @@ pub fn ns_to_us(ns: u64) -> u64 {
     ((ns + 500) / 1000).clamp(1, HIST_MAX_US)
 }
 
+/// One request answered in the measured window.
+pub struct Completion<'a> {
+    pub cmd: usize,
+    pub latency_ns: u64,
+    pub bytes_rx: u64,
+    pub bytes_tx: u64,
+    pub reply: ReplyKind,
+    /// For an error reply: its line (the type is the first word).
+    pub error_line: &'a [u8],
+    /// A read in memtier's sense (GET): a value is a hit, a null a miss.
+    pub counts_hits: bool,
+}
+
+/// Completed requests counted: how many, their hits and misses, bytes and latencies.
 #[derive(Clone)]
-pub struct CmdStats {
+pub struct Tally<C: Resolution> {
     pub ops: u64,
     pub hits: u64,
     pub misses: u64,
@@ -31,12 +58,19 @@ pub struct CmdStats {
     pub latency_sum_ns: u64,
     pub latency_min_ns: u64,
     pub latency_max_ns: u64,
-    pub hist: Histogram<u64>,
+    /// Latencies in microseconds; made at the first count (most per-second tallies of a
+    /// run with many commands stay empty).
+    hist: Option<Histogram<C>>,
 }
 
-impl CmdStats {
-    pub fn new() -> CmdStats {
-        CmdStats {
+/// A command's (or all commands') tally over a measured window.
+pub type WindowTally = Tally<u64>;
+/// A command's (or all commands') tally over one second of the window.
+pub type SecondTally = Tally<u32>;
+
+impl<C: Resolution> Default for Tally<C> {
+    fn default() -> Self {
+        Tally {
             ops: 0,
             hits: 0,
             misses: 0,
@@ -45,55 +79,31 @@ impl CmdStats {
             latency_sum_ns: 0,
             latency_min_ns: u64::MAX,
             latency_max_ns: 0,
-            hist: new_histogram(),
-        }
-    }
-
-    pub fn merge(&mut self, o: &CmdStats) {
-        self.ops += o.ops;
-        self.hits += o.hits;
-        self.misses += o.misses;
-        self.bytes_rx += o.bytes_rx;
-        self.bytes_tx += o.bytes_tx;
-        self.latency_sum_ns += o.latency_sum_ns;
-        self.latency_min_ns = self.latency_min_ns.min(o.latency_min_ns);
-        self.latency_max_ns = self.latency_max_ns.max(o.latency_max_ns);
-        self.hist.add(&o.hist).expect("histogram add");
-    }
-}
-
-impl Default for CmdStats {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-#[derive(Clone)]
-pub struct SecondStats {
-    pub ops: u64,
-    pub bytes_rx: u64,
-    pub bytes_tx: u64,
-    pub latency_sum_ns: u64,
-    pub latency_min_ns: u64,
-    pub latency_max_ns: u64,
-    pub hist: Option<Histogram<u32>>,
-}
-
-impl SecondStats {
-    pub fn empty() -> SecondStats {
-        SecondStats {
-            ops: 0,
-            bytes_rx: 0,
-            bytes_tx: 0,
-            latency_sum_ns: 0,
-            latency_min_ns: u64::MAX,
-            latency_max_ns: 0,
             hist: None,
         }
     }
+}
 
-    pub fn merge(&mut self, o: &SecondStats) {
+impl<C: Resolution> Tally<C> {
+    #[inline]
+    pub fn record(&mut self, c: &Completion) {
+        self.ops += 1;
+        if c.counts_hits {
+            self.hits += u64::from(c.reply == ReplyKind::Value);
+            self.misses += u64::from(c.reply == ReplyKind::Null);
+        }
+        self.bytes_rx += c.bytes_rx;
+        self.bytes_tx += c.bytes_tx;
+        self.latency_sum_ns += c.latency_ns;
+        self.latency_min_ns = self.latency_min_ns.min(c.latency_ns);
+        self.latency_max_ns = self.latency_max_ns.max(c.latency_ns);
+        self.hist.get_or_insert_with(new_histogram).saturating_record(ns_to_us(c.latency_ns));
+    }
+
+    pub fn merge(&mut self, o: &Tally<C>) {
         self.ops += o.ops;
+        self.hits += o.hits;
+        self.misses += o.misses;
         self.bytes_rx += o.bytes_rx;
         self.bytes_tx += o.bytes_tx;
         self.latency_sum_ns += o.latency_sum_ns;
@@ -106,15 +116,35 @@ impl SecondStats {
             }
         }
     }
-}
 
-pub struct Completion {
-    pub cmd: usize,
-    pub latency_ns: u64,
-    pub bytes_rx: u64,
-    pub bytes_tx: u64,
-    pub hits: u64,
-    pub misses: u64,
+    pub fn sum<'a>(parts: impl IntoIterator<Item = &'a Tally<C>>) -> Tally<C> {
+        let mut total = Tally::default();
+        parts.into_iter().for_each(|p| total.merge(p));
+        total
+    }
+
+    /// Mean latency in milliseconds (0 without requests).
+    pub fn mean_latency_ms(&self) -> f64 {
+        if self.ops == 0 {
+            0.0
+        } else {
+            self.latency_sum_ns as f64 / 1e6 / self.ops as f64
+        }
+    }
+
+    /// The latency in milliseconds below which `percent` % of the requests completed.
+    pub fn percentile_ms(&self, percent: f64) -> Option<f64> {
+        let h = self.hist.as_ref().filter(|_| self.ops > 0)?;
+        Some(h.value_at_quantile(percent / 100.0) as f64 / 1000.0)
+    }
+
+    /// The latency histogram (an empty one without requests).
+    pub fn histogram(&self) -> Cow<'_, Histogram<C>> {
+        match &self.hist {
+            Some(h) => Cow::Borrowed(h),
+            None => Cow::Owned(new_histogram()),
+        }
+    }
 }
 
 #[derive(Clone, Default)]
@@ -128,12 +158,12 @@ pub struct ConnCounters {
 const ERROR_EXAMPLE_MAX: usize = 200;
 
 pub struct ThreadStats {
-    pub cmds: Vec<CmdStats>,
+    pub cmds: Vec<WindowTally>,
     /// seconds[s][cmd]
-    pub seconds: Vec<Vec<SecondStats>>,
-    pub errors: HashMap<Vec<u8>, u64>,
+    pub seconds: Vec<Vec<SecondTally>>,
+    pub errors: BTreeMap<Vec<u8>, u64>,
     /// The first full error line seen of each type (what a reader needs to see the cause).
-    pub error_examples: HashMap<Vec<u8>, Vec<u8>>,
+    pub error_examples: BTreeMap<Vec<u8>, Vec<u8>>,
     /// Null / non-null replies of all commands (redline's hit accounting for --command).
     pub null_replies: u64,
     pub value_replies: u64,
@@ -146,10 +176,10 @@ pub struct ThreadStats {
 impl ThreadStats {
     pub fn new(ncmds: usize) -> ThreadStats {
         ThreadStats {
-            cmds: (0..ncmds).map(|_| CmdStats::new()).collect(),
+            cmds: vec![WindowTally::default(); ncmds],
             seconds: Vec::new(),
-            errors: HashMap::new(),
-            error_examples: HashMap::new(),
+            errors: BTreeMap::new(),
+            error_examples: BTreeMap::new(),
             null_replies: 0,
             value_replies: 0,
             conns: ConnCounters::default(),
@@ -166,38 +196,23 @@ impl ThreadStats {
         self.conns.opened = opened;
     }
 
+    /// Count a completion in its command's tally and in its second's (`second` of the window).
     #[inline]
     pub fn record(&mut self, c: &Completion, second: usize) {
-        let s = &mut self.cmds[c.cmd];
-        s.ops += 1;
-        s.hits += c.hits;
-        s.misses += c.misses;
-        s.bytes_rx += c.bytes_rx;
-        s.bytes_tx += c.bytes_tx;
-        s.latency_sum_ns += c.latency_ns;
-        if c.latency_ns < s.latency_min_ns {
-            s.latency_min_ns = c.latency_ns;
+        match c.reply {
+            ReplyKind::Error => self.record_error(c.error_line),
+            ReplyKind::Null => self.null_replies += 1,
+            _ => self.value_replies += 1,
         }
-        if c.latency_ns > s.latency_max_ns {
-            s.latency_max_ns = c.latency_ns;
+        self.cmds[c.cmd].record(c);
+        self.grow_seconds(second + 1);
+        self.seconds[second][c.cmd].record(c);
+    }
+
+    fn grow_seconds(&mut self, len: usize) {
+        while self.seconds.len() < len {
+            self.seconds.push(vec![SecondTally::default(); self.ncmds]);
         }
-        let us = ns_to_us(c.latency_ns);
-        s.hist.saturating_record(us);
-        while self.seconds.len() <= second {
-            self.seconds.push((0..self.ncmds).map(|_| SecondStats::empty()).collect());
-        }
-        let ss = &mut self.seconds[second][c.cmd];
-        ss.ops += 1;
-        ss.bytes_rx += c.bytes_rx;
-        ss.bytes_tx += c.bytes_tx;
-        ss.latency_sum_ns += c.latency_ns;
-        if c.latency_ns < ss.latency_min_ns {
-            ss.latency_min_ns = c.latency_ns;
-        }
-        if c.latency_ns > ss.latency_max_ns {
-            ss.latency_max_ns = c.latency_ns;
-        }
-        ss.hist.get_or_insert_with(new_second_histogram).saturating_record(us);
     }
 
     pub fn record_error(&mut self, line: &[u8]) {
@@ -211,15 +226,29 @@ impl ThreadStats {
         }
     }
 
+    /// All commands over the window.
+    pub fn total(&self) -> WindowTally {
+        WindowTally::sum(&self.cmds)
+    }
+
+    /// One command's (or with `None` all commands') per-second tallies, `n_seconds` long.
+    pub fn second_series(&self, cmd: Option<usize>, n_seconds: usize) -> Vec<SecondTally> {
+        (0..n_seconds)
+            .map(|s| match (self.seconds.get(s), cmd) {
+                (None, _) => SecondTally::default(),
+                (Some(row), Some(c)) => row[c].clone(),
+                (Some(row), None) => SecondTally::sum(row),
+            })
+            .collect()
+    }
+
     pub fn merge(&mut self, o: &ThreadStats) {
         for (a, b) in self.cmds.iter_mut().zip(o.cmds.iter()) {
             a.merge(b);
         }
-        while self.seconds.len() < o.seconds.len() {
-            self.seconds.push((0..self.ncmds).map(|_| SecondStats::empty()).collect());
-        }
-        for (i, sec) in o.seconds.iter().enumerate() {
-            for (a, b) in self.seconds[i].iter_mut().zip(sec.iter()) {
+        self.grow_seconds(o.seconds.len());
+        for (mine, theirs) in self.seconds.iter_mut().zip(o.seconds.iter()) {
+            for (a, b) in mine.iter_mut().zip(theirs.iter()) {
                 a.merge(b);
             }
         }

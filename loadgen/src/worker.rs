@@ -513,32 +513,11 @@ impl Worker {
             } else {
                 credits.push(req.origin);
             }
-            let t = &wl.templates[req.cmd as usize];
             if wl.scan_continuation.is_some() {
                 gen.scan_reply(r.captured, r.kind != ReplyKind::Error, req.cmd == 1);
             }
             if !measuring || now > end_ns {
                 return;
-            }
-            let (mut hits, mut misses) = (0, 0);
-            match r.kind {
-                ReplyKind::Error => stats.record_error(r.error_line),
-                ReplyKind::Null => stats.null_replies += 1,
-                _ => stats.value_replies += 1,
-            }
-            match t.reply_use {
-                ReplyUse::HitIfNotNull => {
-                    if r.kind == ReplyKind::Value {
-                        hits = 1
-                    } else if r.kind == ReplyKind::Null {
-                        misses = 1
-                    }
-                }
-                ReplyUse::HitsPerElement => {
-                    hits = r.nonnull_elements as u64;
-                    misses = (t.key_count as u64).saturating_sub(hits);
-                }
-                ReplyUse::None => {}
             }
             let second = (now.saturating_sub(second_base) / 1_000_000_000) as usize;
             stats.record(
@@ -547,8 +526,9 @@ impl Worker {
                     latency_ns: now.saturating_sub(req.sent_ns),
                     bytes_rx: r.bytes,
                     bytes_tx: req.size as u64,
-                    hits,
-                    misses,
+                    reply: r.kind,
+                    error_line: r.error_line,
+                    counts_hits: wl.templates[req.cmd as usize].reply_use == ReplyUse::HitIfNotNull,
                 },
                 second,
             );
@@ -844,6 +824,6 @@ impl Conn {
             Some(l) if self.limit_active => self.generated < l,
             _ => true,
         };
-        within && self.gen.route.as_ref().map_or(true, |r| r.has_slots())
+        within && self.gen.route.as_ref().is_none_or(|r| r.has_slots())
     }
 }

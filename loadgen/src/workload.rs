@@ -27,9 +27,6 @@ pub enum Segment {
 pub enum ReplyUse {
     /// Hit if the reply is not null (GET).
     HitIfNotNull,
-    /// Hits = non-null elements of the array (MGET; kept for --multi-key-get, not yet exposed).
-    #[allow(dead_code)]
-    HitsPerElement,
     /// Not a read in memtier's sense: hits/misses are not counted.
     None,
 }
@@ -80,9 +77,8 @@ pub fn split_command(cmd: &str) -> Result<Vec<Vec<u8>>, String> {
             if in_dq {
                 match c {
                     None => return err("unterminated quotes"),
-                    Some(b'\\') if i + 3 < b.len() + 0 && b.get(i + 1) == Some(&b'x')
-                        && b.get(i + 2).map_or(false, |c| c.is_ascii_hexdigit())
-                        && b.get(i + 3).map_or(false, |c| c.is_ascii_hexdigit()) =>
+                    Some(b'\\') if i + 3 < b.len() && b[i + 1] == b'x'
+                        && b[i + 2].is_ascii_hexdigit() && b[i + 3].is_ascii_hexdigit() =>
                     {
                         let hex = std::str::from_utf8(&b[i + 2..i + 4]).unwrap();
                         tok.push(u8::from_str_radix(hex, 16).unwrap());
@@ -548,7 +544,7 @@ impl Generator {
             uses_zipf,
             seed: spec.seed,
         });
-        let mut rng = Rng::new(spec.seed ^ 0x5EED_0F_DA7A);
+        let mut rng = Rng::new(spec.seed ^ 0x005E_ED0F_DA7A);
         let values = ValueGen::new(cfg, (spec.key_min, spec.key_max), &mut rng);
         let mut g = Generator {
             keys,
