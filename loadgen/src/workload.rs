@@ -62,6 +62,10 @@ pub fn split_command(cmd: &str) -> Result<Vec<Vec<u8>>, String> {
     let mut out = Vec::new();
     let mut i = 0;
     let err = |why: &str| Err(format!("--command '{cmd}': {why}"));
+    let hex_escape = |i: usize| {
+        (i + 3 < b.len() && b[i + 1] == b'x' && b[i + 2].is_ascii_hexdigit() && b[i + 3].is_ascii_hexdigit())
+            .then(|| u8::from_str_radix(std::str::from_utf8(&b[i + 2..i + 4]).unwrap(), 16).unwrap())
+    };
     loop {
         while i < b.len() && b[i].is_ascii_whitespace() {
             i += 1;
@@ -70,82 +74,46 @@ pub fn split_command(cmd: &str) -> Result<Vec<Vec<u8>>, String> {
             break;
         }
         let mut tok = Vec::new();
-        let mut in_dq = false;
-        let mut in_sq = false;
+        // The quote character of the quoted part being read, if any.
+        let mut quote: Option<u8> = None;
         loop {
             let c = b.get(i).copied();
-            if in_dq {
-                match c {
-                    None => return err("unterminated quotes"),
-                    Some(b'\\') if i + 3 < b.len() && b[i + 1] == b'x'
-                        && b[i + 2].is_ascii_hexdigit() && b[i + 3].is_ascii_hexdigit() =>
-                    {
-                        let hex = std::str::from_utf8(&b[i + 2..i + 4]).unwrap();
-                        tok.push(u8::from_str_radix(hex, 16).unwrap());
-                        i += 4;
-                        continue;
-                    }
-                    Some(b'\\') if i + 1 < b.len() => {
-                        let e = b[i + 1];
-                        tok.push(match e {
-                            b'n' => b'\n',
-                            b'r' => b'\r',
-                            b't' => b'\t',
-                            b'b' => 8,
-                            b'a' => 7,
-                            other => other,
-                        });
-                        i += 2;
-                        continue;
-                    }
-                    Some(b'"') => {
-                        if i + 1 < b.len() && !b[i + 1].is_ascii_whitespace() {
-                            return err("closing quote must be followed by a space");
-                        }
-                        i += 1;
-                        break;
-                    }
-                    Some(other) => {
-                        tok.push(other);
-                        i += 1;
-                    }
+            match (quote, c) {
+                (Some(_), None) => return err("unterminated quotes"),
+                (Some(b'"'), Some(b'\\')) if hex_escape(i).is_some() => {
+                    tok.push(hex_escape(i).unwrap());
+                    i += 4;
                 }
-            } else if in_sq {
-                match c {
-                    None => return err("unterminated quotes"),
-                    Some(b'\\') if b.get(i + 1) == Some(&b'\'') => {
-                        tok.push(b'\'');
-                        i += 2;
-                    }
-                    Some(b'\'') => {
-                        if i + 1 < b.len() && !b[i + 1].is_ascii_whitespace() {
-                            return err("closing quote must be followed by a space");
-                        }
-                        i += 1;
-                        break;
-                    }
-                    Some(other) => {
-                        tok.push(other);
-                        i += 1;
-                    }
+                (Some(b'"'), Some(b'\\')) if i + 1 < b.len() => {
+                    tok.push(match b[i + 1] {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 8,
+                        b'a' => 7,
+                        other => other,
+                    });
+                    i += 2;
                 }
-            } else {
-                match c {
-                    None | Some(b' ') | Some(b'\n') | Some(b'\r') | Some(b'\t') => {
-                        break;
+                (Some(b'\''), Some(b'\\')) if b.get(i + 1) == Some(&b'\'') => {
+                    tok.push(b'\'');
+                    i += 2;
+                }
+                (Some(q), Some(x)) if x == q => {
+                    if i + 1 < b.len() && !b[i + 1].is_ascii_whitespace() {
+                        return err("closing quote must be followed by a space");
                     }
-                    Some(b'"') => {
-                        in_dq = true;
-                        i += 1;
-                    }
-                    Some(b'\'') => {
-                        in_sq = true;
-                        i += 1;
-                    }
-                    Some(other) => {
-                        tok.push(other);
-                        i += 1;
-                    }
+                    i += 1;
+                    break;
+                }
+                (None, None | Some(b' ' | b'\n' | b'\r' | b'\t')) => break,
+                (None, Some(q @ (b'"' | b'\''))) => {
+                    quote = Some(q);
+                    i += 1;
+                }
+                (_, Some(other)) => {
+                    tok.push(other);
+                    i += 1;
                 }
             }
         }
@@ -709,6 +677,11 @@ mod tests {
         assert!(a.is_err()); // closing quote followed by a quote
         let a = split_command(r#"HSET k "User __key__" 'x y' "a\x41\n""#).unwrap();
         assert_eq!(a, vec![b"HSET".to_vec(), b"k".to_vec(), b"User __key__".to_vec(), b"x y".to_vec(), b"aA\n".to_vec()]);
+        let a = split_command(r#"SET a"b c" 'it\'s' "\q\x4" x"#).unwrap();
+        assert_eq!(a, vec![b"SET".to_vec(), b"ab c".to_vec(), b"it's".to_vec(), b"qx4".to_vec(), b"x".to_vec()]);
+        for bad in [r#"SET "a"#, "SET 'a", "SET 'a'b", "  "] {
+            assert!(split_command(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
