@@ -237,19 +237,19 @@ impl ReplyParser {
                         Some(v) => v,
                         None => return Err(self.bad_header(&buf[line_start..nl])),
                     };
-                    let elems = if t == b'%' || t == b'|' { count as u64 * 2 } else { count as u64 };
                     if count < 0 {
                         if top_level {
                             self.kind = ReplyKind::Null;
                         }
                         true
-                    } else if elems == 0 {
+                    } else if count == 0 {
                         // An empty attribute is no element; an empty aggregate is one.
                         t != b'|'
                     } else {
                         if self.stack.len() >= self.max_depth {
                             return Err(ParseError::Protocol("reply nested too deeply".into()));
                         }
+                        let elems = if t == b'%' || t == b'|' { count as u64 * 2 } else { count as u64 };
                         self.stack.push(Level { remaining: elems, attribute: t == b'|' });
                         false
                     }
@@ -438,6 +438,15 @@ mod tests {
         let r = collect(&mut p, &chunks);
         assert_eq!(r.len(), 1);
         assert_eq!(p.captured, b"1234".to_vec());
+    }
+
+    #[test]
+    fn null_and_empty_aggregates() {
+        let mut p = ReplyParser::new();
+        let r = collect(&mut p, &[b"%-1\r\n*0\r\n|0\r\n+after-empty-attribute\r\n*1\r\n-ERR inner\r\n"]);
+        let kinds: Vec<_> = r.iter().map(|x| x.0).collect();
+        // The last: an error inside an array leaves the reply a value.
+        assert_eq!(kinds, vec![ReplyKind::Null, ReplyKind::Value, ReplyKind::Value, ReplyKind::Value]);
     }
 
     #[test]
