@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -10,7 +9,7 @@ from pathlib import Path
 
 import redis
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+from redline.procfs import user_system_s
 
 
 @dataclass(frozen=True)
@@ -28,10 +27,7 @@ class CpuSample:
 
 
 def _process_cpu(pid: int) -> tuple[float, float, float]:
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2:].split()
-    user = int(fields[11]) / CLOCK_TICKS
-    system = int(fields[12]) / CLOCK_TICKS
+    user, system = user_system_s(pid)
     total = 0.0
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:

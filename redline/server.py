@@ -17,6 +17,7 @@ import redis
 from redline.children import spawn
 from redline.errors import RunError
 from redline.pinning import pinned
+from redline.procfs import stopped_pids
 from redline.workdirs import make_workdir
 
 LOOPBACK = "127.0.0.1"
@@ -29,20 +30,6 @@ START_ATTEMPTS = 5
 CRASH_MARKERS = re.compile(r"crashed by signal|ASSERTION FAILED|Guru Meditation|Out Of Memory|FATAL")
 
 
-def process_state(pid: int) -> str | None:
-    """The one-letter state of a process from /proc/PID/stat (R, S, D, T …), None if it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rindex(")") + 2]
-
-
-STOPPED_STATES = ("T", "t")      # stopped by a signal (SIGSTOP, SIGTSTP) or by a tracer
-
-
-def stopped_pids(pids: list[int]) -> list[int]:
-    return [pid for pid in pids if process_state(pid) in STOPPED_STATES]
 
 
 def free_port() -> int:

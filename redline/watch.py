@@ -12,7 +12,8 @@ import time
 
 from redline.errors import RunError
 from redline.probes import read_cpu
-from redline.server import Server, answers_ping, stopped_pids
+from redline.procfs import stopped_pids
+from redline.server import Server, answers_ping
 
 SILENT_LIMIT_S = 10.0    # no PING answered and no CPU used for this long: the server hung
 PING_EVERY_S = 1.0       # also the PING's own timeout

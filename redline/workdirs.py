@@ -14,23 +14,16 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from redline.procfs import start_time
+
 PREFIX = "redline-"
 OWNER_FILE = ".redline-owner"
-
-
-def _process_start(pid: int) -> str | None:
-    """The start time of a process (clock ticks since boot), None if it does not exist."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rindex(")") + 2:].split()[19]
 
 
 def make_workdir(prefix: str = PREFIX) -> Path:
     """A new directory in the temp directory, marked as this process's."""
     path = Path(tempfile.mkdtemp(prefix=prefix))
-    (path / OWNER_FILE).write_text(f"{os.getpid()} {_process_start(os.getpid())}\n")
+    (path / OWNER_FILE).write_text(f"{os.getpid()} {start_time(os.getpid())}\n")
     return path
 
 
@@ -40,7 +33,7 @@ def remove_abandoned_workdirs() -> list[Path]:
     for path in Path(tempfile.gettempdir()).glob(f"{PREFIX}*"):
         try:
             pid, started = (path / OWNER_FILE).read_text().split()
-            owner_running = _process_start(int(pid)) == started
+            owner_running = start_time(int(pid)) == started
         except (OSError, ValueError):
             continue               # not marked (or not ours): left alone
         if not owner_running:

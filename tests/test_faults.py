@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REDLINE, start_redis_server
-from redline.server import process_state
+from redline.procfs import process_state
 from redline.watch import ServerHung, ServerWatch
 from redline.workdirs import OWNER_FILE, make_workdir, remove_abandoned_workdirs
 from test_run_cli import write_suite

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import shutil
 import sys
@@ -20,22 +19,8 @@ from pathlib import Path
 from redline.errors import RunError, UsageError
 from redline.load import LoadRequest, run_load
 from redline.pinning import available_cpus
+from redline.probes import read_cpu
 from redline.topology import deploy, parse_topology, plan_cpus, wait_replicas_in_sync
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_seconds(pids: list[int]) -> float:
-    """utime + stime of the given processes (all their threads), from /proc."""
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / CLOCK_TICKS
-
 
 def _config_pairs(pairs: list[str]) -> dict[str, str]:
     config = {}
@@ -60,9 +45,10 @@ def _run_one(deployment, arguments: str, workdir: Path, index: int) -> dict:
     argv = deployment.load_arguments(shlex.split(arguments))
     request = LoadRequest(arguments=argv, host=deployment.host, port=deployment.port,
                           json_path=workdir / f"load-{index}.json", cpus=deployment.cpu_plan.client_cpus)
-    cpu_before = _cpu_seconds(deployment.pids())
+    cpu_before = read_cpu(deployment.pids())
     result = run_load(request, server_alive=deployment.alive)
-    server_cpu = _cpu_seconds(deployment.pids()) - cpu_before
+    cpu_after = read_cpu(deployment.pids())
+    server_cpu = cpu_after.total_s - cpu_before.total_s if cpu_before and cpu_after else 0.0
     ops = result.ops or 0
     return {
         "arguments": " ".join(argv),
