@@ -5,6 +5,7 @@
 //! last value; `--command` accumulates and `--command-ratio` / `--command-key-pattern` apply
 //! to the most recent `--command`.
 
+use crate::options::{self, OptionSpec};
 use crate::tls::TlsOptions;
 use std::fmt;
 
@@ -201,88 +202,6 @@ impl Config {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Arg {
-    None,
-    Required,
-}
-
-/// (long name, short letter, argument)
-const OPTIONS: &[(&str, Option<char>, Arg)] = &[
-    ("server", Some('s'), Arg::Required),
-    ("host", Some('h'), Arg::Required),
-    ("port", Some('p'), Arg::Required),
-    ("unix-socket", Some('S'), Arg::Required),
-    ("ipv4", Some('4'), Arg::None),
-    ("ipv6", Some('6'), Arg::None),
-    ("protocol", Some('P'), Arg::Required),
-    ("uri", Some('u'), Arg::Required),
-    ("tls", None, Arg::None),
-    ("cert", None, Arg::Required),
-    ("key", None, Arg::Required),
-    ("cacert", None, Arg::Required),
-    ("tls-skip-verify", None, Arg::None),
-    ("sni", None, Arg::Required),
-    ("tls-protocols", None, Arg::Required),
-    ("out-file", Some('o'), Arg::Required),
-    ("hdr-file-prefix", None, Arg::Required),
-    ("run-count", Some('x'), Arg::Required),
-    ("debug", Some('D'), Arg::None),
-    ("show-config", None, Arg::None),
-    ("hide-histogram", None, Arg::None),
-    ("print-percentiles", None, Arg::Required),
-    ("distinct-client-seed", None, Arg::None),
-    ("randomize", None, Arg::None),
-    ("requests", Some('n'), Arg::Required),
-    ("clients", Some('c'), Arg::Required),
-    ("threads", Some('t'), Arg::Required),
-    ("test-time", None, Arg::Required),
-    ("ratio", None, Arg::Required),
-    ("pipeline", None, Arg::Required),
-    ("data-size", Some('d'), Arg::Required),
-    ("random-data", Some('R'), Arg::None),
-    ("data-size-range", None, Arg::Required),
-    ("data-size-pattern", None, Arg::Required),
-    ("key-prefix", None, Arg::Required),
-    ("key-minimum", None, Arg::Required),
-    ("key-maximum", None, Arg::Required),
-    ("key-pattern", None, Arg::Required),
-    ("key-stddev", None, Arg::Required),
-    ("key-median", None, Arg::Required),
-    ("key-zipf-exp", None, Arg::Required),
-    ("reconnect-interval", None, Arg::Required),
-    ("reconnect-on-error", None, Arg::None),
-    ("thread-conn-start-min-jitter-micros", None, Arg::Required),
-    ("thread-conn-start-max-jitter-micros", None, Arg::Required),
-    ("authenticate", Some('a'), Arg::Required),
-    ("select-db", None, Arg::Required),
-    ("json-out-file", None, Arg::Required),
-    ("cluster-mode", None, Arg::None),
-    ("help", None, Arg::None),
-    ("version", Some('v'), Arg::None),
-    ("command", None, Arg::Required),
-    ("command-key-pattern", None, Arg::Required),
-    ("command-ratio", None, Arg::Required),
-    ("rate-limiting", None, Arg::Required),
-    ("scan-incremental-iteration", None, Arg::None),
-    ("scan-incremental-max-iterations", None, Arg::Required),
-    // redline extensions
-    ("warmup-time", None, Arg::Required),
-    ("events", None, Arg::None),
-];
-
-/// memtier options that redline-load recognises but does not implement: an explicit error
-/// rather than silently ignoring them.
-const UNSUPPORTED: &[&str] = &[
-    "client-stats", "print-all-runs", "data-offset", "data-size-list", "expiry-range",
-    "data-import", "data-verify", "verify-only", "generate-keys",
-    "max-reconnect-attempts", "reconnect-backoff-factor", "connection-timeout",
-    "multi-key-get", "no-expiry", "wait-ratio", "num-slaves", "wait-timeout",
-    "monitor-input", "monitor-pattern", "command-stats-breakdown", "statsd-host",
-    "statsd-port", "statsd-prefix", "statsd-run-label", "graphite-port", "clients-start",
-    "clients-step", "step-duration",
-];
-
 pub const HELP: &str = "Usage: redline-load [options]\n\
 A memtier_benchmark-compatible load generator (see docs/loadgen.md).\n\
 Connection: -s/--server, -p/--port, -S/--unix-socket, -P/--protocol resp2|resp3|redis,\n\
@@ -297,326 +216,229 @@ Objects: -d/--data-size, --data-size-range MIN-MAX, --data-size-pattern R|S, -R/
 Commands: --command \"CMD __key__ __data__\" (repeatable), --command-ratio, --command-key-pattern,\n\
   --scan-incremental-iteration, --scan-incremental-max-iterations\n\
 Output: --json-out-file, --hide-histogram, --print-percentiles, --hdr-file-prefix, -o/--out-file\n\
-redline: --warmup-time SECS, --events\n";
+redline: --warmup-time SECS, --events\n\
+Every option, its value and range: loadgen/memtier_options.tsv. `redline-load --check-arguments`\n\
+reads one JSON array of arguments per stdin line and answers whether each would be accepted.\n";
 
-fn parse_u64(name: &str, v: &str) -> Result<u64, CliError> {
-    v.trim().parse::<u64>().or_else(|_| usage(format!("--{name}: expected a non-negative integer, got '{v}'")))
+/// One option of the command line, resolved through the option table (loadgen/memtier_options.tsv).
+struct Given {
+    spec: &'static OptionSpec,
+    value: String, // empty for a flag
 }
 
-fn parse_positive(name: &str, v: &str) -> Result<u64, CliError> {
-    let n = parse_u64(name, v)?;
-    if n == 0 {
-        return usage(format!("--{name}: must be greater than zero"));
-    }
-    Ok(n)
-}
-
-fn parse_u32_positive(name: &str, v: &str) -> Result<u32, CliError> {
-    let n = parse_positive(name, v)?;
-    u32::try_from(n).or_else(|_| usage(format!("--{name}: value {v} is too large")))
-}
-
-fn parse_f64(name: &str, v: &str) -> Result<f64, CliError> {
-    match v.trim().parse::<f64>() {
-        Ok(x) if x.is_finite() => Ok(x),
-        _ => usage(format!("--{name}: expected a number, got '{v}'")),
-    }
-}
-
-fn parse_ratio(v: &str) -> Result<(u32, u32), CliError> {
-    let bad = || usage(format!("--ratio: must be expressed as [0-n]:[0-n], got '{v}'"));
-    let (a, b) = match v.split_once(':') {
-        Some(p) => p,
-        None => return bad(),
-    };
-    match (a.trim().parse::<u32>(), b.trim().parse::<u32>()) {
-        (Ok(a), Ok(b)) if a > 0 || b > 0 => Ok((a, b)),
-        _ => bad(),
-    }
-}
-
-fn parse_key_pattern(v: &str) -> Result<(KeyPattern, KeyPattern), CliError> {
-    let bad = || usage(format!("--key-pattern: must be SET:GET with each one of R, S, G, P, Z; got '{v}'"));
-    let (a, b) = match v.split_once(':') {
-        Some(p) => p,
-        None => return bad(),
-    };
-    match (KeyPattern::parse(a), KeyPattern::parse(b)) {
-        (Some(a), Some(b)) => Ok((a, b)),
-        _ => bad(),
-    }
-}
-
-fn parse_percentiles(v: &str) -> Result<Vec<f64>, CliError> {
-    let mut out = Vec::new();
-    for part in v.split(',') {
-        match part.trim().parse::<f64>() {
-            Ok(q) if (0.0..=100.0).contains(&q) => out.push(q),
-            _ => {
-                return usage(format!(
-                    "--print-percentiles: quantiles must be expressed as [0.0-100.0],[0.0-100.0](,...); got '{v}'"
-                ))
-            }
+/// memtier's getopt_long reading: `--name=value`, `--name value`, unique prefixes of long names,
+/// `-x value`, `-xvalue` and bundled flags (`-DR`); a non-option argument is ignored with a
+/// warning, and so is everything after `--`.
+fn read_options(args: &[String], warnings: &mut Vec<String>) -> Result<Vec<Given>, CliError> {
+    let mut given = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        if arg == "--" {
+            warnings.extend(rest.map(|a| stray_argument(a)));
+            break;
         }
-    }
-    Ok(out)
-}
-
-fn parse_data_size_range(v: &str) -> Result<DataSize, CliError> {
-    let bad = || usage(format!("--data-size-range: must be MIN-MAX with 0 < MIN <= MAX, got '{v}'"));
-    let (a, b) = match v.split_once('-') {
-        Some(p) => p,
-        None => return bad(),
-    };
-    match (a.trim().parse::<u32>(), b.trim().parse::<u32>()) {
-        (Ok(min), Ok(max)) if min > 0 && min <= max => Ok(DataSize::Range { min, max }),
-        _ => bad(),
-    }
-}
-
-/// Resolve a long option name (possibly an unambiguous prefix, as getopt_long allows).
-fn resolve_long(name: &str) -> Result<(&'static str, Arg), CliError> {
-    if let Some(o) = OPTIONS.iter().find(|o| o.0 == name) {
-        return Ok((o.0, o.2));
-    }
-    if let Some(u) = UNSUPPORTED.iter().find(|u| **u == name) {
-        return usage(format!("option '--{u}' is not supported by redline-load"));
-    }
-    let matches: Vec<_> = OPTIONS.iter().filter(|o| o.0.starts_with(name)).collect();
-    match matches.len() {
-        1 => Ok((matches[0].0, matches[0].2)),
-        0 => usage(format!("unknown option '--{name}'")),
-        _ => usage(format!("option '--{name}' is ambiguous")),
-    }
-}
-
-fn resolve_short(c: char) -> Result<(&'static str, Arg), CliError> {
-    match OPTIONS.iter().find(|o| o.1 == Some(c)) {
-        Some(o) => Ok((o.0, o.2)),
-        None => usage(format!("unknown option '-{c}'")),
-    }
-}
-
-/// Parse argv (without the program name).
-pub fn parse_args(args: &[String]) -> Result<Config, CliError> {
-    let mut cfg = Config::default();
-    let mut data_size_fixed: Option<u32> = None;
-    let mut data_size_range: Option<DataSize> = None;
-    let mut given: Vec<&'static str> = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let arg = &args[i];
-        i += 1;
-        let mut pending: Vec<(&'static str, Option<String>)> = Vec::new();
         if let Some(body) = arg.strip_prefix("--") {
-            if body.is_empty() {
-                // getopt stops at "--"; memtier_benchmark never looks at what follows.
-                args[i..].iter().for_each(|a| cfg.warnings.push(stray_argument(a)));
-                break;
-            }
             let (name, inline) = match body.split_once('=') {
                 Some((n, v)) => (n, Some(v.to_string())),
                 None => (body, None),
             };
-            let (full, kind) = resolve_long(name)?;
-            let value = match (kind, inline) {
-                (Arg::None, Some(_)) => return usage(format!("option '--{full}' doesn't allow an argument")),
-                (Arg::None, None) => None,
-                (Arg::Required, Some(v)) => Some(v),
-                (Arg::Required, None) => {
-                    if i >= args.len() {
-                        return usage(format!("option '--{full}' requires an argument"));
-                    }
-                    i += 1;
-                    Some(args[i - 1].clone())
-                }
+            let spec = options::by_long_name(name).map_err(CliError::Usage)?;
+            let value = match (spec.takes_value(), inline) {
+                (false, Some(_)) => return usage(format!("option '--{}' doesn't allow an argument", spec.name)),
+                (false, None) => String::new(),
+                (true, Some(v)) => v,
+                (true, None) => match rest.next() {
+                    Some(v) => v.clone(),
+                    None => return usage(format!("option '--{}' requires an argument", spec.name)),
+                },
             };
-            pending.push((full, value));
+            given.push(Given { spec, value });
         } else if arg.len() > 1 && arg.starts_with('-') {
-            let chars: Vec<char> = arg[1..].chars().collect();
-            let mut j = 0;
-            while j < chars.len() {
-                let (full, kind) = resolve_short(chars[j])?;
-                j += 1;
-                if kind == Arg::Required {
-                    let rest: String = chars[j..].iter().collect();
-                    let value = if !rest.is_empty() {
-                        rest
-                    } else {
-                        if i >= args.len() {
-                            return usage(format!("option '-{}' requires an argument", chars[j - 1]));
-                        }
-                        i += 1;
-                        args[i - 1].clone()
-                    };
-                    pending.push((full, Some(value)));
-                    break;
+            for (at, letter) in arg.char_indices().skip(1) {
+                let spec = options::by_short_letter(letter).map_err(CliError::Usage)?;
+                if !spec.takes_value() {
+                    given.push(Given { spec, value: String::new() });
+                    continue;
                 }
-                pending.push((full, None));
+                let attached = &arg[at + letter.len_utf8()..];
+                let value = if !attached.is_empty() {
+                    attached.to_string()
+                } else {
+                    rest.next().cloned().ok_or_else(|| CliError::Usage(format!("option '-{letter}' requires an argument")))?
+                };
+                given.push(Given { spec, value });
+                break;
             }
         } else {
-            cfg.warnings.push(stray_argument(arg));
-            continue;
-        }
-
-        for (name, value) in pending {
-            given.push(name);
-            let v = value.unwrap_or_default();
-            match name {
-                "server" | "host" => cfg.server = v,
-                "port" => {
-                    cfg.port = match v.trim().parse::<u16>() {
-                        Ok(p) if p > 0 => p,
-                        _ => return usage(format!("--port: expected 1-65535, got '{v}'")),
-                    }
-                }
-                "unix-socket" => cfg.unix_socket = Some(v),
-                "ipv4" => cfg.ip_family = Some(4),
-                "ipv6" => cfg.ip_family = Some(6),
-                "protocol" => {
-                    cfg.protocol = match v.as_str() {
-                        "redis" | "resp2" => Protocol::Resp2,
-                        "resp3" => Protocol::Resp3,
-                        _ => {
-                            return usage(format!(
-                                "--protocol: '{v}' is not supported (use redis, resp2 or resp3)"
-                            ))
-                        }
-                    }
-                }
-                "uri" => parse_uri(&mut cfg, &v)?,
-                "tls" => cfg.tls.enabled = true,
-                "cert" => cfg.tls.cert = Some(v),
-                "key" => cfg.tls.key = Some(v),
-                "cacert" => cfg.tls.cacert = Some(v),
-                "tls-skip-verify" => cfg.tls.skip_verify = true,
-                "sni" => cfg.tls.sni = Some(v),
-                "tls-protocols" => cfg.tls.protocols = Some(v),
-                "out-file" => cfg.out_file = Some(v),
-                "hdr-file-prefix" => cfg.hdr_file_prefix = Some(v),
-                "run-count" => cfg.run_count = parse_u32_positive(name, &v)?,
-                "debug" => cfg.debug = true,
-                "show-config" => cfg.show_config = true,
-                "hide-histogram" => cfg.hide_histogram = true,
-                "print-percentiles" => cfg.print_percentiles = parse_percentiles(&v)?,
-                "distinct-client-seed" => cfg.distinct_client_seed = true,
-                "randomize" => cfg.randomize = true,
-                "requests" => {
-                    if v == "allkeys" {
-                        cfg.requests = Requests::AllKeys;
-                    } else {
-                        cfg.requests = Requests::PerClient(parse_positive(name, &v)?);
-                        if cfg.test_time.is_some() {
-                            return usage("--test-time and --requests are mutually exclusive");
-                        }
-                    }
-                }
-                "clients" => cfg.clients = parse_u32_positive(name, &v)?,
-                "threads" => cfg.threads = parse_u32_positive(name, &v)?,
-                "test-time" => {
-                    cfg.test_time = Some(parse_positive(name, &v)?);
-                    if cfg.requests != Requests::Unset {
-                        return usage("--test-time and --requests are mutually exclusive");
-                    }
-                }
-                "ratio" => cfg.ratio = parse_ratio(&v)?,
-                "pipeline" => cfg.pipeline = parse_u32_positive(name, &v)?,
-                "data-size" => data_size_fixed = Some(parse_u32_positive(name, &v)?),
-                "random-data" => cfg.random_data = true,
-                "data-size-range" => data_size_range = Some(parse_data_size_range(&v)?),
-                "data-size-pattern" => {
-                    cfg.data_size_pattern_sequential = match v.as_str() {
-                        "R" => false,
-                        "S" => true,
-                        _ => return usage(format!("--data-size-pattern: must be R or S, got '{v}'")),
-                    }
-                }
-                "key-prefix" => cfg.key_prefix = v,
-                "key-minimum" => cfg.key_minimum = parse_u64(name, &v)?,
-                "key-maximum" => cfg.key_maximum = parse_positive(name, &v)?,
-                "key-pattern" => cfg.key_pattern = parse_key_pattern(&v)?,
-                "key-stddev" => cfg.key_stddev = Some(parse_f64(name, &v)?),
-                "key-median" => cfg.key_median = Some(parse_f64(name, &v)?),
-                "key-zipf-exp" => {
-                    let e = parse_f64(name, &v)?;
-                    if !(0.0..=5.0).contains(&e) {
-                        return usage(format!("--key-zipf-exp: must be within 0 and 5, got '{v}'"));
-                    }
-                    cfg.key_zipf_exp = e;
-                }
-                "reconnect-interval" => cfg.reconnect_interval = Some(parse_positive(name, &v)?),
-                "reconnect-on-error" => cfg.reconnect_on_error = true,
-                "thread-conn-start-min-jitter-micros" => cfg.conn_start_min_jitter_us = parse_u64(name, &v)?,
-                "thread-conn-start-max-jitter-micros" => cfg.conn_start_max_jitter_us = parse_u64(name, &v)?,
-                "authenticate" => cfg.authenticate = Some(v),
-                "select-db" => cfg.select_db = Some(parse_u64(name, &v)? as u32),
-                "json-out-file" => cfg.json_out_file = Some(v),
-                "cluster-mode" => cfg.cluster_mode = true,
-                "help" => return Err(CliError::Info(HELP.to_string())),
-                "version" => {
-                    return Err(CliError::Info(format!("redline-load {}\n", env!("CARGO_PKG_VERSION"))))
-                }
-                "command" => cfg.commands.push(CommandSpec {
-                    text: v,
-                    ratio: 1,
-                    key_pattern: KeyPattern::Random,
-                }),
-                "command-key-pattern" => {
-                    let last = match cfg.commands.last_mut() {
-                        Some(c) => c,
-                        None => return usage("--command-key-pattern given before any --command"),
-                    };
-                    last.key_pattern = match KeyPattern::parse(v.trim()) {
-                        Some(p) => p,
-                        None => {
-                            return usage(format!(
-                                "--command-key-pattern: must be one of R, S, G, P, Z; got '{v}' (for command '{}')",
-                                last.text
-                            ))
-                        }
-                    };
-                }
-                "command-ratio" => {
-                    let last = match cfg.commands.last_mut() {
-                        Some(c) => c,
-                        None => return usage("--command-ratio given before any --command"),
-                    };
-                    last.ratio = match v.trim().parse::<u32>() {
-                        Ok(r) => r,
-                        Err(_) => {
-                            return usage(format!(
-                                "--command-ratio: expected a non-negative integer, got '{v}' (for command '{}')",
-                                last.text
-                            ))
-                        }
-                    };
-                }
-                "rate-limiting" => cfg.rate_limiting = Some(parse_u32_positive(name, &v)?),
-                "scan-incremental-iteration" => cfg.scan_incremental_iteration = true,
-                "scan-incremental-max-iterations" => cfg.scan_incremental_max_iterations = parse_u64(name, &v)?,
-                "warmup-time" => {
-                    let w = parse_f64(name, &v)?;
-                    if w < 0.0 {
-                        return usage(format!("--warmup-time: must be >= 0, got '{v}'"));
-                    }
-                    cfg.warmup_time = w;
-                }
-                "events" => cfg.events = true,
-                other => return usage(format!("internal: unhandled option '--{other}'")),
-            }
+            warnings.push(stray_argument(arg));
         }
     }
-
-    // Data size: a range wins over the fixed size (as in memtier, where the range is checked
-    // after the fixed size when building the object generator).
-    if let Some(r) = data_size_range {
-        cfg.data_size = r;
-    } else if let Some(d) = data_size_fixed {
-        cfg.data_size = DataSize::Fixed(d);
+    Ok(given)
+}
+/// Parse argv (without the program name).
+pub fn parse_args(args: &[String]) -> Result<Config, CliError> {
+    let mut cfg = Config::default();
+    let given = read_options(args, &mut cfg.warnings)?;
+    let mut sizes = DataSizes::default();
+    for option in &given {
+        apply(&mut cfg, &mut sizes, option)?;
     }
-    refuse_as_memtier(&cfg, &given)?;
+    // A range wins over the fixed size (as in memtier, where the range is checked after the
+    // fixed size when building the object generator).
+    if let Some(size) = sizes.range.or(sizes.fixed.map(DataSize::Fixed)) {
+        cfg.data_size = size;
+    }
+    let names: Vec<&str> = given.iter().map(|g| g.spec.name).collect();
+    refuse_as_memtier(&cfg, &names)?;
     validate(&mut cfg)?;
     Ok(cfg)
+}
+
+#[derive(Default)]
+struct DataSizes {
+    fixed: Option<u32>,
+    range: Option<DataSize>,
+}
+
+/// One option's value into the configuration. Types and ranges come from the option table;
+/// the shapes (`SET:GET`, `MIN-MAX`, …) are checked here.
+fn apply(cfg: &mut Config, sizes: &mut DataSizes, option: &Given) -> Result<(), CliError> {
+    if let Some(why) = options::refusal(option.spec) {
+        return usage(why);
+    }
+    let (name, v) = (option.spec.name, option.value.clone());
+    let int = || options::int_value(option.spec, &v).map_err(CliError::Usage);
+    let int32 = || int().and_then(|n| u32::try_from(n).or_else(|_| usage(format!("--{name} must be at most {}, got {v}", u32::MAX))));
+    let float = || options::float_value(option.spec, &v).map_err(CliError::Usage);
+    match name {
+        "server" | "host" => cfg.server = v,
+        "port" => cfg.port = u16::try_from(int()?).or_else(|_| usage(format!("--port must be at most 65535, got {v}")))?,
+        "unix-socket" => cfg.unix_socket = Some(v),
+        "ipv4" => cfg.ip_family = Some(4),
+        "ipv6" => cfg.ip_family = Some(6),
+        "protocol" => {
+            cfg.protocol = match v.as_str() {
+                "redis" | "resp2" => Protocol::Resp2,
+                "resp3" => Protocol::Resp3,
+                _ => return usage(format!("--protocol: '{v}' is not supported (use redis, resp2 or resp3)")),
+            }
+        }
+        "uri" => parse_uri(cfg, &v)?,
+        "tls" => cfg.tls.enabled = true,
+        "cert" => cfg.tls.cert = Some(v),
+        "key" => cfg.tls.key = Some(v),
+        "cacert" => cfg.tls.cacert = Some(v),
+        "tls-skip-verify" => cfg.tls.skip_verify = true,
+        "sni" => cfg.tls.sni = Some(v),
+        "tls-protocols" => cfg.tls.protocols = Some(v),
+        "out-file" => cfg.out_file = Some(v),
+        "hdr-file-prefix" => cfg.hdr_file_prefix = Some(v),
+        "run-count" => cfg.run_count = int32()?,
+        "debug" => cfg.debug = true,
+        "show-config" => cfg.show_config = true,
+        "hide-histogram" => cfg.hide_histogram = true,
+        "print-percentiles" => cfg.print_percentiles = parse_percentiles(&v)?,
+        "distinct-client-seed" => cfg.distinct_client_seed = true,
+        "randomize" => cfg.randomize = true,
+        "requests" if v == "allkeys" => cfg.requests = Requests::AllKeys,
+        "requests" => {
+            let n = options::int_value(option.spec, &v).map_err(|_| CliError::Usage(format!(
+                "--requests needs a positive integer or allkeys, got '{v}'")))?;
+            if n == 0 {
+                return usage("--requests must be at least 1, got 0");
+            }
+            cfg.requests = Requests::PerClient(n);
+        }
+        "clients" => cfg.clients = int32()?,
+        "threads" => cfg.threads = int32()?,
+        "test-time" => cfg.test_time = Some(int()?),
+        "ratio" => cfg.ratio = parse_ratio(&v)?,
+        "pipeline" => cfg.pipeline = int32()?,
+        "data-size" => sizes.fixed = Some(int32()?),
+        "random-data" => cfg.random_data = true,
+        "data-size-range" => sizes.range = Some(parse_data_size_range(&v)?),
+        "data-size-pattern" => {
+            cfg.data_size_pattern_sequential = match v.as_str() {
+                "R" => false,
+                "S" => true,
+                _ => return usage(format!("--data-size-pattern must be R or S, got '{v}'")),
+            }
+        }
+        "key-prefix" => cfg.key_prefix = v,
+        "key-minimum" => cfg.key_minimum = int()?,
+        "key-maximum" => cfg.key_maximum = int()?,
+        "key-pattern" => cfg.key_pattern = parse_key_pattern(&v)?,
+        "key-stddev" => cfg.key_stddev = Some(float()?),
+        "key-median" => cfg.key_median = Some(float()?),
+        "key-zipf-exp" => cfg.key_zipf_exp = float()?,
+        "reconnect-interval" => cfg.reconnect_interval = Some(int()?),
+        "reconnect-on-error" => cfg.reconnect_on_error = true,
+        "thread-conn-start-min-jitter-micros" => cfg.conn_start_min_jitter_us = int()?,
+        "thread-conn-start-max-jitter-micros" => cfg.conn_start_max_jitter_us = int()?,
+        "authenticate" => cfg.authenticate = Some(v),
+        "select-db" => cfg.select_db = Some(int32()?),
+        "json-out-file" => cfg.json_out_file = Some(v),
+        "cluster-mode" => cfg.cluster_mode = true,
+        "help" => return Err(CliError::Info(HELP.to_string())),
+        "version" => return Err(CliError::Info(format!("redline-load {}\n", env!("CARGO_PKG_VERSION")))),
+        "command" if v.bytes().all(|b| b.is_ascii_whitespace()) => return usage("--command is empty"),
+        "command" => cfg.commands.push(CommandSpec { text: v, ratio: 1, key_pattern: KeyPattern::Random }),
+        "command-key-pattern" => {
+            let pattern = KeyPattern::parse(&v);
+            let last = last_command(cfg, name)?;
+            last.key_pattern = pattern.ok_or_else(|| CliError::Usage(format!(
+                "--command-key-pattern must be one of R, S, G, P, Z, got '{v}' (for command '{}')", last.text)))?;
+        }
+        "command-ratio" => {
+            let ratio = int32();
+            last_command(cfg, name)?.ratio = ratio?;
+        }
+        "rate-limiting" => cfg.rate_limiting = Some(int32()?),
+        "scan-incremental-iteration" => cfg.scan_incremental_iteration = true,
+        "scan-incremental-max-iterations" => cfg.scan_incremental_max_iterations = int()?,
+        "warmup-time" => cfg.warmup_time = float()?,
+        "events" => cfg.events = true,
+        other => return usage(format!("internal: option '--{other}' is in the option table but not handled")),
+    }
+    Ok(())
+}
+
+fn last_command<'a>(cfg: &'a mut Config, option: &str) -> Result<&'a mut CommandSpec, CliError> {
+    cfg.commands.last_mut().ok_or_else(|| CliError::Usage(format!("--{option} must follow the --command it applies to")))
+}
+
+/// `A-B` or `A:B` with two integers of at most u32::MAX.
+fn pair(v: &str, separator: char) -> Option<(u32, u32)> {
+    let (a, b) = v.split_once(separator)?;
+    let number = |s: &str| if options::is_int(s) { s.parse::<u32>().ok() } else { None };
+    Some((number(a)?, number(b)?))
+}
+
+fn parse_ratio(v: &str) -> Result<(u32, u32), CliError> {
+    match pair(v, ':') {
+        Some((a, b)) if a > 0 || b > 0 => Ok((a, b)),
+        _ => usage(format!("--ratio must look like SET:GET (e.g. 1:10, not 0:0), got '{v}'")),
+    }
+}
+
+fn parse_key_pattern(v: &str) -> Result<(KeyPattern, KeyPattern), CliError> {
+    match v.split_once(':').map(|(a, b)| (KeyPattern::parse(a), KeyPattern::parse(b))) {
+        Some((Some(a), Some(b))) => Ok((a, b)),
+        _ => usage(format!("--key-pattern must look like X:Y with X, Y in R, S, G, P, Z, got '{v}'")),
+    }
+}
+
+fn parse_percentiles(v: &str) -> Result<Vec<f64>, CliError> {
+    let quantile = |part: &str| options::is_float(part).then(|| part.parse::<f64>().ok()).flatten().filter(|q| (0.0..=100.0).contains(q));
+    v.split(',').map(quantile).collect::<Option<Vec<f64>>>()
+        .ok_or_else(|| CliError::Usage(format!("--print-percentiles needs numbers in 0..100, got '{v}'")))
+}
+
+fn parse_data_size_range(v: &str) -> Result<DataSize, CliError> {
+    match pair(v, '-') {
+        Some((min, max)) if min > 0 && min <= max => Ok(DataSize::Range { min, max }),
+        _ => usage(format!("--data-size-range must look like MIN-MAX with 1 <= MIN <= MAX, got '{v}'")),
+    }
 }
 
 /// memtier_benchmark's getopt moves non-option arguments to the end and memtier never reads
@@ -707,11 +529,22 @@ fn validate(cfg: &mut Config) -> Result<(), CliError> {
             cfg.key_minimum, cfg.key_maximum
         ));
     }
-    if cfg.conn_start_min_jitter_us > cfg.conn_start_max_jitter_us && cfg.conn_start_max_jitter_us > 0 {
+    if cfg.test_time.is_some() && cfg.requests != Requests::Unset {
+        return usage("--test-time and --requests are mutually exclusive");
+    }
+    if cfg.conn_start_min_jitter_us > cfg.conn_start_max_jitter_us {
         return usage("--thread-conn-start-min-jitter-micros must not exceed --thread-conn-start-max-jitter-micros");
     }
-    if cfg.scan_incremental_iteration && cfg.commands.is_empty() {
-        return usage("--scan-incremental-iteration needs a --command (a SCAN command)");
+    if cfg.scan_incremental_iteration {
+        if cfg.commands.len() != 1 {
+            return usage("--scan-incremental-iteration needs exactly one --command (a SCAN command)");
+        }
+        if cfg.pipeline != 1 {
+            return usage("--scan-incremental-iteration needs --pipeline 1 (memtier_benchmark refuses this too)");
+        }
+        if cfg.cluster_mode {
+            return usage("--scan-incremental-iteration cannot be combined with --cluster-mode (memtier_benchmark refuses this too)");
+        }
     }
     if !cfg.commands.is_empty() && cfg.commands.iter().all(|c| c.ratio == 0) {
         return usage("--command-ratio: at least one command needs a ratio above zero");
@@ -806,6 +639,65 @@ mod tests {
         assert_eq!(c.requests, Requests::PerClient(DEFAULT_REQUESTS));
         assert_eq!(c.warnings.len(), 3, "{:?}", c.warnings);
         assert!(c.warnings[0].contains("'__key__ more fields'"));
+    }
+
+    /// A value each option accepts, by its table entry (text shapes by name).
+    fn sample_value(spec: &OptionSpec) -> Option<String> {
+        let text = match (spec.value, spec.name) {
+            (options::ValueKind::None, _) => return None,
+            (options::ValueKind::Int | options::ValueKind::Float, _) => "1",
+            (_, "protocol") => "resp3",
+            (_, "uri") => "redis://localhost:6380/0",
+            (_, "print-percentiles") => "50,99.9",
+            (_, "requests") => "allkeys",
+            (_, "ratio") => "1:0",
+            (_, "data-size-range") => "1-8",
+            (_, "data-size-pattern") => "S",
+            (_, "key-pattern") => "S:S",
+            (_, "command-key-pattern") => "G",
+            (_, "command") => "SCAN 0",
+            _ => "text",
+        };
+        Some(text.to_string())
+    }
+
+    #[test]
+    fn every_option_of_the_table_is_handled() {
+        for spec in options::table() {
+            let mut args = vec!["--command".to_string(), "SCAN 0".to_string()];
+            match spec.name {
+                "ratio" | "key-pattern" => args.clear(),
+                "tls" => args.push("--tls-skip-verify".into()),
+                "thread-conn-start-min-jitter-micros" => args.extend(["--thread-conn-start-max-jitter-micros".into(), "9".into()]),
+                _ => {}
+            }
+            args.push(format!("--{}", spec.name));
+            args.extend(sample_value(spec));
+            match (parse_args(&args), spec.status) {
+                (Ok(_), options::Status::Supported | options::Status::Redline) => {}
+                (Err(CliError::Info(_)), _) if matches!(spec.name, "help" | "version") => {}
+                (Err(CliError::Usage(m)), options::Status::Refused) if m.contains("not supported by redline-load") => {}
+                (other, status) => panic!("--{} ({status:?}): {other:?}", spec.name),
+            }
+        }
+    }
+
+    #[test]
+    fn former_disagreements_with_the_suite_checker() {
+        // refused by the table, as `redline suites validate` refuses them
+        assert!(usage_message(&["--expiry-range", "1-10"]).contains("not supported by redline-load"));
+        assert!(usage_message(&["--data-size-list", "10:1,20:1"]).contains("not supported by redline-load"));
+        // a ratio of 0 leaves a command out, as in memtier; all of them 0 is refused
+        let c = p(&["--command", "SET __key__ x", "--command-ratio", "0", "--command", "GET __key__"]).unwrap();
+        assert_eq!(c.commands[0].ratio, 0);
+        assert!(usage_message(&["--command", "SET __key__ x", "--command-ratio", "0"]).contains("above zero"));
+        // --client is a prefix of four names, not of --clients alone
+        assert!(usage_message(&["--client", "5"]).contains("ambiguous"));
+        // the order of -n allkeys and --test-time does not matter
+        assert!(usage_message(&["--test-time", "5", "-n", "allkeys"]).contains("mutually exclusive"));
+        assert!(usage_message(&["--command", ""]).contains("empty"));
+        assert!(usage_message(&["--key-zipf-exp", "5"]).contains("below 5"));
+        assert!(usage_message(&["--command-key-pattern", "R"]).contains("must follow the --command"));
     }
 
     #[test]

@@ -2,10 +2,12 @@
 //! designed to spend little client CPU per operation. See docs/loadgen.md.
 
 mod bufwrite;
+mod check;
 mod cli;
 mod events;
 mod keys;
 mod net;
+mod options;
 mod report;
 mod resp;
 mod rng;
@@ -32,6 +34,9 @@ fn fail(code: i32, msg: &str) -> ! {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args == [check::FLAG] {
+        std::process::exit(check::serve());
+    }
     let cfg = match parse_args(&args) {
         Ok(c) => c,
         Err(CliError::Info(text)) => {
