@@ -381,7 +381,6 @@ fn apply(cfg: &mut Config, sizes: &mut DataSizes, option: &Given) -> Result<(), 
         "cluster-mode" => cfg.cluster_mode = true,
         "help" => return Err(CliError::Info(HELP.to_string())),
         "version" => return Err(CliError::Info(format!("redline-load {}\n", env!("CARGO_PKG_VERSION")))),
-        "command" if v.bytes().all(|b| b.is_ascii_whitespace()) => return usage("--command is empty"),
         "command" => cfg.commands.push(CommandSpec { text: v, ratio: 1, key_pattern: KeyPattern::Random }),
         "command-key-pattern" => {
             let pattern = KeyPattern::parse(&v);
@@ -695,7 +694,6 @@ mod tests {
         assert!(usage_message(&["--client", "5"]).contains("ambiguous"));
         // the order of -n allkeys and --test-time does not matter
         assert!(usage_message(&["--test-time", "5", "-n", "allkeys"]).contains("mutually exclusive"));
-        assert!(usage_message(&["--command", ""]).contains("empty"));
         assert!(usage_message(&["--key-zipf-exp", "5"]).contains("below 5"));
         assert!(usage_message(&["--command-key-pattern", "R"]).contains("must follow the --command"));
     }

@@ -5,6 +5,11 @@ reads the argv (already shell-split) the way memtier's getopt_long does and turn
 `Workload`: which commands, at which ratios, over which keys, with how many connections. It
 does not run anything; it is what validation and the engine decide with.
 
+What each option is (long name, short letter, value type and range, whether redline-load runs
+it) comes from the option table redline-load reads too (loadgen/memtier_options.tsv, through
+memtier_options.py); the shapes of text values and the combinations memtier refuses are checked
+here, in step with loadgen/src/cli.rs (tests/test_memtier_conformance.py holds the two together).
+
 Problems are collected, not raised: `Workload.problems` lists each with the token it is about
 so the caller can point at the file and line.
 """
@@ -14,68 +19,14 @@ import re
 from dataclasses import dataclass, field
 
 from .command_table import command_kind
+from .memtier_options import (INT_MAX, OptionSpec, float_value, int_value, is_float, is_int, option_table,
+                              resolve_long, short_options)
 from .owned import CLIENT_OPTIONS, client_option_note, owned_command
-
-# Long options of memtier_benchmark (2.x) -> whether they take a value.
-LONG_OPTIONS: dict[str, bool] = {
-    "server": True, "host": True, "port": True, "unix-socket": True, "ipv4": False,
-    "ipv6": False, "protocol": True, "tls": False, "cert": True, "key": True, "cacert": True,
-    "tls-skip-verify": False, "sni": True, "tls-protocols": True, "out-file": True,
-    "hdr-file-prefix": True, "client-stats": True, "run-count": True, "debug": False,
-    "show-config": False, "hide-histogram": False, "print-percentiles": True,
-    "print-all-runs": False, "realtime-latencies": False, "distinct-client-seed": False,
-    "randomize": False, "requests": True, "clients": True, "threads": True, "test-time": True,
-    "ratio": True, "pipeline": True, "data-size": True, "data-offset": True,
-    "random-data": False, "data-size-range": True, "data-size-list": True,
-    "data-size-pattern": True, "expiry-range": True, "data-import": True,
-    "data-verify": False, "verify-only": False, "generate-keys": False, "key-prefix": True,
-    "key-minimum": True, "key-maximum": True, "key-pattern": True, "key-stddev": True,
-    "key-median": True, "key-zipf-exp": True, "reconnect-interval": True,
-    "reconnect-on-error": False, "max-reconnect-attempts": True,
-    "reconnect-backoff-factor": True, "retry-on-error": False, "max-retries": True,
-    "retry-backoff-ms": True, "retry-backoff-factor": True, "retry-on": True,
-    "max-retry-queue": True, "failed-keys-file": True, "connection-timeout": True,
-    "connection-stage-timeout": True, "thread-conn-start-min-jitter-micros": True,
-    "thread-conn-start-max-jitter-micros": True, "multi-key-get": True, "authenticate": True,
-    "select-db": True, "no-expiry": False, "wait-ratio": True, "num-slaves": True,
-    "wait-timeout": True, "json-out-file": True, "cluster-mode": False, "transaction": False,
-    "help": False, "version": False, "command": True, "command-key-pattern": True,
-    "command-ratio": True, "monitor-input": True, "monitor-pattern": True,
-    "command-stats-breakdown": True, "command-miss-tracking": True,
-    "miss-rate-threshold": True, "rate-limiting": True, "uri": True, "statsd-host": True,
-    "statsd-port": True, "statsd-prefix": True, "statsd-run-label": True,
-    "graphite-port": True, "scan-incremental-iteration": False,
-    "scan-incremental-max-iterations": True, "clients-start": True, "clients-step": True,
-    "step-duration": True,
-}
-
-# Short options (getopt string "vs:S:p:P:o:x:DRn:c:t:d:a:h:46u:") -> long name.
-SHORT_OPTIONS: dict[str, str] = {
-    "v": "version", "s": "server", "S": "unix-socket", "p": "port", "P": "protocol",
-    "o": "out-file", "x": "run-count", "D": "debug", "R": "random-data", "n": "requests",
-    "c": "clients", "t": "threads", "d": "data-size", "a": "authenticate", "h": "host",
-    "4": "ipv4", "6": "ipv6", "u": "uri",
-}
-
-POSITIVE_INT_OPTIONS = frozenset({
-    "clients", "threads", "pipeline", "test-time", "data-size", "run-count", "rate-limiting",
-    "multi-key-get", "scan-incremental-max-iterations", "clients-start", "clients-step",
-    "step-duration",
-})
-NON_NEGATIVE_INT_OPTIONS = frozenset({
-    "key-minimum", "key-maximum", "data-offset", "reconnect-interval", "select-db",
-    "thread-conn-start-min-jitter-micros", "thread-conn-start-max-jitter-micros",
-    "connection-timeout", "connection-stage-timeout", "max-reconnect-attempts",
-    "max-retries", "retry-backoff-ms", "max-retry-queue",
-})
-FLOAT_OPTIONS = frozenset({
-    "key-stddev", "key-median", "key-zipf-exp", "reconnect-backoff-factor",
-    "retry-backoff-factor", "miss-rate-threshold",
-})
 
 KEY_PATTERN_LETTERS = "RGSPZ"
 PLACEHOLDER_RE = re.compile(r"__[A-Za-z0-9_]+?__")
-MEMTIER_PLACEHOLDERS = frozenset({"__key__", "__data__"})
+KEY_PLACEHOLDER, DATA_PLACEHOLDER = "__key__", "__data__"
+MEMTIER_PLACEHOLDERS = frozenset({KEY_PLACEHOLDER, DATA_PLACEHOLDER})
 MONITOR_PLACEHOLDER_RE = re.compile(r"__monitor_c\d+__")
 
 # memtier_benchmark's defaults (config_init_defaults).
@@ -94,6 +45,7 @@ class ArgumentProblem:
     message: str
     token: str | None = None  # the argv token concerned, to locate it in the file
     owned: bool = False  # a redline-owned option (redline.suites.owned): dropped from the suite
+    redline_rule: bool = False  # an error by redline's own rule (owned.py), not memtier's: redline-load runs the line
 
 
 @dataclass
@@ -117,7 +69,6 @@ class Workload:
     requests_allkeys: bool = False  # -n allkeys
     data_size: int | None = DEFAULT_DATA_SIZE
     data_size_range: tuple[int, int] | None = None
-    data_size_list: str | None = None
     random_data: bool = False
     rate_limiting: int | None = None  # requests per second per connection
     run_count: int = 1
@@ -139,6 +90,10 @@ class Workload:
         return [p for p in self.problems if p.severity == "error"]
 
 
+BLANKS = " \t\n\x0c\r"   # what separates arguments (ASCII, as redline-load's split_command)
+TOKEN_ENDS = " \t\n\r"
+
+
 def split_command(text: str) -> list[str]:
     """Split a --command string the way memtier does (redis-cli style quoting).
 
@@ -150,7 +105,7 @@ def split_command(text: str) -> list[str]:
     tokens: list[str] = []
     i, n = 0, len(text)
     while True:
-        while i < n and text[i].isspace():
+        while i < n and text[i] in BLANKS:
             i += 1
         if i >= n:
             return tokens
@@ -187,7 +142,7 @@ def split_command(text: str) -> list[str]:
                     raise ValueError(f"unbalanced single quote in {text!r}")
                 buf.append(ch)
             else:
-                if not ch or ch.isspace():
+                if not ch or ch in TOKEN_ENDS:
                     break
                 if ch in "\"'":
                     quote = ch
@@ -202,7 +157,7 @@ def _is_hex(two: str) -> bool:
 
 
 def _check_after_quote(text: str, i: int) -> None:
-    if i + 1 < len(text) and not text[i + 1].isspace():
+    if i + 1 < len(text) and text[i + 1] not in BLANKS:
         raise ValueError(f"closing quote must be followed by a space in {text!r}")
 
 
@@ -212,19 +167,6 @@ class _Option:
     value: str | None
     token: str  # the argv token that named it
     indices: tuple[int, ...] = ()  # positions in argv of the token(s) it was read from
-
-
-def _resolve_long(name: str) -> tuple[str | None, str | None]:
-    """(long name, None) or (None, reason). Unique prefixes are accepted like getopt_long."""
-    if name in LONG_OPTIONS:
-        return name, None
-    matches = [opt for opt in LONG_OPTIONS if opt.startswith(name)] if name else []
-    if len(matches) == 1:
-        return matches[0], None
-    if len(matches) > 1:
-        return None, f"ambiguous memtier_benchmark flag --{name} (could be " + ", ".join(
-            f"--{m}" for m in sorted(matches)) + ")"
-    return None, f"unknown memtier_benchmark flag --{name}"
 
 
 def _scan_options(argv: list[str], problems: list[ArgumentProblem]) -> list[_Option]:
@@ -238,8 +180,8 @@ def _scan_options(argv: list[str], problems: list[ArgumentProblem]) -> list[_Opt
             break
         if tok.startswith("--"):
             name, has_eq, inline = tok[2:].partition("=")
-            long, reason = _resolve_long(name)
-            if long is None:
+            spec, reason = resolve_long(name)
+            if spec is None:
                 problems.append(ArgumentProblem("error", str(reason), tok))
                 # memtier refuses to start; skip the unknown flag's likely value too so one
                 # mistake is reported once
@@ -247,10 +189,11 @@ def _scan_options(argv: list[str], problems: list[ArgumentProblem]) -> list[_Opt
                     i += 1
                 i += 1
                 continue
+            long = spec.name
             if long != name:
                 problems.append(ArgumentProblem(
                     "warning", f"abbreviated flag --{name} read as --{long}", tok))
-            if LONG_OPTIONS[long]:
+            if spec.takes_value:
                 if has_eq:
                     value = inline
                 elif i + 1 < len(argv):
@@ -269,13 +212,14 @@ def _scan_options(argv: list[str], problems: list[ArgumentProblem]) -> list[_Opt
             j = 1
             while j < len(tok):
                 letter = tok[j]
-                long = SHORT_OPTIONS.get(letter)
-                if long is None:
+                spec = short_options().get(letter)
+                if spec is None:
                     problems.append(ArgumentProblem(
                         "error", f"unknown memtier_benchmark flag -{letter}", tok))
                     j += 1
                     continue
-                if LONG_OPTIONS[long]:
+                long = spec.name
+                if spec.takes_value:
                     if j + 1 < len(tok):
                         value = tok[j + 1:]
                     elif i + 1 < len(argv):
@@ -306,189 +250,201 @@ def _stray_argument(token: str, before: _Option | None) -> ArgumentProblem:
         f"does redline-load{cut}", token)
 
 
-def _parse_int(opt: _Option, problems: list[ArgumentProblem], minimum: int) -> int | None:
-    try:
-        value = int(str(opt.value), 10)
-    except ValueError:
-        problems.append(ArgumentProblem(
-            "error", f"--{opt.name} needs an integer, got {opt.value!r}", opt.token))
-        return None
-    if value < minimum:
-        problems.append(ArgumentProblem(
-            "error", f"--{opt.name} must be at least {minimum}, got {value}", opt.token))
-        return None
-    return value
+# Options whose checked value goes straight into a Workload field (flags set it to True).
+WORKLOAD_FIELDS = {
+    "clients": "clients", "threads": "threads", "pipeline": "pipeline", "test-time": "test_time",
+    "data-size": "data_size", "run-count": "run_count", "rate-limiting": "rate_limiting",
+    "key-minimum": "key_minimum", "key-maximum": "key_maximum", "key-prefix": "key_prefix",
+    "random-data": "random_data", "cluster-mode": "cluster_mode",
+    "distinct-client-seed": "distinct_client_seed", "randomize": "randomize",
+}
+U32_MAX = 2**32 - 1
+INVALID = object()
 
 
-def _parse_pair(text: str, sep: str) -> tuple[int, int] | None:
-    left, found, right = text.partition(sep)
-    if not found or not left.isdigit() or not right.isdigit():
+def _apply(opt: _Option, wl: Workload, problems: list[ArgumentProblem]) -> None:
+    """One option into the Workload. What an option is (type, range, refused) comes from the
+    option table shared with redline-load; the shapes of text values are checked here."""
+    spec = option_table()[opt.name]
+    wl.flags[opt.name] = opt.value
+    if opt.name in CLIENT_OPTIONS:     # dropped before redline-load sees it: not checked
+        problems.append(ArgumentProblem("warning", client_option_note(opt.name), opt.token, owned=True))
+        return
+    value, error = _checked_value(spec, opt.value)
+    if error is None and opt.name in SHAPED:
+        error = SHAPED[opt.name](str(value), wl)
+    elif error is None and opt.name in WORKLOAD_FIELDS:
+        setattr(wl, WORKLOAD_FIELDS[opt.name], True if value is None else value)
+    if error is not None:
+        problems.append(ArgumentProblem("error", error, opt.token))
+    elif opt.name == "command" and owned_command(wl.commands[-1]):
+        problems.append(ArgumentProblem(
+            "error", f"--command: {owned_command(wl.commands[-1])}", opt.token, redline_rule=True))
+
+
+def _checked_value(spec: OptionSpec, text: str | None):
+    """(value, None) or (None, the error): refused options, then the table's type and range."""
+    if spec.refusal:
+        return None, spec.refusal
+    if spec.value == "int":
+        return int_value(spec, str(text))
+    if spec.value == "float":
+        return float_value(spec, str(text))
+    return text, None
+
+
+def _u32_pair(text: str, separator: str) -> tuple[int, int] | None:
+    """`A:B` / `A-B` with two integers of at most 2**32-1 (as redline-load reads them)."""
+    left, found, right = text.partition(separator)
+    if not (found and is_int(left) and is_int(right) and int(left) <= U32_MAX and int(right) <= U32_MAX):
         return None
     return int(left), int(right)
 
 
-def _apply(opt: _Option, wl: Workload, problems: list[ArgumentProblem]) -> None:
-    name, value = opt.name, opt.value
-    wl.flags[name] = value
-    int_fields = {"clients": "clients", "threads": "threads", "pipeline": "pipeline",
-                  "test-time": "test_time", "data-size": "data_size", "run-count": "run_count",
-                  "rate-limiting": "rate_limiting", "key-minimum": "key_minimum",
-                  "key-maximum": "key_maximum"}
-    if name in CLIENT_OPTIONS:
-        problems.append(ArgumentProblem("warning", client_option_note(name), opt.token, owned=True))
-    if name == "command":
-        try:
-            argv = split_command(str(value))
-        except ValueError as exc:
-            problems.append(ArgumentProblem("error", f"--command: {exc}", opt.token))
-            return
-        if not argv:
-            problems.append(ArgumentProblem("error", "--command is empty", opt.token))
-            return
-        if owned_command(argv):
-            problems.append(ArgumentProblem("error", f"--command: {owned_command(argv)}", opt.token))
-        wl.arbitrary_commands = True
-        wl.commands.append(argv)
-        wl.command_ratios.append(1)
-        wl.command_key_patterns.append("R")
-    elif name in ("command-ratio", "command-key-pattern"):
-        if not wl.commands:
-            problems.append(ArgumentProblem(
-                "error", f"--{name} must follow the --command it applies to", opt.token))
-            return
-        if name == "command-ratio":
-            ratio = _parse_int(opt, problems, minimum=1)  # memtier refuses 0
-            if ratio is not None:
-                wl.command_ratios[-1] = ratio
-        elif len(str(value)) == 1 and str(value) in KEY_PATTERN_LETTERS:
-            wl.command_key_patterns[-1] = str(value)
-        else:
-            problems.append(ArgumentProblem(
-                "error", f"--command-key-pattern must be one of {', '.join(KEY_PATTERN_LETTERS)}, "
-                f"got {value!r}", opt.token))
-    elif name in int_fields:
-        minimum = 1 if name in POSITIVE_INT_OPTIONS else 0
-        parsed = _parse_int(opt, problems, minimum=minimum)
-        if parsed is not None:
-            setattr(wl, int_fields[name], parsed)
-    elif name in POSITIVE_INT_OPTIONS:
-        _parse_int(opt, problems, minimum=1)
-    elif name in NON_NEGATIVE_INT_OPTIONS:
-        _parse_int(opt, problems, minimum=0)
-    elif name in FLOAT_OPTIONS:
-        try:
-            float(str(value))
-        except ValueError:
-            problems.append(ArgumentProblem(
-                "error", f"--{name} needs a number, got {value!r}", opt.token))
-    elif name == "requests":
-        if value == "allkeys":
-            wl.requests_allkeys = True
-        else:
-            wl.requests = _parse_int(opt, problems, minimum=1)
-    elif name == "ratio":
-        pair = _parse_pair(str(value), ":")
-        if pair is None:
-            problems.append(ArgumentProblem(
-                "error", f"--ratio must look like SET:GET (e.g. 1:10), got {value!r}", opt.token))
-        else:
-            wl.ratio = pair
-    elif name == "key-pattern":
-        text = str(value)
-        if len(text) == 3 and text[1] == ":" and text[0] in KEY_PATTERN_LETTERS \
-                and text[2] in KEY_PATTERN_LETTERS:
-            wl.key_pattern = text
-        else:
-            problems.append(ArgumentProblem(
-                "error", f"--key-pattern must look like X:Y with X, Y in "
-                f"{', '.join(KEY_PATTERN_LETTERS)}, got {value!r}", opt.token))
-    elif name == "key-prefix":
-        wl.key_prefix = str(value)
-    elif name == "data-size-range":
-        pair = _parse_pair(str(value), "-")
-        if pair is None or pair[0] < 1 or pair[0] > pair[1]:
-            problems.append(ArgumentProblem(
-                "error", f"--data-size-range must look like MIN-MAX with 1 <= MIN <= MAX, "
-                f"got {value!r}", opt.token))
-        else:
-            wl.data_size_range = pair
-            wl.data_size = None
-    elif name == "data-size-list":
-        wl.data_size_list = str(value)
-        wl.data_size = None
-    elif name == "data-size-pattern":
-        if value not in ("R", "S"):
-            problems.append(ArgumentProblem(
-                "error", f"--data-size-pattern must be R or S, got {value!r}", opt.token))
-    elif name == "expiry-range":
-        if _parse_pair(str(value), "-") is None:
-            problems.append(ArgumentProblem(
-                "error", f"--expiry-range must look like MIN-MAX, got {value!r}", opt.token))
-    elif name == "print-percentiles":
-        _check_percentiles(opt, problems)
-    elif name == "protocol":
-        if value in ("redis", "resp2", "resp3"):
-            wl.protocol = str(value)
-        else:
-            problems.append(ArgumentProblem(
-                "error", f"--protocol {value!r} is not supported (redis, resp2 or resp3)",
-                opt.token))
-    elif name == "random-data":
-        wl.random_data = True
-    elif name == "cluster-mode":
-        wl.cluster_mode = True
-    elif name == "distinct-client-seed":
-        wl.distinct_client_seed = True
-    elif name == "randomize":
-        wl.randomize = True
-    elif name in ("monitor-input", "data-import"):
-        problems.append(ArgumentProblem(
-            "warning", f"--{name} reads commands or data from a file that the suite does "
-            "not carry", opt.token))
+def _command(text: str, wl: Workload) -> str | None:
+    try:
+        argv = split_command(text)
+    except ValueError as exc:
+        return f"--command: {exc}"
+    if not argv:
+        return "--command is empty"
+    if any(DATA_PLACEHOLDER in arg and arg != DATA_PLACEHOLDER and KEY_PLACEHOLDER not in arg
+           for arg in argv[1:]):
+        return (f"--command {text!r}: the data placeholder {DATA_PLACEHOLDER} must be a whole "
+                "argument (memtier_benchmark refuses other text around it)")
+    wl.arbitrary_commands = True
+    wl.commands.append(argv)
+    wl.command_ratios.append(1)
+    wl.command_key_patterns.append("R")
+    return None
+
+
+def _command_ratio(text: str, wl: Workload) -> str | None:
+    if not wl.commands:
+        return "--command-ratio must follow the --command it applies to"
+    wl.command_ratios[-1] = int(text)      # 0 leaves the command out, as in memtier
+    return None
+
+
+def _command_key_pattern(text: str, wl: Workload) -> str | None:
+    if not wl.commands:
+        return "--command-key-pattern must follow the --command it applies to"
+    if len(text) != 1 or text not in KEY_PATTERN_LETTERS:
+        return f"--command-key-pattern must be one of {', '.join(KEY_PATTERN_LETTERS)}, got {text!r}"
+    wl.command_key_patterns[-1] = text
+    return None
+
+
+def _requests(text: str, wl: Workload) -> str | None:
+    if text == "allkeys":
+        wl.requests_allkeys = True
+        return None
+    if not is_int(text) or not 1 <= int(text) <= INT_MAX:
+        return f"--requests needs a positive integer or allkeys, got {text!r}"
+    wl.requests = int(text)
+    return None
+
+
+def _ratio(text: str, wl: Workload) -> str | None:
+    pair = _u32_pair(text, ":")
+    if pair is None or pair == (0, 0):
+        return f"--ratio must look like SET:GET (e.g. 1:10, not 0:0), got {text!r}"
+    wl.ratio = pair
+    return None
+
+
+def _key_pattern(text: str, wl: Workload) -> str | None:
+    if len(text) == 3 and text[1] == ":" and text[0] in KEY_PATTERN_LETTERS and text[2] in KEY_PATTERN_LETTERS:
+        wl.key_pattern = text
+        return None
+    return (f"--key-pattern must look like X:Y with X, Y in {', '.join(KEY_PATTERN_LETTERS)}, "
+            f"got {text!r}")
+
+
+def _data_size_range(text: str, wl: Workload) -> str | None:
+    pair = _u32_pair(text, "-")
+    if pair is None or not 1 <= pair[0] <= pair[1]:
+        return f"--data-size-range must look like MIN-MAX with 1 <= MIN <= MAX, got {text!r}"
+    wl.data_size_range = pair
+    return None
+
+
+def _data_size_pattern(text: str, wl: Workload) -> str | None:
+    return None if text in ("R", "S") else f"--data-size-pattern must be R or S, got {text!r}"
+
+
+def _percentiles(text: str, wl: Workload) -> str | None:
+    if all(is_float(part) and 0.0 <= float(part) <= 100.0 for part in text.split(",")):
+        return None
+    return f"--print-percentiles needs numbers in 0..100, got {text!r}"
+
+
+def _protocol(text: str, wl: Workload) -> str | None:
+    if text not in ("redis", "resp2", "resp3"):
+        return f"--protocol {text!r} is not supported (redis, resp2 or resp3)"
+    wl.protocol = text
+    return None
+
+
+# Options whose value has a shape the table cannot say: option -> check (and apply) it.
+SHAPED = {
+    "command": _command, "command-ratio": _command_ratio, "command-key-pattern": _command_key_pattern,
+    "requests": _requests, "ratio": _ratio, "key-pattern": _key_pattern,
+    "data-size-range": _data_size_range, "data-size-pattern": _data_size_pattern,
+    "print-percentiles": _percentiles, "protocol": _protocol,
+}
 
 
 def _refuse_as_memtier(options: list[_Option], wl: Workload, problems: list[ArgumentProblem]) -> None:
     """Option combinations memtier_benchmark refuses to start with (exit 2); redline-load
-    refuses them the same way."""
+    refuses them the same way (loadgen/src/cli.rs: refuse_as_memtier, validate)."""
     first = {}
     for opt in options:
         first.setdefault(opt.name, opt)
+
+    def refuse(message: str, option: str | _Option) -> None:
+        token = option.token if isinstance(option, _Option) else first[option].token
+        problems.append(ArgumentProblem("error", message, token))
+
     set_side, get_side = wl.key_pattern[0], wl.key_pattern[-1]
     if "P" in (set_side, get_side) and set_side != get_side:
-        problems.append(ArgumentProblem(
-            "error", f"--key-pattern {wl.key_pattern}: the parallel pattern P must be given for both "
-            "SET and GET (memtier_benchmark refuses to start)", first["key-pattern"].token))
+        refuse(f"--key-pattern {wl.key_pattern}: the parallel pattern P must be given for both "
+               "SET and GET (memtier_benchmark refuses to start)", "key-pattern")
     if wl.arbitrary_commands:
         for name, what in (("ratio", "ratio"), ("key-pattern", "key pattern")):
             if name in first:
-                problems.append(ArgumentProblem(
-                    "error", f"--{name} cannot be combined with --command: each command's {what} is "
-                    f"given with --command-{name} (memtier_benchmark refuses to start)",
-                    first[name].token))
+                refuse(f"--{name} cannot be combined with --command: each command's {what} is "
+                       f"given with --command-{name} (memtier_benchmark refuses to start)", name)
         parallel = wl.command_key_patterns.count("P")
         if 0 < parallel < len(wl.commands):
-            problems.append(ArgumentProblem(
-                "error", f"--command-key-pattern P is given for {parallel} of {len(wl.commands)} "
-                "--command options: the parallel pattern must be given for every --command "
-                "(memtier_benchmark refuses to start)",
-                next(o.token for o in options if o.name == "command-key-pattern" and o.value == "P")))
+            refuse(f"--command-key-pattern P is given for {parallel} of {len(wl.commands)} "
+                   "--command options: the parallel pattern must be given for every --command "
+                   "(memtier_benchmark refuses to start)",
+                   next(o for o in options if o.name == "command-key-pattern" and o.value == "P"))
+        if not any(wl.command_ratios):
+            refuse("--command-ratio: at least one command needs a ratio above zero", "command-ratio")
     if wl.cluster_mode and "reconnect-interval" in first:
-        problems.append(ArgumentProblem(
-            "error", "--cluster-mode cannot be combined with --reconnect-interval "
-            "(memtier_benchmark refuses to start)", first["reconnect-interval"].token))
+        refuse("--cluster-mode cannot be combined with --reconnect-interval "
+               "(memtier_benchmark refuses to start)", "reconnect-interval")
+    jitter = [wl.flags.get(f"thread-conn-start-{end}-jitter-micros") or "0" for end in ("min", "max")]
+    if all(map(is_int, jitter)) and int(jitter[0]) > int(jitter[1]):
+        refuse("--thread-conn-start-min-jitter-micros must not exceed "
+               "--thread-conn-start-max-jitter-micros (memtier_benchmark refuses to start)",
+               "thread-conn-start-min-jitter-micros")
+    if "scan-incremental-iteration" in first:
+        _refuse_scan_iteration(wl, lambda message: refuse(message, "scan-incremental-iteration"))
 
 
-def _check_percentiles(opt: _Option, problems: list[ArgumentProblem]) -> None:
-    for part in str(opt.value).split(","):
-        try:
-            number = float(part)
-        except ValueError:
-            number = -1.0
-        if not 0.0 <= number <= 100.0:
-            problems.append(ArgumentProblem(
-                "error", f"--print-percentiles needs numbers in 0..100, got {opt.value!r}",
-                opt.token))
-            return
+def _refuse_scan_iteration(wl: Workload, refuse) -> None:
+    if len(wl.commands) != 1:
+        refuse("--scan-incremental-iteration needs exactly one --command (a SCAN command)")
+    elif wl.commands[0][0].upper() != "SCAN" or len(wl.commands[0]) < 2:
+        refuse("--scan-incremental-iteration needs a SCAN command with a cursor argument (e.g. 'SCAN 0')")
+    if wl.pipeline != 1:
+        refuse("--scan-incremental-iteration needs --pipeline 1 (memtier_benchmark refuses to start)")
+    if wl.cluster_mode:
+        refuse("--scan-incremental-iteration cannot be combined with --cluster-mode "
+               "(memtier_benchmark refuses to start)")
 
 
 def _find_placeholders(wl: Workload, problems: list[ArgumentProblem]) -> None:
@@ -529,6 +485,8 @@ def parse_client_arguments(argv: list[str]) -> Workload:
     for opt in options:
         _apply(opt, wl, problems)
     _refuse_as_memtier(options, wl, problems)
+    if wl.data_size_range is not None:
+        wl.data_size = None        # a range wins over a fixed size, given before or after it
     if not wl.arbitrary_commands:
         wl.commands = [["SET", "__key__", "__data__"], ["GET", "__key__"]]
         wl.command_ratios = list(wl.ratio)

@@ -29,6 +29,8 @@ CLIENT_OPTIONS: dict[str, str] = {
                     OUTPUT),
     "run-count": MEASURED,
     "reconnect-on-error": MEASURED,     # whether a run that lost connections is a result
+    "warmup-time": MEASURED,            # redline-load's own options (loadgen/memtier_options.tsv)
+    "events": PROCESS,
     **dict.fromkeys(("help", "version", "show-config", "debug"), PROCESS),
 }
 
