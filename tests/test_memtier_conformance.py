@@ -10,8 +10,13 @@ and refuse the same lines.
 from __future__ import annotations
 
 import json
+import os
+import select
 import shlex
+import shutil
+import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -20,11 +25,13 @@ from redline.errors import RunError
 from redline.load import LoadRequest, loadgen_binary
 from redline.suites import builtin_suites_dir, load_test, parse_client_arguments
 from redline.suites import memtier_options
+from redline.suites.memtier import without_options
 from redline.suites.memtier_options import option_table
 from redline.suites.owned import CLIENT_OPTIONS
 
 REPO = Path(__file__).resolve().parent.parent
 UPSTREAM = REPO.parent / "shared" / "upstream-suites" / "test-suites"
+MEMTIER = os.environ.get("MEMTIER_BENCHMARK") or shutil.which("memtier_benchmark")
 needs_upstream = pytest.mark.skipif(
     not UPSTREAM.is_dir(), reason=f"upstream suites not found at {UPSTREAM} (../shared/upstream-suites)")
 
@@ -178,6 +185,67 @@ def test_hand_written_lines(line, accepted):
     [loadgen] = rust_verdicts([argv])
     python = python_verdict(argv)
     assert (python is None, loadgen is None) == (accepted, accepted), (python, loadgen)
+
+
+# Where the hand-written lines' decision is not memtier_benchmark's own, and why.
+NOT_AS_MEMTIER = {
+    "--expiry-range 1-10": "not implemented by redline-load",
+    "--data-size-list 10:1,20:1": "not implemented by redline-load",
+    "--data-offset 3": "not implemented by redline-load",
+    "--protocol memcache_text": "redline-load speaks RESP only",
+    "--test-time 5 -n allkeys": "memtier checks the pair only when --test-time comes second",
+    "-c +5": "memtier's strtoul takes a sign; both redline parsers take digits only",
+    "--ratio 1:4294967296": "memtier's strtoul wraps past 2**32-1",
+    "--key-minimum 0 --key-maximum 10": "memtier refuses 0 although 0 is its default; redline accepts it",
+    "--key-minimum 11 --key-maximum 10": "memtier does not check that the range is not empty",
+    "--data-size-range 5-4": "memtier does not check MIN <= MAX",
+    "--print-percentiles 50,inf": "memtier takes inf",
+    "--command ''": "memtier starts with an empty command",
+}
+# Not run through memtier_benchmark: it never gets to connecting (spins with nothing to send).
+MEMTIER_HANGS = {"--command 'SET __key__ x' --command-ratio 0"}
+
+
+def memtier_verdict(argv: list[str]) -> str | None:
+    """None when memtier_benchmark accepts the line (it starts connecting to a socket listening
+    here), else what it printed when it refused (it exited first). No timing is involved:
+    whichever happens first decides; the 60 s limit only guards against a hang."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = str(listener.getsockname()[1])
+        proc = subprocess.Popen([MEMTIER, *argv, "--server", "127.0.0.1", "--port", port, "--hide-histogram"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if select.select([listener], [], [], 0.05)[0]:
+                    return None
+                if proc.poll() is not None:
+                    return proc.stderr.read().strip() or f"exit {proc.returncode}"
+            pytest.fail(f"memtier_benchmark neither connected nor exited in 60 s: {argv}")
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.skipif(not MEMTIER, reason="no memtier_benchmark binary ($MEMTIER_BENCHMARK or PATH)")
+def test_hand_written_lines_against_memtier_benchmark():
+    """The decisions above are memtier_benchmark's own, except where NOT_AS_MEMTIER says why
+    (the line as a run passes it: without the options redline owns)."""
+    differs = {line for line, accepted in HAND_WRITTEN if line not in MEMTIER_HANGS
+               and (memtier_verdict(without_options(shlex.split(line), CLIENT_OPTIONS)) is None) != accepted}
+    assert differs == set(NOT_AS_MEMTIER)
+
+
+@pytest.mark.slow      # about 25 s: one memtier_benchmark process per line
+@pytest.mark.skipif(not MEMTIER, reason="no memtier_benchmark binary ($MEMTIER_BENCHMARK or PATH)")
+@needs_upstream
+def test_every_upstream_suite_line_is_decided_as_memtier_benchmark_decides():
+    lines = suite_lines(sorted(UPSTREAM.glob("*.yml")))
+    differs = [where for where, argv in lines
+               if (python_verdict(argv) is None) != (memtier_verdict(without_options(argv, CLIENT_OPTIONS)) is None)]
+    assert differs == []
 
 
 def test_the_table_is_read_with_its_line_on_a_bad_row(tmp_path, monkeypatch):
