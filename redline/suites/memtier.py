@@ -71,7 +71,6 @@ class Workload:
     data_size_range: tuple[int, int] | None = None
     random_data: bool = False
     rate_limiting: int | None = None  # requests per second per connection
-    run_count: int = 1
     protocol: str = "redis"
     cluster_mode: bool = False
     distinct_client_seed: bool = False
@@ -253,7 +252,7 @@ def _stray_argument(token: str, before: _Option | None) -> ArgumentProblem:
 # Options whose checked value goes straight into a Workload field (flags set it to True).
 WORKLOAD_FIELDS = {
     "clients": "clients", "threads": "threads", "pipeline": "pipeline", "test-time": "test_time",
-    "data-size": "data_size", "run-count": "run_count", "rate-limiting": "rate_limiting",
+    "data-size": "data_size", "rate-limiting": "rate_limiting",
     "key-minimum": "key_minimum", "key-maximum": "key_maximum", "key-prefix": "key_prefix",
     "random-data": "random_data", "cluster-mode": "cluster_mode",
     "distinct-client-seed": "distinct_client_seed", "randomize": "randomize",
