@@ -275,6 +275,7 @@ fn read_options(args: &[String], warnings: &mut Vec<String>) -> Result<Vec<Given
     }
     Ok(given)
 }
+
 /// Parse argv (without the program name).
 pub fn parse_args(args: &[String]) -> Result<Config, CliError> {
     let mut cfg = Config::default();
