@@ -263,3 +263,47 @@ def test_the_table_is_read_with_its_line_on_a_bad_row(tmp_path, monkeypatch):
             option_table()
     finally:
         option_table.cache_clear()
+
+
+SUITE_WITH = """\
+version: 0.4
+name: refused-option
+description: a memtier flag redline-load does not implement, on its own line
+dbconfig:
+  configuration-parameters:
+    save: '""'
+tested-groups:
+- string
+tested-commands:
+- set
+redis-topologies:
+- oss-standalone
+clientconfig:
+  tool: memtier_benchmark
+  arguments: >-
+    --command "SET __key__ __data__"
+    {option}
+    -c 1 -t 1 --test-time 1
+"""
+
+
+@pytest.mark.parametrize("option", ["--expiry-range 1-10", "--data-size-list 10:1,20:1"])
+def test_validate_refuses_what_redline_load_refuses_at_its_line(tmp_path, option):
+    path = tmp_path / "refused.yml"
+    path.write_text(SUITE_WITH.format(option=option))
+    redline = Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin" / "redline"
+    proc = subprocess.run([str(redline), "suites", "validate", str(path)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "COLUMNS": "300"})
+    name = option.split()[0]
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"{path}:17: error: clientconfig.arguments: {name} is not supported by redline-load" in proc.stdout
+    [loadgen] = rust_verdicts([shlex.split(option)])
+    assert loadgen.startswith(f"option '{name}' is not supported by redline-load")
+
+
+def test_check_arguments_answers_a_bad_line_and_goes_on():
+    proc = subprocess.run([str(loadgen_binary()), "--check-arguments"], input='nope\n["-c","2"]\n[1]\n',
+                          capture_output=True, text=True, timeout=60)
+    answers = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert proc.returncode == 0 and [a["ok"] for a in answers] == [False, True, False]
+    assert "must be a JSON array of strings" in answers[0]["error"] and answers[2]["input"] is True
