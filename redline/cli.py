@@ -8,7 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
-from redline import __version__
+from redline import __version__, metrics
 from redline.argtypes import duration, positive_float, positive_int, regex, session_id, store_path, whole_seconds
 from redline.commands.build import add_build_parser
 from redline.errors import RunError, UsageError
@@ -111,7 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     history = commands.add_parser("history", help="stored results over time, with change points")
     history.add_argument("--name", type=regex, metavar="REGEX", help="only tests whose name matches REGEX")
     history.add_argument("--metric", default="ops_per_sec",
-                         help="ops_per_sec (default), p50_ms, p99_ms, server_cpu_us_per_op, …")
+                         help=f"{', '.join(m.name for m in metrics.COMPARED)} or any other stored metric "
+                              f"({', '.join(m.name for m in metrics.REGISTRY if not m.compared)}); "
+                              "default ops_per_sec")
     history.add_argument("--p-value", type=positive_float, default=0.001,
                          help="change-point significance (default 0.001); a change also needs 2 sessions on each "
                               "side and at least max(2%%, 2 × the calibrated noise floor), else 3%%")

@@ -7,13 +7,13 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from redline import state
+from redline import metrics, state
 from redline.engine import RunRecord
 from redline.stats import (MetricComparison, Verdict, benjamini_hochberg, compare_metric,
                            confidence_per_look, needs_more_runs)
 
 # metric → is a higher value better?
-COMPARED_METRICS = {"ops_per_sec": True, "p50_ms": False, "p99_ms": False, "server_cpu_us_per_op": False}
+COMPARED_METRICS = {metric.name: metric.higher_is_better for metric in metrics.COMPARED}   # name: higher is better
 BASELINE, COMPARISON = "baseline", "comparison"
 MIN_RUNS = 5
 

@@ -10,7 +10,7 @@ import shutil
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from redline import machine
+from redline import machine, metrics
 from redline.errors import RunError
 from redline.load import LoadRequest, LoadResult, NotAResult, ServerGone, run_load
 from redline.pinning import available_cpus
@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 CLIENT_SATURATION = 0.90       # client_cpu_util above this: the load generator may have been the bottleneck
 MISS_PATH_RATIO = 0.50         # a read workload with more misses than this measures the miss path
 
-METRICS = ("ops_per_sec", "p50_ms", "p99_ms", "p999_ms", "server_cpu_us_per_op", "client_cpu_util",
-           "used_memory_bytes", "keyspace_hits", "keyspace_misses")
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,7 +81,7 @@ class RunRecord:
         if self.purpose != "measure":
             out["purpose"] = self.purpose
             out["profile"] = self.profile
-        out.update({k: self.metrics.get(k) for k in METRICS})
+        out.update({name: self.metrics.get(name) for name in metrics.NAMES})
         out["flags"] = self.flags
         if self.error:
             out["error"] = self.error

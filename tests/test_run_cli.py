@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REDLINE
-from redline.engine import METRICS
+from redline.metrics import NAMES as METRICS
 from redline.store import Store
 
 SMALL = "--duration", "2s", "--warmup", "1s"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from redline import metrics
 from redline.comparison import TestComparison
 from redline.engine import RunRecord
 from redline.output.numbers import format_number
@@ -29,11 +30,10 @@ def comparison_markdown(comparisons: list[TestComparison], records: list[RunReco
               "interval lies inside ±τ; *inconclusive*: the data cannot tell (the smallest detectable change is "
               "given). For ops/sec higher is better; for latency and server CPU µs/op lower is better.", "",
               "<details><summary>Every run</summary>", "",
-              "| test | side | run | status | ops/sec | p50 ms | p99 ms | server µs/op |",
-              "|---|---|---:|---|---:|---:|---:|---:|"]
+              "| test | side | run | status | " + " | ".join(m.label for m in metrics.COMPARED) + " |",
+              "|---|---|---:|---|" + "---:|" * len(metrics.COMPARED)]
     for r in records:
-        m = r.metrics
-        lines.append(f"| {r.test} | {r.side} | {r.run_index + 1} | {r.status} | {format_number(m.get('ops_per_sec'))} | "
-                     f"{format_number(m.get('p50_ms'))} | {format_number(m.get('p99_ms'))} | {format_number(m.get('server_cpu_us_per_op'))} |")
+        lines.append(f"| {r.test} | {r.side} | {r.run_index + 1} | {r.status} | "
+                     + " | ".join(format_number(r.metrics.get(m.name)) for m in metrics.COMPARED) + " |")
     lines += ["", "</details>", ""]
     return "\n".join(lines)

@@ -9,10 +9,10 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from redline import machine
+from redline import machine, metrics
 from redline.engine import Observer, RunRecord
 from redline.output import terminal
-from redline.output.numbers import format_count, format_ms
+from redline.output.numbers import format_count
 from redline.output.terminal import styled
 from redline.pinning import available_cpus
 from redline.topology import plan_cpus
@@ -86,11 +86,8 @@ class ConsoleObserver(Observer):
         if record.status != "ok":
             self.console.print(styled(f"  {side}run {record.run_index + 1}: ", ("failed", "red"), f": {record.error}"))
             return
-        m = record.metrics
-        parts = [f"{format_count(m.get('ops_per_sec'))} ops/s", f"p50 {format_ms(m.get('p50_ms'))} ms",
-                 f"p99 {format_ms(m.get('p99_ms'))} ms"]
-        if m.get("server_cpu_us_per_op") is not None:
-            parts.append(f"server {m['server_cpu_us_per_op']:.2f} µs/op")
+        parts = [m.progress.format(m.format(record.metrics[m.name])) for m in metrics.REGISTRY
+                 if m.progress and record.metrics.get(m.name) is not None]
         reset_s = (record.state or {}).get("reset_s")
         if reset_s is not None:
             parts.append(f"(server restarted into the test's state in {reset_s:.1f} s)")

@@ -10,9 +10,9 @@ from collections import defaultdict
 from rich.console import Console
 from rich.table import Table
 
-from redline import history
-from redline.engine import METRICS, RunRecord
-from redline.output.numbers import format_bytes, format_count, format_ms, format_number
+from redline import history, metrics
+from redline.engine import RunRecord
+from redline.output.numbers import format_number
 from redline.output.terminal import styled
 
 
@@ -29,8 +29,6 @@ def _spread_pct(values: list[float]) -> str:
     return f" ±{(max(values) - min(values)) / 2 / med * 100:.1f}%"
 
 
-COLUMNS = ("runs", "ops/sec", "p50 ms", "p99 ms", "p99.9 ms", "µs/op", "client", "memory", "hits")
-NARROW_COLUMNS = ("ops/sec", "p50 ms", "p99 ms", "µs/op", "hits")
 
 
 def common_prefix(names: list[str]) -> str:
@@ -43,7 +41,9 @@ def results_table(records: list[RunRecord], *, width: int = 200) -> tuple[Table,
     """One row per test (and side): medians over the runs, with the half-range as spread; and the
     notes (flags, failures) to print under it. Below 120 columns only the main metrics fit."""
     prefix = common_prefix(sorted({r.key for r in records}))
-    columns = COLUMNS if width >= 120 else NARROW_COLUMNS
+    wide = width >= 120
+    shown = metrics.table_metrics(wide=wide)
+    columns = (["runs"] if wide else []) + [m.label for m in shown] + ["hits"]
     title = "redline results (median of runs)" + (f", tests {prefix}…" if prefix else "")
     table = Table(title=title, title_justify="left")
     table.add_column("test", overflow="fold", ratio=1)      # the name wraps; numbers never do
@@ -59,21 +59,17 @@ def results_table(records: list[RunRecord], *, width: int = 200) -> tuple[Table,
     multi_target = len({r.target for r in records}) > 1
     for (test, side, target), runs in groups.items():
         ok = [r for r in runs if r.status == "ok"]
-        col = {name: [r.metrics.get(name) for r in ok] for name in METRICS}
+        col = {name: [r.metrics.get(name) for r in ok] for name in metrics.NAMES}
         hits, misses = _median(col["keyspace_hits"]), _median(col["keyspace_misses"])
         hit_rate = f"{hits / (hits + misses):.0%}" if hits is not None and misses is not None and hits + misses else "–"
-        cpu = _median(col["server_cpu_us_per_op"])
-        util = _median(col["client_cpu_util"])
         label = test[len(prefix):] + (f" [{side or target}]" if multi_target or side else "")
         notes += [f"{label}: {flag}" for flag in sorted({flag for r in ok for flag in r.flags})]
         notes += [f"{label}: run {r.run_index + 1} {r.status}: {r.error}" for r in runs if r.status != "ok"]
-        cells = {"runs": f"{len(ok)}/{len(runs)}",
-                 "ops/sec": format_count(_median(col["ops_per_sec"])) + _spread_pct(col["ops_per_sec"]),
-                 "p50 ms": format_ms(_median(col["p50_ms"])), "p99 ms": format_ms(_median(col["p99_ms"])),
-                 "p99.9 ms": format_ms(_median(col["p999_ms"])), "µs/op": "–" if cpu is None else f"{cpu:.2f}",
-                 "client": "–" if util is None else f"{util:.0%}",
-                 "memory": format_bytes(_median(col["used_memory_bytes"])), "hits": hit_rate}
-        table.add_row(label, *(cells[c] for c in columns))
+        headline = shown[0].name              # its spread over the runs is shown beside it
+        cells = [f"{len(ok)}/{len(runs)}"] if wide else []
+        cells += [m.format(_median(col[m.name])) + (_spread_pct(col[m.name]) if m.name == headline else "")
+                  for m in shown]
+        table.add_row(label, *cells, hit_rate)
     return table, notes
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
+from redline import metrics
 from redline.comparison import TestComparison
 from redline.output.numbers import format_number
 from redline.output.tables import common_prefix
@@ -15,9 +16,13 @@ from redline.stats import Verdict
 ORDER = {Verdict.REGRESSION: 0, Verdict.IMPROVEMENT: 1, Verdict.INCONCLUSIVE: 2, Verdict.NO_CHANGE: 3}
 STYLE = {Verdict.REGRESSION: "red", Verdict.IMPROVEMENT: "green", Verdict.INCONCLUSIVE: "yellow",
          Verdict.NO_CHANGE: "dim"}
-SHORT_METRIC = {"ops_per_sec": "ops/s", "p50_ms": "p50", "p99_ms": "p99", "server_cpu_us_per_op": "cpu/op"}
 WORDS = {Verdict.REGRESSION: "regression", Verdict.IMPROVEMENT: "improvement",
          Verdict.INCONCLUSIVE: "inconclusive", Verdict.NO_CHANGE: "no change"}
+
+
+def _short(name: str) -> str:
+    metric = metrics.BY_NAME.get(name)
+    return metric.short if metric and metric.short else name
 
 
 def sorted_comparisons(comparisons: list[TestComparison]) -> list[TestComparison]:
@@ -59,7 +64,7 @@ def terminal_table(comparisons: list[TestComparison], *, width: int = 200) -> Ta
     for c in sorted_comparisons(comparisons):
         r = c.result
         style = STYLE[c.verdict]
-        cells = {"test": c.test[len(prefix):], "metric": c.metric if wide else SHORT_METRIC.get(c.metric, c.metric),
+        cells = {"test": c.test[len(prefix):], "metric": c.metric if wide else _short(c.metric),
                  "baseline": format_number(r.baseline_median if r else None),
                  "comparison": format_number(r.comparison_median if r else None),
                  "Δ": f"{r.delta_pct:+.1f}%" if r else "–",

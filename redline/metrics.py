@@ -1,0 +1,72 @@
+"""The one list of metrics: what each is called, its unit, which way is better, whether compare
+judges it, how a table shows it. Everything but the computation (engine._metrics) derives from it:
+the JSON keys of a run, the results table's columns, the compared set, the short labels, the
+markdown runs table, the progress line, the `history --metric` help."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from redline.output.numbers import format_bytes, format_count, format_ms
+
+
+def _two_places(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def _percent(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
+def _plain(value: float | None) -> str:
+    return "–" if value is None else f"{value:g}"
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str                          # the key in the store, in --json, in compare and history
+    label: str                         # column header in tables
+    unit: str
+    better: str | None = None          # "higher", "lower", or None (a fact, not a goal)
+    compared: bool = False             # judged by compare (and calibrated by calibrate)
+    table: str | None = None           # "narrow": in every results table; "wide": from 120 columns on
+    short: str | None = None           # label where space is short (narrow verdict table)
+    progress: str | None = None        # the live line after each run: "{} ops/s"
+    format: Callable[[float | None], str] = _plain
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.better == "higher"
+
+
+REGISTRY: tuple[Metric, ...] = (
+    Metric("ops_per_sec", "ops/sec", "ops/s", better="higher", compared=True, table="narrow", short="ops/s",
+           progress="{} ops/s", format=format_count),
+    Metric("p50_ms", "p50 ms", "ms", better="lower", compared=True, table="narrow", short="p50",
+           progress="p50 {} ms", format=format_ms),
+    Metric("p99_ms", "p99 ms", "ms", better="lower", compared=True, table="narrow", short="p99",
+           progress="p99 {} ms", format=format_ms),
+    Metric("p999_ms", "p99.9 ms", "ms", better="lower", table="wide", format=format_ms),
+    Metric("server_cpu_us_per_op", "µs/op", "µs", better="lower", compared=True, table="narrow", short="cpu/op",
+           progress="server {} µs/op", format=_two_places),
+    Metric("client_cpu_util", "client", "share of a core", table="wide", format=_percent),
+    Metric("used_memory_bytes", "memory", "bytes", table="wide", format=format_bytes),
+    Metric("keyspace_hits", "hits", "keys"),
+    Metric("keyspace_misses", "misses", "keys"),
+    Metric("server_cpu_s", "server CPU s", "s"),
+    Metric("server_user_s", "server user s", "s"),
+    Metric("server_system_s", "server system s", "s"),
+    Metric("client_cpu_s", "client CPU s", "s"),
+    Metric("ops", "ops", "ops"),
+    Metric("measured_s", "measured s", "s"),
+    Metric("errors", "errors", "replies"),
+)
+
+BY_NAME = {metric.name: metric for metric in REGISTRY}
+NAMES = tuple(BY_NAME)
+COMPARED = tuple(metric for metric in REGISTRY if metric.compared)
+
+
+def table_metrics(*, wide: bool) -> tuple[Metric, ...]:
+    return tuple(m for m in REGISTRY if m.table == "narrow" or (wide and m.table == "wide"))
