@@ -412,6 +412,7 @@ class Engine:
         metrics = {
             "ops_per_sec": result.ops_per_sec,
             "p50_ms": result.percentile_ms("50.00"),
+            "p90_ms": result.percentile_ms("90.00"),
             "p99_ms": result.percentile_ms("99.00"),
             "p999_ms": result.percentile_ms("99.90"),
             "server_cpu_us_per_op": cpu.total_s * 1e6 / ops if cpu and ops else None,

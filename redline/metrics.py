@@ -45,6 +45,7 @@ REGISTRY: tuple[Metric, ...] = (
            progress="{} ops/s", format=format_count),
     Metric("p50_ms", "p50 ms", "ms", better="lower", compared=True, table="narrow", short="p50",
            progress="p50 {} ms", format=format_ms),
+    Metric("p90_ms", "p90 ms", "ms", better="lower", compared=True, table="wide", short="p90", format=format_ms),
     Metric("p99_ms", "p99 ms", "ms", better="lower", compared=True, table="narrow", short="p99",
            progress="p99 {} ms", format=format_ms),
     Metric("p999_ms", "p99.9 ms", "ms", better="lower", table="wide", format=format_ms),
