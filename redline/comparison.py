@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from redline import metrics, state
-from redline.engine import RunRecord
+from redline.run_record import RunRecord
 from redline.stats import (MetricComparison, Verdict, benjamini_hochberg, compare_metric,
                            confidence_per_look, needs_more_runs)
 

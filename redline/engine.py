@@ -7,23 +7,23 @@ A plan has one side (run) or two (compare); runs of the sides are interleaved A 
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from redline import machine, metrics
+from redline import machine
 from redline.errors import RunError
 from redline.load import LoadRequest, LoadResult, NotAResult, ServerGone, run_load
 from redline.pinning import available_cpus
 from redline.probes import WindowProbe
 from redline.server import Server
 from redline.store import RunOutcome, Store
-from redline.targets import Target
+from redline.run_plan import Observer, RunSettings, Side
+from redline.run_record import RunRecord
 from redline.watch import ServerHung, ServerWatch
 from redline.workdirs import make_workdir
 from redline import preparation, state
 from redline.state import Prepared
 
-from redline.topology import CpuPlan, TopologySpec, parse_topology
+from redline.topology import CpuPlan, TopologySpec
 
 if TYPE_CHECKING:
     from redline.suites import TestSpec
@@ -33,75 +33,7 @@ MISS_PATH_RATIO = 0.50         # a read workload with more misses than this meas
 
 
 
-@dataclass(frozen=True, eq=False)
-class Side:
-    """One server under test. `name` is None for a plain run, 'baseline'/'comparison' in an A/B."""
-
-    target: Target
-    name: str | None = None
-
-
-@dataclass
-class RunSettings:
-    runs: int = 1
-    duration_s: float | None = None      # None: the suite's own --test-time
-    warmup_s: float = 2.0
-    scale: float | None = None           # None: the suite's own dataset-scale, else 1.0
-    profile: bool = False                # one extra, profiled run per test and side after the measured ones
-    topologies: tuple[TopologySpec, ...] = field(default_factory=lambda: (parse_topology("oss-standalone"),))
-    snapshots: bool = True               # restore prepared datasets from the RDB snapshot cache
-
-
-@dataclass
-class RunRecord:
-    run_id: int
-    test: str
-    target: str
-    side: str | None
-    run_index: int
-    status: str
-    metrics: dict[str, float | None] = field(default_factory=dict)
-    flags: list[str] = field(default_factory=list)
-    error: str | None = None
-    purpose: str = "measure"             # or "profile": never part of a metric
-    profile: dict | None = None
-    topology: str = "oss-standalone"
-    state: dict | None = None            # how the run's server state was reached (redline.state)
-
-    @property
-    def key(self) -> str:
-        """What a result is a result of: the test, and its topology unless standalone."""
-        return self.test if self.topology == "oss-standalone" else f"{self.test}@{self.topology}"
-
-    def as_json(self) -> dict:
-        out = {"test": self.test, "target": self.target, "run_index": self.run_index, "status": self.status,
-               "topology": self.topology}
-        if self.side:
-            out["side"] = self.side
-        if self.purpose != "measure":
-            out["purpose"] = self.purpose
-            out["profile"] = self.profile
-        out.update({name: self.metrics.get(name) for name in metrics.NAMES})
-        out["flags"] = self.flags
-        if self.error:
-            out["error"] = self.error
-        if self.state:
-            out["state"] = self.state
-        return out
-
-
 MoreRuns = Callable[["TestSpec", list[RunRecord], int], int]
-
-
-class Observer:
-    """What the engine tells the outside world while it works (progress display, logs)."""
-
-    def test_started(self, test: TestSpec, index: int, count: int) -> None: ...
-    def test_skipped(self, test: TestSpec, reason: str) -> None: ...
-    def phase(self, name: str, *, total: float | None = None, unit: str = "s") -> None: ...
-    def progress(self, done: float, total: float | None = None) -> None: ...
-    def run_finished(self, record: RunRecord) -> None: ...
-    def note(self, text: str) -> None: ...
 
 
 def interleaved(sides: list[Side], runs: int, start: int = 0) -> list[tuple[Side, int]]:

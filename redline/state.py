@@ -38,7 +38,7 @@ from redline.server import RemoteServer, Server
 from redline.topology import CpuPlan, deploy, plan_cpus, wait_replicas_in_sync
 
 if TYPE_CHECKING:
-    from redline.engine import Observer, RunSettings, Side
+    from redline.run_plan import Observer, RunSettings, Side
     from redline.suites import TestSpec
     from redline.topology import TopologySpec
 

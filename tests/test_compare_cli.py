@@ -36,7 +36,7 @@ def test_a_real_difference_is_a_regression_on_writes_only(tmp_path, redline_cli)
     assert by[("get", "server_cpu_us_per_op")]["verdict"] != "regression", by[("get", "server_cpu_us_per_op")]
     assert len(document["runs"]) == 2 * 2 * 12
     assert {r["side"] for r in document["runs"]} == {"baseline", "comparison"}
-    assert cpu_set["survives_fdr"] and cpu_set["comparisons_in_session"] == 8
+    assert cpu_set["survives_fdr"] and cpu_set["comparisons_in_session"] == 2 * len(COMPARED_METRICS)
     assert proc.returncode == 3, proc.stderr[-2000:]        # --fail-on-regression gates the job (its own code)
     text = md.read_text()
     assert text.startswith("**redline**:") and "<details>" in text and "| test | metric |" in text

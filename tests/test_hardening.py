@@ -160,7 +160,7 @@ def test_brackets_in_a_test_name_or_a_server_reply_are_printed_as_text(tmp_path,
 def test_tables_of_user_text_render_literally_on_the_terminal_console():
     from rich.table import Table
     from redline.output import terminal
-    from redline.engine import RunRecord
+    from redline.run_record import RunRecord
     from redline.output.tables import results_table
     record = RunRecord(1, "[/bold] t [dim]", "bin:/x [/y]", None, 0, "ok", {"ops_per_sec": 1.0}, ["[/z] flag"])
     table, notes = results_table([record])

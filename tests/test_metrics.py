@@ -4,7 +4,7 @@ from rich.console import Console
 
 from redline import metrics
 from redline.comparison import COMPARED_METRICS
-from redline.engine import RunRecord
+from redline.run_record import RunRecord
 from redline.output.tables import results_table
 
 

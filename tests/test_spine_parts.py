@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from redline.argtypes import duration
-from redline.engine import Side, interleaved
+from redline.engine import interleaved
+from redline.run_plan import Side
 from redline.errors import RunError, UsageError
 from redline.probes import WindowProbe, read_cpu
 from redline.server import ManagedServer, ServerSettings

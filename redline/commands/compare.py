@@ -6,7 +6,7 @@ from redline.commands.session import (DEFAULT_TOPOLOGY, check_before_starting, e
                                       measured_runs_by_test, session_exit_code, target_from)
 from redline.comparison import (COMPARED_METRICS, apply_false_discovery_control, attach_profiles, compare_test,
                                 extra_runs_needed, looks_confidence)
-from redline.engine import Side
+from redline.run_plan import Side
 from redline.errors import UsageError
 from redline.output import files, terminal, verdicts
 from redline.output.json_file import write_comparison_json

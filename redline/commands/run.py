@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from redline.commands.session import check_before_starting, execute_session, session_exit_code, target_from
-from redline.engine import Side
+from redline.run_plan import Side
 from redline.output import terminal
 from redline.output.json_file import write_runs_json
 from redline.output.tables import print_profiles, print_results

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from redline import machine, preparation
-from redline.engine import Engine, RunRecord, RunSettings, Side
+from redline.engine import Engine
+from redline.run_record import RunRecord
+from redline.run_plan import RunSettings, Side
 from redline.errors import UsageError
 from redline.output import terminal
 from redline.output.files import check_output_paths

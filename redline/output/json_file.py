@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from redline.comparison import TestComparison
-from redline.engine import RunRecord
+from redline.run_record import RunRecord
 from redline.output.files import write_json
 from redline.output.verdicts import sorted_comparisons
 

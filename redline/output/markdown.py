@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from redline import metrics
 from redline.comparison import TestComparison
-from redline.engine import RunRecord
+from redline.run_record import RunRecord
 from redline.output.numbers import format_number
 from redline.output.verdicts import WORDS, explain, moves, sorted_comparisons, summary_sentence
 

@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from redline import machine, metrics
-from redline.engine import Observer, RunRecord
+from redline.run_record import RunRecord
+from redline.run_plan import Observer
 from redline.output import terminal
 from redline.output.numbers import format_count
 from redline.output.terminal import styled

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from redline import history, metrics
-from redline.engine import RunRecord
+from redline.run_record import RunRecord
 from redline.output.numbers import format_number
 from redline.output.terminal import styled
 

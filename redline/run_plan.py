@@ -1,0 +1,44 @@
+"""What a session asks the engine for — the sides (servers under test) and the run settings — and
+the Observer interface through which the engine reports what it is doing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from redline.run_record import RunRecord
+from redline.targets import Target
+from redline.topology import TopologySpec, parse_topology
+
+if TYPE_CHECKING:
+    from redline.suites import TestSpec
+
+
+@dataclass(frozen=True, eq=False)
+class Side:
+    """One server under test. `name` is None for a plain run, 'baseline'/'comparison' in an A/B."""
+
+    target: Target
+    name: str | None = None
+
+
+@dataclass
+class RunSettings:
+    runs: int = 1
+    duration_s: float | None = None      # None: the suite's own --test-time
+    warmup_s: float = 2.0
+    scale: float | None = None           # None: the suite's own dataset-scale, else 1.0
+    profile: bool = False                # one extra, profiled run per test and side after the measured ones
+    topologies: tuple[TopologySpec, ...] = field(default_factory=lambda: (parse_topology("oss-standalone"),))
+    snapshots: bool = True               # restore prepared datasets from the RDB snapshot cache
+
+
+class Observer:
+    """What the engine tells the outside world while it works (progress display, logs)."""
+
+    def test_started(self, test: TestSpec, index: int, count: int) -> None: ...
+    def test_skipped(self, test: TestSpec, reason: str) -> None: ...
+    def phase(self, name: str, *, total: float | None = None, unit: str = "s") -> None: ...
+    def progress(self, done: float, total: float | None = None) -> None: ...
+    def run_finished(self, record: RunRecord) -> None: ...
+    def note(self, text: str) -> None: ...
