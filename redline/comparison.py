@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from redline import metrics, state
-from redline.run_record import RunRecord
+from redline.run import Run
 from redline.stats import (MetricComparison, Verdict, benjamini_hochberg, compare_metric,
                            confidence_per_look, needs_more_runs)
 
@@ -69,7 +69,7 @@ class TestComparison:
         return out
 
 
-def _values(records: list[RunRecord], metric: str) -> tuple[list[float], list[float], bool]:
+def _values(records: list[Run], metric: str) -> tuple[list[float], list[float], bool]:
     """Baseline and comparison values; paired (run i with run i) when both runs of every pair succeeded."""
     by_side: dict[str, dict[int, float]] = {BASELINE: {}, COMPARISON: {}}
     for r in records:
@@ -89,7 +89,7 @@ def looks_confidence(runs: int, max_runs: int, confidence: float = 0.95) -> floa
     return confidence_per_look(looks, confidence)
 
 
-def _states_by_side(records: list[RunRecord]) -> dict[str, list[dict | None]]:
+def _states_by_side(records: list[Run]) -> dict[str, list[dict | None]]:
     """The state facts of each side's successful runs."""
     by_side: dict[str, list[dict | None]] = {BASELINE: [], COMPARISON: []}
     for r in records:
@@ -98,7 +98,7 @@ def _states_by_side(records: list[RunRecord]) -> dict[str, list[dict | None]]:
     return by_side
 
 
-def compare_test(test: str, records: list[RunRecord], noise_floors: dict[tuple[str, str], float], *,
+def compare_test(test: str, records: list[Run], noise_floors: dict[tuple[str, str], float], *,
                  confidence: float = 0.95) -> list[TestComparison]:
     out = []
     states = _states_by_side(records)
@@ -131,7 +131,7 @@ def extra_runs_needed(comparisons: list[TestComparison], runs_so_far: int, max_r
     return min(2, max_runs - runs_so_far)
 
 
-def attach_profiles(comparisons: list[TestComparison], records: list[RunRecord], artifacts: Path) -> None:
+def attach_profiles(comparisons: list[TestComparison], records: list[Run], artifacts: Path) -> None:
     """Where both sides of a test were profiled: a differential flame graph, and for each verdict
     the symbols whose share of the server's CPU moved most."""
     from redline.profile import diff_flamegraph, moved_symbols

@@ -11,3 +11,8 @@ class RunError(Exception):
     """Something went wrong while measuring: a server that would not start, a crash. Exit code 1."""
 
     exit_code = 1
+
+
+class SkipTest(Exception):
+    """This machine or server cannot run the test as written (not a failure of the server): the
+    run is stored as skipped with the reason."""

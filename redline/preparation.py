@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import redis
 
 from redline.cache_dir import cache_root
-from redline.errors import RunError
+from redline.errors import RunError, SkipTest
 from redline.load import LoadRequest, loadgen_binary, run_load
 from redline.watch import ServerWatch
 from redline.server import ManagedServer, Server, ServerSettings
@@ -26,10 +26,6 @@ if TYPE_CHECKING:
 CLIENT_TOOLS = ("memtier_benchmark", "redline-load")
 DEFAULT_TOPOLOGY = "oss-standalone"
 PRELOAD_TIMEOUT_S = 1800.0
-
-
-class SkipTest(Exception):
-    """This server cannot run the test as written (not a failure of the server)."""
 
 
 BYTES_PER_KEY_OVERHEAD = 80          # rough per-key cost in redis beyond its values

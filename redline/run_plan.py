@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from redline.run_record import RunRecord
+from redline.run import Run
 from redline.targets import Target
 from redline.topology import TopologySpec, parse_topology
 
@@ -40,5 +40,28 @@ class Observer:
     def test_skipped(self, test: TestSpec, reason: str) -> None: ...
     def phase(self, name: str, *, total: float | None = None, unit: str = "s") -> None: ...
     def progress(self, done: float, total: float | None = None) -> None: ...
-    def run_finished(self, record: RunRecord) -> None: ...
+    def detail(self, text: str) -> None: ...                # a line for the current phase (make's last line)
+    def run_finished(self, run: Run) -> None: ...
     def note(self, text: str) -> None: ...
+
+
+OBSERVER_EVENTS = ("test_started", "test_skipped", "phase", "progress", "detail", "run_finished", "note")
+
+
+class Observers(Observer):
+    """Several observers as one: each hears every event, in order."""
+
+    def __init__(self, observers=()):
+        self.observers = list(observers)
+
+
+def _to_each(event: str):
+    def tell_each(self: Observers, *args, **kwargs) -> None:
+        for observer in self.observers:
+            getattr(observer, event)(*args, **kwargs)
+    tell_each.__name__ = event
+    return tell_each
+
+
+for _event in OBSERVER_EVENTS:
+    setattr(Observers, _event, _to_each(_event))

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Iterator
 import redis
 
 from redline import preparation
-from redline.errors import RunError
+from redline.errors import RunError, SkipTest
 from redline.identity import server_identity
 from redline.server import RemoteServer, Server
 from redline.topology import CpuPlan, deploy, plan_cpus, wait_replicas_in_sync
@@ -138,7 +138,7 @@ class ServerStates:
         if side.target.managed:
             unknown = preparation.unknown_parameters(self.test, side.target.binary, side.target.config)
             if unknown:
-                raise preparation.SkipTest(f"the server does not know configuration parameter "
+                raise SkipTest(f"the server does not know configuration parameter "
                                            f"{', '.join(unknown)} (CONFIG GET)")
         cpu_plan = plan_cpus(self.topology, self.cpus)
         snapshot = self.plan.snapshots.get(side)

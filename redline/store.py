@@ -20,21 +20,25 @@ import sqlite3
 import stat
 import time
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from redline.errors import RunError, UsageError
+from redline.run import Run
 
 APPLICATION_ID = 0x52446C6E          # 'RDln' in the SQLite header: this file is a redline store
 SQLITE_MAGIC = b"SQLite format 3\x00"
 REDLINE_TABLES = {"sessions", "runs", "metrics", "series"}   # a store from before APPLICATION_ID
 STORE_COMPANIONS = ("", "-wal", "-shm", "-journal")          # the files SQLite keeps for one store
 BUSY_TIMEOUT_VARIABLE = "REDLINE_STORE_BUSY_TIMEOUT"    # seconds to wait for another process's lock (default 30)
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Changes to a store written by an older redline, by the version they lead to.
 MIGRATIONS = {
     2: ["ALTER TABLE runs ADD COLUMN purpose TEXT NOT NULL DEFAULT 'measure'"],
     3: ["ALTER TABLE runs ADD COLUMN topology TEXT NOT NULL DEFAULT 'oss-standalone'"],
+    4: ["ALTER TABLE runs ADD COLUMN uid TEXT",
+        "ALTER TABLE runs ADD COLUMN flags TEXT",
+        "UPDATE runs SET uid = lower(hex(randomblob(16))) WHERE uid IS NULL",
+        "UPDATE runs SET flags = json_extract(facts, '$.flags') WHERE facts IS NOT NULL"],
 }
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -58,6 +62,8 @@ CREATE TABLE IF NOT EXISTS runs (
     run_index INTEGER NOT NULL,
     purpose TEXT NOT NULL DEFAULT 'measure' CHECK (purpose IN ('measure', 'profile')),
     topology TEXT NOT NULL DEFAULT 'oss-standalone',
+    uid TEXT,
+    flags TEXT,
     status TEXT NOT NULL CHECK (status IN ('running', 'ok', 'failed', 'interrupted', 'skipped')),
     started_at REAL NOT NULL,
     finished_at REAL,
@@ -66,6 +72,7 @@ CREATE TABLE IF NOT EXISTS runs (
     facts TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_test ON runs(test, target);
+CREATE UNIQUE INDEX IF NOT EXISTS runs_by_uid ON runs(uid);
 CREATE TABLE IF NOT EXISTS metrics (
     run_id INTEGER NOT NULL REFERENCES runs(id),
     name TEXT NOT NULL,
@@ -107,19 +114,6 @@ CREATE TABLE IF NOT EXISTS noise_floors (
     PRIMARY KEY (host, test, metric)
 );
 """
-
-
-@dataclass
-class RunOutcome:
-    """Everything a finished (or failed) run leaves behind."""
-
-    status: str                                   # 'ok' | 'failed' | 'skipped'
-    metrics: dict[str, float | None]
-    series: dict[str, list[float]]
-    facts: dict
-    error: str | None = None
-    server_log_tail: str | None = None
-    profile: dict | None = None                   # ProfileResult.as_json() of a profiled run
 
 
 def _pid_alive(pid: int) -> bool:
@@ -346,14 +340,54 @@ class Store:
             self.db.execute("UPDATE runs SET status='interrupted', error=? WHERE session_id=? AND status='running'",
                             ("redline stopped before this run's result was stored", session_id))
 
-    def begin_run(self, *, session_id: int, test: str, suite_file: str | None, target: str,
-                  side: str | None, run_index: int, purpose: str = "measure",
-                  topology: str = "oss-standalone") -> int:
+    # -- the store as a result sink (redline.sinks.ResultSink) --------------------------------
+    def run_started(self, run: Run) -> None:
+        """A 'running' row for the run (a redline killed now leaves it for recovery); the run
+        gets its row id."""
+        run.started_at = run.started_at or time.time()
         cur = self.db.execute(
-            "INSERT INTO runs(session_id, test, suite_file, target, side, run_index, purpose, topology, status,"
-            " started_at) VALUES (?,?,?,?,?,?,?,?,'running',?)",
-            (session_id, test, suite_file, target, side, run_index, purpose, topology, time.time()))
-        return cur.lastrowid
+            "INSERT INTO runs(session_id, test, suite_file, target, side, run_index, purpose, topology, uid, status,"
+            " started_at) VALUES (?,?,?,?,?,?,?,?,?,'running',?)",
+            (run.session_id, run.test, run.suite_file, run.target, run.side, run.run_index, run.purpose,
+             run.topology, run.uid, run.started_at))
+        run.run_id = cur.lastrowid
+
+    def run_finished(self, run: Run) -> None:
+        """Status, metrics, series and profile of one run, atomically."""
+        with self._transaction():
+            self._write_result(run)
+
+    def run_interrupted(self, run: Run, reason: str) -> None:
+        self.db.execute("UPDATE runs SET status='interrupted', finished_at=?, error=? "
+                        "WHERE id=? AND status='running'", (time.time(), reason, run.run_id))
+
+    def add_run(self, run: Run) -> bool:
+        """A finished run from elsewhere (a fleet agent's result), stored once: False, and nothing
+        written, when a run with its uid is already here."""
+        with self._transaction():
+            if self.db.execute("SELECT 1 FROM runs WHERE uid=?", (run.uid,)).fetchone():
+                return False
+            self.run_started(run)
+            self._write_result(run)
+        return True
+
+    def _write_result(self, run: Run) -> None:
+        run.finished_at = run.finished_at or time.time()
+        self.db.execute(
+            "UPDATE runs SET status=?, finished_at=?, error=?, server_log_tail=?, facts=?, flags=? WHERE id=?",
+            (run.status, run.finished_at, run.error, run.server_log_tail,
+             json.dumps(run.facts, default=str), json.dumps(run.flags), run.run_id))
+        self.db.executemany("INSERT OR REPLACE INTO metrics(run_id, name, value) VALUES (?,?,?)",
+                            [(run.run_id, k, v) for k, v in run.metrics.items()])
+        self.db.executemany(
+            "INSERT OR REPLACE INTO series(run_id, name, second, value) VALUES (?,?,?,?)",
+            [(run.run_id, name, i, v) for name, values in run.series.items() for i, v in enumerate(values)])
+        if run.profile:
+            pr = run.profile
+            self.db.execute(
+                "INSERT OR REPLACE INTO profiles(run_id, folded_path, svg_path, unwinder, event, samples, detail)"
+                " VALUES (?,?,?,?,?,?,?)", (run.run_id, pr["folded_path"], pr["svg_path"], pr.get("unwinder"),
+                                            pr.get("event"), pr.get("samples"), json.dumps(pr)))
 
     def _artifact_path(self, run_id: int) -> Path:
         return self.path.with_name(self.path.stem + "-artifacts") / f"run-{run_id}"
@@ -373,30 +407,6 @@ class Store:
         for entry in directory.iterdir():
             if entry.name.startswith("perf.data") or stat.S_ISFIFO(entry.lstat().st_mode):
                 entry.unlink(missing_ok=True)
-
-    def finish_run(self, run_id: int, outcome: RunOutcome) -> None:
-        """Status, metrics and series of one run, atomically."""
-        with self._transaction():
-            self.db.execute(
-                "UPDATE runs SET status=?, finished_at=?, error=?, server_log_tail=?, facts=? WHERE id=?",
-                (outcome.status, time.time(), outcome.error, outcome.server_log_tail,
-                 json.dumps(outcome.facts, default=str), run_id))
-            self.db.executemany("INSERT OR REPLACE INTO metrics(run_id, name, value) VALUES (?,?,?)",
-                                [(run_id, k, v) for k, v in outcome.metrics.items()])
-            self.db.executemany(
-                "INSERT OR REPLACE INTO series(run_id, name, second, value) VALUES (?,?,?,?)",
-                [(run_id, name, i, v) for name, values in outcome.series.items()
-                 for i, v in enumerate(values)])
-            if outcome.profile:
-                pr = outcome.profile
-                self.db.execute(
-                    "INSERT OR REPLACE INTO profiles(run_id, folded_path, svg_path, unwinder, event, samples, detail)"
-                    " VALUES (?,?,?,?,?,?,?)", (run_id, pr["folded_path"], pr["svg_path"], pr.get("unwinder"),
-                                                pr.get("event"), pr.get("samples"), json.dumps(pr)))
-
-    def mark_interrupted(self, run_id: int, reason: str) -> None:
-        self.db.execute("UPDATE runs SET status='interrupted', finished_at=?, error=? "
-                        "WHERE id=? AND status='running'", (time.time(), reason, run_id))
 
     def recover_interrupted(self) -> int:
         """Every run left 'running' by a session that is not running any more becomes
@@ -476,6 +486,24 @@ class Store:
         return self.db.execute(
             "SELECT r.id, r.test, r.side, r.target, p.folded_path, p.svg_path, p.detail FROM runs r "
             "JOIN profiles p ON p.run_id = r.id WHERE r.session_id=? ORDER BY r.id", (session_id,)).fetchall()
+
+    def load_runs(self, session_id: int | None = None) -> list[Run]:
+        """The run documents of a session (every session with None), in the order they ran."""
+        return [self._run_from_row(row) for row in self.runs(session_id)]
+
+    def _run_from_row(self, row: sqlite3.Row) -> Run:
+        facts = json.loads(row["facts"]) if row["facts"] else {}
+        flags = json.loads(row["flags"]) if row["flags"] else facts.pop("flags", None) or []
+        series: dict[str, list[float]] = {}
+        for r in self.db.execute("SELECT name, value FROM series WHERE run_id=? ORDER BY name, second", (row["id"],)):
+            series.setdefault(r["name"], []).append(r["value"])
+        profile = self.db.execute("SELECT detail FROM profiles WHERE run_id=?", (row["id"],)).fetchone()
+        return Run(test=row["test"], target=row["target"], side=row["side"], run_index=row["run_index"],
+                   topology=row["topology"], purpose=row["purpose"], suite_file=row["suite_file"], uid=row["uid"],
+                   session_id=row["session_id"], run_id=row["id"], started_at=row["started_at"],
+                   finished_at=row["finished_at"], status=row["status"], metrics=self.metrics(row["id"]),
+                   series=series, flags=flags, facts=facts, error=row["error"],
+                   server_log_tail=row["server_log_tail"], profile=json.loads(profile[0]) if profile else None)
 
     def metrics(self, run_id: int) -> dict[str, float | None]:
         return {r["name"]: r["value"] for r in

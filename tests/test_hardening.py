@@ -160,9 +160,10 @@ def test_brackets_in_a_test_name_or_a_server_reply_are_printed_as_text(tmp_path,
 def test_tables_of_user_text_render_literally_on_the_terminal_console():
     from rich.table import Table
     from redline.output import terminal
-    from redline.run_record import RunRecord
+    from redline.run import Run
     from redline.output.tables import results_table
-    record = RunRecord(1, "[/bold] t [dim]", "bin:/x [/y]", None, 0, "ok", {"ops_per_sec": 1.0}, ["[/z] flag"])
+    record = Run(test="[/bold] t [dim]", target="bin:/x [/y]", side=None, run_index=0, status="ok",
+                 metrics={"ops_per_sec": 1.0}, flags=["[/z] flag"])
     table, notes = results_table([record])
     console = terminal.console(width=200, record=True)
     console.print(table)

@@ -2,7 +2,8 @@
 
 import json
 
-from redline.store import RunOutcome, Store
+from redline.run import Run
+from redline.store import Store
 
 BUILD_A = {"version": "7.0.15", "git_sha1": "00000000", "git_dirty": "0", "build_id": "aaaa1111",
            "binary_sha256": "a" * 64}
@@ -15,11 +16,12 @@ def _session(store: Store, ops: float, *, test: str = "t-set", identity: dict | 
              runs: int = 3, target: str = "bin:x") -> None:
     session = store.begin_session(kind="run", argv=[], machine={})
     for index in range(runs):
-        run = store.begin_run(session_id=session, test=test, suite_file=None, target=target, side=None,
-                              run_index=index)
-        value = ops * (1 + 0.002 * (index - 1))
-        facts = {"identity": identity, "server_version": "7.0.15"} if identity else {}
-        store.finish_run(run, RunOutcome(status="ok", metrics={"ops_per_sec": value}, series={}, facts=facts))
+        run = Run(test=test, target=target, side=None, run_index=index, session_id=session)
+        store.run_started(run)
+        run.metrics = {"ops_per_sec": ops * (1 + 0.002 * (index - 1))}
+        run.facts = {"identity": identity, "server_version": "7.0.15"} if identity else {}
+        run.finish("ok")
+        store.run_finished(run)
     store.finish_session(session, "finished")
 
 

@@ -4,7 +4,7 @@ from rich.console import Console
 
 from redline import metrics
 from redline.comparison import COMPARED_METRICS
-from redline.run_record import RunRecord
+from redline.run import Run
 from redline.output.tables import results_table
 
 
@@ -18,8 +18,8 @@ def test_every_compared_metric_has_a_direction_a_short_label_and_a_table_place()
 
 
 def test_the_results_table_columns_follow_the_registry():
-    record = RunRecord(1, "t", "bin:x", None, 0, "ok",
-                       metrics={"ops_per_sec": 120_000.0, "p50_ms": 0.5, "p90_ms": 0.75, "p99_ms": 1.0,
+    record = Run(test="t", target="bin:x", side=None, run_index=0, status="ok",
+                 metrics={"ops_per_sec": 120_000.0, "p50_ms": 0.5, "p90_ms": 0.75, "p99_ms": 1.0,
                                 "p999_ms": 2.0, "server_cpu_us_per_op": 3.25, "client_cpu_util": 0.5,
                                 "used_memory_bytes": 2.0 * 2**20, "keyspace_hits": 3.0, "keyspace_misses": 1.0})
     wide, _ = results_table([record], width=200)
@@ -35,7 +35,7 @@ def test_the_results_table_columns_follow_the_registry():
 
 
 def test_a_run_as_json_carries_every_registered_metric():
-    record = RunRecord(1, "t", "bin:x", None, 0, "ok", metrics={"p90_ms": 0.75})
-    document = record.as_json()
+    record = Run(test="t", target="bin:x", side=None, run_index=0, status="ok", metrics={"p90_ms": 0.75})
+    document = record.to_json()
     assert all(name in document for name in metrics.NAMES)
     assert document["p90_ms"] == 0.75 and document["ops_per_sec"] is None

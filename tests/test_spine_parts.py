@@ -18,7 +18,8 @@ from redline.run_plan import Side
 from redline.errors import RunError, UsageError
 from redline.probes import WindowProbe, read_cpu
 from redline.server import ManagedServer, ServerSettings
-from redline.store import RunOutcome, Store
+from redline.run import Run
+from redline.store import Store
 from redline.targets import parse_config_pairs, parse_target
 
 REDIS = Path("/usr/bin/redis-server")
@@ -144,22 +145,28 @@ def test_store_writes_a_run_with_metrics_and_series_atomically(tmp_path):
     store = Store(tmp_path / "r.db")
     assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     session = store.begin_session(kind="run", argv=["redline"], machine={})
-    run = store.begin_run(session_id=session, test="t", suite_file=None, target="bin:x", side=None, run_index=0)
+    run = Run(test="t", target="bin:x", side=None, run_index=0, session_id=session)
+    store.run_started(run)
     assert store.runs()[0]["status"] == "running"
-    store.finish_run(run, RunOutcome(status="ok", metrics={"ops_per_sec": 10.0}, series={"ops": [1, 2, 3]}, facts={}))
+    run.metrics, run.series = {"ops_per_sec": 10.0}, {"ops": [1, 2, 3]}
+    run.finish("ok")
+    store.run_finished(run)
     assert store.runs()[0]["status"] == "ok"
-    assert store.metrics(run) == {"ops_per_sec": 10.0}
-    assert store.series(run, "ops") == [1, 2, 3]
+    assert store.metrics(run.run_id) == {"ops_per_sec": 10.0}
+    assert store.series(run.run_id, "ops") == [1, 2, 3]
+    [loaded] = store.load_runs(session)
+    assert loaded.to_json() == run.to_json()
 
 
 def test_a_failing_write_leaves_no_half_run(tmp_path):
     store = Store(tmp_path / "r.db")
     session = store.begin_session(kind="run", argv=[], machine={})
-    run = store.begin_run(session_id=session, test="t", suite_file=None, target="x", side=None, run_index=0)
-    bad = RunOutcome(status="nonsense-status", metrics={"ops_per_sec": 1.0}, series={}, facts={})
+    run = Run(test="t", target="x", side=None, run_index=0, session_id=session)
+    store.run_started(run)
+    run.metrics, run.status = {"ops_per_sec": 1.0}, "nonsense-status"
     with pytest.raises(Exception):
-        store.finish_run(run, bad)
-    assert store.metrics(run) == {}
+        store.run_finished(run)
+    assert store.metrics(run.run_id) == {}
     assert store.runs()[0]["status"] == "running"
 
 
@@ -167,12 +174,16 @@ def test_killed_writer_keeps_finished_runs_and_marks_the_open_one_interrupted(tm
     db = tmp_path / "r.db"
     script = textwrap.dedent(f"""
         import time
-        from redline.store import Store, RunOutcome
+        from redline.run import Run
+        from redline.store import Store
         s = Store({str(db)!r})
         session = s.begin_session(kind="run", argv=[], machine={{}})
-        done = s.begin_run(session_id=session, test="first", suite_file=None, target="x", side=None, run_index=0)
-        s.finish_run(done, RunOutcome(status="ok", metrics={{"ops_per_sec": 5.0}}, series={{}}, facts={{}}))
-        s.begin_run(session_id=session, test="second", suite_file=None, target="x", side=None, run_index=0)
+        done = Run(test="first", target="x", side=None, run_index=0, session_id=session)
+        s.run_started(done)
+        done.metrics = {{"ops_per_sec": 5.0}}
+        done.finish("ok")
+        s.run_finished(done)
+        s.run_started(Run(test="second", target="x", side=None, run_index=0, session_id=session))
         print("ready", flush=True)
         time.sleep(60)
     """)

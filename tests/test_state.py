@@ -10,7 +10,7 @@ import pytest
 from conftest import REDIS_SERVER
 from redline import state
 from redline.comparison import COMPARED_METRICS, compare_test
-from redline.run_record import RunRecord
+from redline.run import Run
 from redline.preparation import writing_commands
 from redline.suites import load_test
 from redline.stats import Verdict
@@ -123,9 +123,10 @@ def test_a_side_that_cannot_start_from_a_snapshot_makes_every_side_prepare(tmp_p
 
 
 # -- the verdict on sides whose states differ (logic alone) -----------------------------------------
-def _records(side: str, ways: list[dict], cpu: float) -> list[RunRecord]:
-    return [RunRecord(i, "t", side, side, i, "ok", {"ops_per_sec": 1000.0 + i, "p50_ms": 1.0, "p90_ms": 1.5, "p99_ms": 2.0,
-                                                     "server_cpu_us_per_op": cpu * (1 + i / 100)}, state=way)
+def _records(side: str, ways: list[dict], cpu: float) -> list[Run]:
+    return [Run(test="t", target=side, side=side, run_index=i, status="ok",
+                metrics={"ops_per_sec": 1000.0 + i, "p50_ms": 1.0, "p90_ms": 1.5, "p99_ms": 2.0,
+                         "server_cpu_us_per_op": cpu * (1 + i / 100)}, facts={"state": way})
             for i, way in enumerate(ways)]
 
 

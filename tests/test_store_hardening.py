@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REDLINE
-from redline.store import APPLICATION_ID, SCHEMA_VERSION, NotAStore, Store, StoreError, RunOutcome
+from redline.run import Run
+from redline.store import APPLICATION_ID, SCHEMA_VERSION, NotAStore, Store, StoreError
 from test_run_cli import write_suite
 
 ENV_TIMEOUT_1 = {**os.environ, "REDLINE_STORE_BUSY_TIMEOUT": "1", "COLUMNS": "200"}
@@ -36,11 +37,14 @@ def one_error_line(proc, code: int) -> str:
 
 def stored_run(store: Store, test: str, status: str = "ok") -> int:
     session = store.begin_session(kind="run", argv=[], machine={})
-    run = store.begin_run(session_id=session, test=test, suite_file=None, target="x", side=None, run_index=0)
+    run = Run(test=test, target="x", side=None, run_index=0, session_id=session)
+    store.run_started(run)
     if status != "running":
-        store.finish_run(run, RunOutcome(status=status, metrics={"ops_per_sec": 7.0}, series={}, facts={}))
+        run.metrics = {"ops_per_sec": 7.0}
+        run.finish(status)
+        store.run_finished(run)
     store.finish_session(session, "finished")
-    return run
+    return run.run_id
 
 
 @contextmanager

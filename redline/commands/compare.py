@@ -5,7 +5,7 @@ from __future__ import annotations
 from redline.commands.session import (DEFAULT_TOPOLOGY, check_before_starting, execute_session,
                                       measured_runs_by_test, session_exit_code, target_from)
 from redline.comparison import (COMPARED_METRICS, apply_false_discovery_control, attach_profiles, compare_test,
-                                extra_runs_needed, looks_confidence)
+                                looks_confidence)
 from redline.run_plan import Side
 from redline.errors import UsageError
 from redline.output import files, terminal, verdicts
@@ -27,15 +27,8 @@ def compare_command(args) -> int:
     floors = Store(args.store).noise_floors() if args.store.exists() else {}
     confidence = looks_confidence(args.runs, args.max_runs)
     lone_p_value = FDR_Q / (len(tests) * len(args.topology or [DEFAULT_TOPOLOGY]) * len(COMPARED_METRICS))
-
-    def more_runs(test, records, runs_so_far):
-        key = records[-1].key if records else test.name
-        return extra_runs_needed(compare_test(key, [r for r in records if r.key == key], floors,
-                                              confidence=confidence), runs_so_far, args.max_runs,
-                                 lone_p_value=lone_p_value)
-
     session = execute_session(args, kind="compare", sides=[baseline, comparison], tests=tests,
-                              more_runs=more_runs)
+                              max_runs=args.max_runs, lone_p_value=lone_p_value, floors=floors)
     by_test = measured_runs_by_test(session.records)
     comparisons = [c for test, records in by_test.items()
                    for c in compare_test(test, records, floors, confidence=confidence)]

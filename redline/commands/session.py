@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from redline import machine, preparation
-from redline.engine import Engine
-from redline.run_record import RunRecord
+from redline.engine import local_engine
+from redline.job import JobResolver, execute_jobs, jobs_for
+from redline.run import Run
 from redline.run_plan import RunSettings, Side
 from redline.errors import UsageError
 from redline.output import terminal
@@ -114,29 +115,30 @@ class Session:
     kind: str
     store: Store
     session_id: int
-    records: list[RunRecord]
+    records: list[Run]
 
 
-def execute_session(args, *, kind: str, sides: list[Side], tests: list, more_runs=None) -> Session:
-    """Get the sides ready, open the store, run the engine on the tests with progress, always
-    close cleanly."""
+def execute_session(args, *, kind: str, sides: list[Side], tests: list, max_runs: int | None = None,
+                    lone_p_value: float | None = None, floors: dict | None = None) -> Session:
+    """Get the sides ready, open the store, run the session's jobs (every test × topology) through
+    the engine with progress, always close cleanly. `max_runs`/`lone_p_value`: compare's adaptive
+    extra runs."""
     topologies = tuple(parse_topology(name) for name in (args.topology or [DEFAULT_TOPOLOGY]))
     console = terminal.console(stderr=True)
     observer = ConsoleObserver(console)
     try:
         sides = ready_sides(sides, observer)
         print_plan(console, f"{kind}: {len(tests)} tests × {args.runs} runs", sides, topologies)
+        settings = RunSettings(runs=args.runs, duration_s=args.duration, warmup_s=args.warmup, scale=args.scale,
+                               profile=args.profile, topologies=topologies, snapshots=args.snapshots)
+        jobs = jobs_for(tests, sides, settings, max_runs=max_runs, lone_p_value=lone_p_value)
         store = Store(args.store)            # recovers what a killed redline left in the store …
         remove_abandoned_workdirs()          # … and in the temp directory
         session_id = store.begin_session(kind=kind, argv=sys.argv, machine=machine.facts())
         status = "interrupted"
         try:
-            engine = Engine(store=store, observer=observer)
-            records = engine.execute(tests=tests, sides=sides, session_id=session_id, more_runs=more_runs,
-                                     settings=RunSettings(runs=args.runs, duration_s=args.duration,
-                                                          warmup_s=args.warmup, scale=args.scale,
-                                                          profile=args.profile, topologies=topologies,
-                                                          snapshots=args.snapshots))
+            records = execute_jobs(jobs, engine=local_engine(store, observers=[observer]), session_id=session_id,
+                                   resolver=JobResolver(tests=tests, sides=sides), floors=floors)
             status = "finished"
         finally:
             store.finish_session(session_id, status)
@@ -145,9 +147,9 @@ def execute_session(args, *, kind: str, sides: list[Side], tests: list, more_run
     return Session(kind, store, session_id, records)
 
 
-def measured_runs_by_test(records: list[RunRecord]) -> dict[str, list[RunRecord]]:
+def measured_runs_by_test(records: list[Run]) -> dict[str, list[Run]]:
     """The measured runs (not the profiled ones) grouped by test (and topology)."""
-    by_test: dict[str, list[RunRecord]] = {}
+    by_test: dict[str, list[Run]] = {}
     for r in records:
         if r.purpose == "measure":
             by_test.setdefault(r.key, []).append(r)

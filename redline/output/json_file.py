@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from redline.comparison import TestComparison
-from redline.run_record import RunRecord
+from redline.run import Run
 from redline.output.files import write_json
 from redline.output.verdicts import sorted_comparisons
 
 
-def write_runs_json(path: Path, records: list[RunRecord]) -> None:
-    write_json(path, [r.as_json() for r in records])
+def write_runs_json(path: Path, records: list[Run]) -> None:
+    write_json(path, [r.to_json() for r in records])
 
 
-def write_comparison_json(path: Path, comparisons: list[TestComparison], records: list[RunRecord]) -> None:
+def write_comparison_json(path: Path, comparisons: list[TestComparison], records: list[Run]) -> None:
     write_json(path, {"comparisons": [c.as_json() for c in sorted_comparisons(comparisons)],
-                      "runs": [r.as_json() for r in records]})
+                      "runs": [r.to_json() for r in records]})

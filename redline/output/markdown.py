@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from redline import metrics
 from redline.comparison import TestComparison
-from redline.run_record import RunRecord
+from redline.run import Run
 from redline.output.numbers import format_number
 from redline.output.verdicts import WORDS, explain, moves, sorted_comparisons, summary_sentence
 
 
-def comparison_markdown(comparisons: list[TestComparison], records: list[RunRecord], *, baseline: str,
+def comparison_markdown(comparisons: list[TestComparison], records: list[Run], *, baseline: str,
              comparison: str) -> str:
     tests = len({c.test for c in comparisons})
     lines = [f"**redline**: {summary_sentence(comparisons, tests)}", "",

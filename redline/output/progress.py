@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from redline import machine, metrics
-from redline.run_record import RunRecord
+from redline.run import Run
 from redline.run_plan import Observer
 from redline.output import terminal
 from redline.output.numbers import format_count
@@ -81,7 +81,7 @@ class ConsoleObserver(Observer):
         if self.task is not None:
             self.bars.update(self.task, detail=text.strip()[-60:])
 
-    def run_finished(self, record: RunRecord) -> None:
+    def run_finished(self, record: Run) -> None:
         self._end_phase()
         side = f"{record.side} " if record.side else ""
         if record.status != "ok":

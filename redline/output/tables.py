@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from redline import history, metrics
-from redline.run_record import RunRecord
+from redline.run import Run
 from redline.output.numbers import format_number
 from redline.output.terminal import styled
 
@@ -37,7 +37,7 @@ def common_prefix(names: list[str]) -> str:
     return prefix[: prefix.rfind("-") + 1] if "-" in prefix else ""
 
 
-def results_table(records: list[RunRecord], *, width: int = 200) -> tuple[Table, list[str]]:
+def results_table(records: list[Run], *, width: int = 200) -> tuple[Table, list[str]]:
     """One row per test (and side): medians over the runs, with the half-range as spread; and the
     notes (flags, failures) to print under it. Below 120 columns only the main metrics fit."""
     prefix = common_prefix(sorted({r.key for r in records}))
@@ -49,7 +49,7 @@ def results_table(records: list[RunRecord], *, width: int = 200) -> tuple[Table,
     table.add_column("test", overflow="fold", ratio=1)      # the name wraps; numbers never do
     for column in columns:
         table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
-    groups: dict[tuple, list[RunRecord]] = defaultdict(list)
+    groups: dict[tuple, list[Run]] = defaultdict(list)
     notes: list[str] = []
     for record in records:
         if record.status == "skipped":
@@ -73,7 +73,7 @@ def results_table(records: list[RunRecord], *, width: int = 200) -> tuple[Table,
     return table, notes
 
 
-def print_results(console: Console, records: list[RunRecord]) -> None:
+def print_results(console: Console, records: list[Run]) -> None:
     table, notes = results_table(records, width=console.width)
     console.print(table)
     if any(len({r.run_index for r in records if r.test == t}) == 1 for t in {r.test for r in records}):
@@ -84,7 +84,7 @@ def print_results(console: Console, records: list[RunRecord]) -> None:
         console.print(styled(("⚠", "yellow"), f" {note}"))
 
 
-def print_profiles(console: Console, records: list[RunRecord], top: int = 5) -> None:
+def print_profiles(console: Console, records: list[Run], top: int = 5) -> None:
     """Per profiled run: the hottest symbols by self time and where the flame graph is."""
     for record in records:
         label = record.test + (f" [{record.side}]" if record.side else "")
