@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from redline.run import Run
 from redline.targets import Target
-from redline.topology import TopologySpec, parse_topology
+from redline.topology import DEFAULT_TOPOLOGY, TopologySpec, parse_topology
 
 if TYPE_CHECKING:
     from redline.suites import TestSpec
@@ -29,7 +29,7 @@ class RunSettings:
     warmup_s: float = 2.0
     scale: float | None = None           # None: the suite's own dataset-scale, else 1.0
     profile: bool = False                # one extra, profiled run per test and side after the measured ones
-    topologies: tuple[TopologySpec, ...] = field(default_factory=lambda: (parse_topology("oss-standalone"),))
+    topologies: tuple[TopologySpec, ...] = field(default_factory=lambda: (parse_topology(DEFAULT_TOPOLOGY),))
     snapshots: bool = True               # restore prepared datasets from the RDB snapshot cache
 
 

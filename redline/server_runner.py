@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from redline import machine, preparation, state
+from redline import admission, machine, state
 from redline.errors import RunError, SkipTest
 from redline.load import LoadRequest, LoadResult, NotAResult, ServerGone, run_load
 from redline.probes import WindowProbe
@@ -70,7 +70,7 @@ class ServerRunner:
 
     def skip_reason(self) -> str | None:
         managed = all(side.target.managed for side in self.sides)
-        return preparation.unsupported_reason(self.test, self.topology, managed=managed)
+        return admission.unsupported_reason(self.test, self.topology, managed=managed)
 
     def plan(self) -> str:
         plan = state.plan_state(self.test, self.topology, self.sides, self.settings)

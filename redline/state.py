@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import redis
 
-from redline import preparation
+from redline import admission, preparation, server_traits, snapshot_plan
 from redline.errors import RunError, SkipTest
 from redline.identity import server_identity
 from redline.server import RemoteServer, Server
@@ -56,7 +56,7 @@ class StatePlan:
     why: str                     # why this origin
     restart_per_run: bool        # restart into the state before every run but the first
     restart_why: str
-    snapshots: dict = field(default_factory=dict)    # Side -> preparation.Snapshot, when RESTORED
+    snapshots: dict = field(default_factory=dict)    # Side -> snapshot_plan.Snapshot, when RESTORED
 
     def fall_back(self, reason: str) -> None:
         """The snapshot could not be saved after all: from now on every side prepares the data."""
@@ -79,12 +79,12 @@ def plan_state(test: TestSpec, topology: TopologySpec, sides: list[Side], settin
 
 
 def _origin(test: TestSpec, topology: TopologySpec, sides: list[Side], settings: RunSettings):
-    if not preparation.prepares_anything(test):
+    if not snapshot_plan.prepares_anything(test):
         return EMPTY, "the test prepares no data", {}
     obstacle = _snapshot_obstacle(test, topology, sides, settings)
     if obstacle:
         return PREPARED, f"not snapshotted: {obstacle}", {}
-    snapshots = {side: preparation.snapshot_for(test, binary=side.target.binary, scale=settings.scale)
+    snapshots = {side: snapshot_plan.snapshot_for(test, binary=side.target.binary, scale=settings.scale)
                  for side in sides}
     return RESTORED, "every run starts from the prepared data's RDB snapshot", snapshots
 
@@ -96,7 +96,7 @@ def _snapshot_obstacle(test: TestSpec, topology: TopologySpec, sides: list[Side]
     for side in sides:
         if not side.target.managed:
             return f"{side.target.label} is a tcp:// target (redline neither saves nor loads its data)"
-        obstacle = preparation.snapshot_obstacle(topology, {**test.db.configuration_parameters,
+        obstacle = snapshot_plan.snapshot_obstacle(topology, {**test.db.configuration_parameters,
                                                             **side.target.config})
         if obstacle:
             return obstacle
@@ -106,7 +106,7 @@ def _snapshot_obstacle(test: TestSpec, topology: TopologySpec, sides: list[Side]
 def _restarts(test: TestSpec, sides: list[Side]) -> tuple[bool, str]:
     if not all(side.target.managed for side in sides):
         return False, "redline cannot restart a tcp:// target; each run continues on what the previous one left"
-    writing = sorted({name for side in sides for name in preparation.writing_commands(test, side.target.binary)})
+    writing = sorted({name for side in sides for name in server_traits.writing_commands(test, side.target.binary)})
     if not writing:
         return False, "the measured commands only read (COMMAND flags)"
     return True, f"the measured commands write ({', '.join(writing)})"
@@ -136,7 +136,7 @@ class ServerStates:
         """SkipTest when this server cannot run the test; RunError when it fails to get there."""
         self.observer.phase(f"server start ({self.topology.name})")
         if side.target.managed:
-            unknown = preparation.unknown_parameters(self.test, side.target.binary, side.target.config)
+            unknown = admission.unknown_parameters(self.test, side.target.binary, side.target.config)
             if unknown:
                 raise SkipTest(f"the server does not know configuration parameter "
                                            f"{', '.join(unknown)} (CONFIG GET)")
@@ -172,8 +172,8 @@ class ServerStates:
         prepared.runs += 1
         return prepared
 
-    def _state_facts(self, snapshot: preparation.Snapshot | None) -> dict:
-        facts = {**self.plan.facts(), "prepared_how": preparation.preparation_summary(self.test, self.settings.scale),
+    def _state_facts(self, snapshot: snapshot_plan.Snapshot | None) -> dict:
+        facts = {**self.plan.facts(), "prepared_how": snapshot_plan.preparation_summary(self.test, self.settings.scale),
                  "reset_s": None}
         if snapshot is not None and self.plan.origin == RESTORED:
             facts["snapshot_key"] = snapshot.plan.fingerprint()
@@ -182,7 +182,7 @@ class ServerStates:
 
     # -- reaching the state ---------------------------------------------------------------------
     def _reach_state(self, side: Side, cpu_plan: CpuPlan,
-                     snapshot: preparation.Snapshot | None) -> tuple[Server, dict]:
+                     snapshot: snapshot_plan.Snapshot | None) -> tuple[Server, dict]:
         if snapshot is None:
             return self._prepared(side, cpu_plan)
         if snapshot.cached is not None:
@@ -207,7 +207,7 @@ class ServerStates:
                             config={**self.test.db.configuration_parameters, **target.config},
                             progress=self.observer.detail, seed_rdb=seed_rdb)
         with _stopped_on_failure(server):
-            preparation.check_server_can_run(self.test, server)
+            admission.check_server_can_run(self.test, server)
         return server
 
     def _prepared(self, side: Side, cpu_plan: CpuPlan) -> tuple[Server, dict]:
@@ -219,7 +219,7 @@ class ServerStates:
             dataset["prepared_s"] = round(time.monotonic() - started, 3)
         return server, dataset
 
-    def _restored(self, side: Side, cpu_plan: CpuPlan, snapshot: preparation.Snapshot) -> tuple[Server, dict]:
+    def _restored(self, side: Side, cpu_plan: CpuPlan, snapshot: snapshot_plan.Snapshot) -> tuple[Server, dict]:
         """A server started from the snapshot; the start, which loads it, is the restore's cost."""
         self.observer.phase("restoring the dataset snapshot")
         started, rdb = time.monotonic(), snapshot.cached
@@ -230,7 +230,7 @@ class ServerStates:
         dataset["restore_s"] = dataset["prepared_s"] = round(time.monotonic() - started, 3)
         return server, dataset
 
-    def _save(self, snapshot: preparation.Snapshot, server: Server, dataset: dict) -> str | None:
+    def _save(self, snapshot: snapshot_plan.Snapshot, server: Server, dataset: dict) -> str | None:
         """Save the prepared keyspace in the cache; why not, when it cannot be."""
         from redline.datasets import DatasetError
         if dataset["keys_with_ttl"]:

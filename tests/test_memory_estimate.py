@@ -5,7 +5,7 @@ import pytest
 
 from conftest import start_redis_server
 from redline.load import LoadRequest, run_load
-from redline.preparation import estimated_preload_bytes
+from redline.admission import estimated_preload_bytes
 from redline.suites import load_test
 
 SUITE = """\

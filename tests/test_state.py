@@ -11,7 +11,7 @@ from conftest import REDIS_SERVER
 from redline import state
 from redline.comparison import COMPARED_METRICS, compare_test
 from redline.run import Run
-from redline.preparation import writing_commands
+from redline.server_traits import writing_commands
 from redline.suites import load_test
 from redline.stats import Verdict
 

@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from redline import machine, preparation
+from redline import machine
 from redline.engine import local_engine
 from redline.job import JobResolver, execute_jobs, jobs_for
 from redline.run import Run
@@ -16,11 +16,11 @@ from redline.errors import UsageError
 from redline.output import terminal
 from redline.output.files import check_output_paths
 from redline.output.progress import ConsoleObserver, print_plan
-from redline.preparation import DEFAULT_TOPOLOGY
+from redline.server_traits import binary_traits
 from redline.store import Store, check_output_path
 from redline.suites import SpecError, TestSpec, resolve_suites, select
 from redline.targets import Target, default_target, ensure_built, parse_config_pairs, parse_target
-from redline.topology import parse_topology
+from redline.topology import DEFAULT_TOPOLOGY, parse_topology
 from redline.workdirs import remove_abandoned_workdirs
 
 DEFAULT_SUITE = "quick"
@@ -101,7 +101,7 @@ def check_server_config(target: Target) -> None:
     misspelt name is a usage error, not a skipped test or a one-sided comparison."""
     if not target.managed or not target.config:
         return
-    known = preparation.binary_traits(target.binary).config_parameters
+    known = binary_traits(target.binary).config_parameters
     unknown = sorted(name for name in target.config if name.lower() not in known)
     if unknown:
         raise UsageError(f"server configuration {', '.join(unknown)}: {target.binary} has no such "

@@ -100,7 +100,6 @@ def split_command(text: str) -> list[str]:
     quotes allow \\'; a closing quote must be followed by a blank or the end.
     Raises ValueError on unbalanced quotes.
     """
-    escapes = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "a": "\a"}
     tokens: list[str] = []
     i, n = 0, len(text)
     while True:
@@ -112,33 +111,18 @@ def split_command(text: str) -> list[str]:
         quote: str | None = None
         while True:
             ch = text[i] if i < n else ""
-            if quote == '"':
-                if ch == "\\" and text[i + 1:i + 2] == "x" and _is_hex(text[i + 2:i + 4]):
-                    buf.append(chr(int(text[i + 2:i + 4], 16)))
-                    i += 4
+            if quote:
+                escaped = _escape_in_quotes(text, i, quote)
+                if escaped:
+                    buf.append(escaped[0])
+                    i += escaped[1]
                     continue
-                if ch == "\\" and i + 1 < n:
-                    buf.append(escapes.get(text[i + 1], text[i + 1]))
-                    i += 2
-                    continue
-                if ch == '"':
+                if ch == quote:
                     _check_after_quote(text, i)
                     i += 1
                     break
                 if not ch:
-                    raise ValueError(f"unbalanced double quote in {text!r}")
-                buf.append(ch)
-            elif quote == "'":
-                if ch == "\\" and text[i + 1:i + 2] == "'":
-                    buf.append("'")
-                    i += 2
-                    continue
-                if ch == "'":
-                    _check_after_quote(text, i)
-                    i += 1
-                    break
-                if not ch:
-                    raise ValueError(f"unbalanced single quote in {text!r}")
+                    raise ValueError(f"unbalanced {QUOTE_NAMES[quote]} quote in {text!r}")
                 buf.append(ch)
             else:
                 if not ch or ch in TOKEN_ENDS:
@@ -149,6 +133,23 @@ def split_command(text: str) -> list[str]:
                     buf.append(ch)
             i += 1
         tokens.append("".join(buf))
+
+
+ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "a": "\a"}
+QUOTE_NAMES = {'"': "double", "'": "single"}
+
+
+def _escape_in_quotes(text: str, i: int, quote: str) -> tuple[str, int] | None:
+    """The character an escape at text[i] stands for inside `quote`, and the escape's length;
+    None when text[i] starts no escape (single quotes know only \\')."""
+    if text[i:i + 1] != "\\":
+        return None
+    following = text[i + 1:i + 2]
+    if quote == "'":
+        return ("'", 2) if following == "'" else None
+    if following == "x" and _is_hex(text[i + 2:i + 4]):
+        return chr(int(text[i + 2:i + 4], 16)), 4
+    return (ESCAPES.get(following, following), 2) if following else None
 
 
 def _is_hex(two: str) -> bool:

@@ -24,6 +24,7 @@ PERSISTENCE_SUFFIXES: dict[str, tuple[tuple[str, str], ...]] = {
     "aof-everysec": (("appendonly", "yes"), ("appendfsync", "everysec")),
 }
 
+DEFAULT_TOPOLOGY = "oss-standalone"       # when neither the command line nor the suite names one
 _STANDALONE = re.compile(r"oss-standalone")
 _IO_THREADS = re.compile(r"oss-standalone-(?P<threads>\d+)-io-threads")
 _REPLICAS = re.compile(r"oss-standalone-(?P<replicas>\d+)-replicas"

@@ -1,0 +1,50 @@
+"""The commands a test's measured client sends, as the suite writes them (memtier's default
+SET/GET mix when it names none)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from redline.suites import TestSpec
+
+
+def _workloads(test: TestSpec):
+    """The parsed memtier workloads of the measured client and of the preload, where there are."""
+    for invocation in (test.client, test.db.preload):
+        workload = getattr(invocation, "workload", None) if invocation else None
+        if workload is not None:
+            yield workload
+
+
+def literal_commands(test: TestSpec):
+    """Each command line the measured client, the preload and the init commands send as written
+    (memtier's default SET/GET mix has none)."""
+    for workload in _workloads(test):
+        if workload.arbitrary_commands:
+            yield from (command for command in workload.commands if command)
+    yield from (command for command in test.db.init_commands if command)
+
+
+def _uses_default_mix(test: TestSpec) -> bool:
+    return any(not workload.arbitrary_commands for workload in _workloads(test))
+
+
+def measured_commands(test: TestSpec) -> list[list[str]]:
+    """The command lines the measured client sends (memtier's default mix: SET and GET by its
+    --ratio set:get)."""
+    workload = getattr(test.client, "workload", None)
+    if workload is None:
+        return []
+    if not workload.arbitrary_commands:
+        sets, gets = workload.ratio
+        return [name for name, share in ((["SET"], sets), (["GET"], gets)) if share]
+    return [command for command in workload.commands if command]
+
+
+def used_commands(test: TestSpec) -> list[str]:
+    """The command names the measured client and the preload send (memtier's default mix: SET, GET)."""
+    names = {command[0].upper() for command in literal_commands(test)}
+    if _uses_default_mix(test):
+        names |= {"SET", "GET"}
+    return sorted(names)
