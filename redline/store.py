@@ -218,6 +218,14 @@ def _writable_problem(path: Path) -> str | None:
     if not os.access(existing, os.W_OK):
         return "is not writable (permission denied)" if existing == path else \
             f"cannot be created: directory {existing} is not writable"
+    if existing != path:        # a directory may refuse new files whatever it says (/proc, /sys)
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            return None
+        except OSError as exc:
+            return f"cannot be created: {exc.strerror or exc}"
+        os.unlink(path)
     return None
 
 
@@ -256,11 +264,20 @@ def inspect_store_file(path: Path) -> bool:
         raise NotAStore(store_problem(path, "is not an SQLite database, so not a redline store; left untouched"))
     application_id = int.from_bytes(header[68:72], "big")
     if application_id == APPLICATION_ID:
+        _check_schema_version(path, int.from_bytes(header[60:64], "big"))
         return True
     if application_id == 0 and REDLINE_TABLES <= _read_only_tables(path):
         return True      # written before redline stamped its application_id: stamped when opened
     raise NotAStore(store_problem(path, f"is another program's SQLite database (application_id "
                                         f"{application_id:#x}, no redline tables); left untouched"))
+
+
+def _check_schema_version(path: Path, version: int) -> None:
+    """A store written by a newer redline is refused (by its header before opening, by PRAGMA
+    user_version once open)."""
+    if version > SCHEMA_VERSION:
+        raise NotAStore(store_problem(path, f"was written by a newer redline (schema {version}; "
+                                            f"this redline reads up to {SCHEMA_VERSION})"))
 
 
 def is_store_file(store: Path, path: Path) -> bool:
@@ -286,8 +303,11 @@ class Store:
     def __init__(self, path: Path | str):
         self.path = Path(path)
         existing = inspect_store_file(self.path)
-        self.db = sqlite3.connect(self.path, timeout=busy_timeout_s(), isolation_level=None,
-                                  factory=_StoreConnection)
+        try:
+            self.db = sqlite3.connect(self.path, timeout=busy_timeout_s(), isolation_level=None,
+                                      factory=_StoreConnection)
+        except sqlite3.Error as exc:
+            raise NotAStore(store_problem(self.path, explain(exc))) from exc
         self.db.store_path = self.path
         self.db.row_factory = sqlite3.Row
         try:
@@ -304,9 +324,7 @@ class Store:
         """Create a new store, or bring an older one up to SCHEMA_VERSION, in one transaction:
         an interrupted migration leaves the store as it was."""
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise NotAStore(store_problem(self.path, f"was written by a newer redline (schema {version}; "
-                                                     f"this redline reads up to {SCHEMA_VERSION})"))
+        _check_schema_version(self.path, version)
         stamped = self.db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
         if existing and stamped and version == SCHEMA_VERSION:
             return

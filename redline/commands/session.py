@@ -17,7 +17,7 @@ from redline.output import terminal
 from redline.output.files import check_output_paths
 from redline.output.progress import ConsoleObserver, print_plan
 from redline.server_traits import binary_traits
-from redline.store import Store, check_output_path
+from redline.store import Store, check_output_path, inspect_store_file
 from redline.suites import SpecError, TestSpec, resolve_suites, select
 from redline.targets import Target, default_target, ensure_built, parse_config_pairs, parse_target
 from redline.topology import DEFAULT_TOPOLOGY, parse_topology
@@ -35,8 +35,9 @@ OUTPUT_FLAGS = ("json", "markdown")     # every file a measuring command writes 
 
 
 def check_before_starting(args, sides: list[Side]) -> list:
-    """What can be checked before a server starts or the store is opened: the output paths, the
-    build variant and the suites. Returns the tests the arguments select."""
+    """What can be checked before a server starts or the store is opened: the store file, the
+    output paths, the build variant and the suites. Returns the tests the arguments select."""
+    inspect_store_file(args.store)          # a store that can never be opened ends here, not after a build
     check_outputs(args, {f"--{name}": getattr(args, name, None) for name in OUTPUT_FLAGS})
     if args.variant and not any(side.target.build for side in sides):
         raise UsageError(f"--variant {args.variant}: only git: and src: targets are built, and "
