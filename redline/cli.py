@@ -153,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:      # one line, whatever the input held (a path with a newline)
         print(printable(f"redline: error: {exc}").replace("\n", "\\n"), file=sys.stderr)
         return exc.exit_code
-    except RunError as exc:
-        print(f"redline: error: {exc}", file=sys.stderr)
+    except RunError as exc:        # may carry a log's tail (a failed build): lines kept, controls shown
+        print(printable(f"redline: error: {exc}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("redline: interrupted; finished runs are stored, the current one is marked interrupted",

@@ -99,6 +99,8 @@ def _malformed(tmp: Path) -> list[tuple[list[str], str]]:
         (["run", good, "--json", "no-dir/two\nlines.json"], "--json no-dir/two\\nlines.json: cannot write there"),
         (["run", good, "--target", f"git:{tmp}/no-repo@main"], f"git repository does not exist: {tmp}/no-repo"),
         (["run", good, "--runs", "-1"], "expected a positive integer"),
+        (["run", good, "--store", "/proc/redline.db"], "store /proc/redline.db: cannot be created"),
+        (["calibrate", good, "--store", tmp], f"store {tmp}: is a directory"),
         (["compare", good, "--comparison-config", "nosuchparam=1"], "server configuration nosuchparam"),
         (["compare", good, "--baseline-config", "nosuchparam=1"], "server configuration nosuchparam"),
         (["compare", good, "--name", "("], "invalid name regex '('"),
@@ -120,6 +122,9 @@ def _malformed(tmp: Path) -> list[tuple[list[str], str]]:
         (["suites", "validate"], "the following arguments are required: PATH"),
         (["suites", "list", good, "--name", "("], "invalid name regex '('"),
         (["suites", "list", good, "--priority", "x:y"], "priority range must look like A:B"),
+        (["suites", "list", good, "--priority", f"{10**250}:1"], f"{10**250} is above 1"),   # longer than a line
+        (["suites", "list", tmp / "no-such-dir"], "no such suite file, directory or built-in suite"),
+        (["hotspots", "--store", tmp / "suites" / "good.yml"], "is not an SQLite database"),
         (["no-such-command"], "invalid choice: 'no-such-command'"),
         (["--frobnicate"], "unrecognized arguments: --frobnicate"),
     ]
@@ -129,9 +134,10 @@ def test_every_subcommand_refuses_malformed_arguments_in_one_line_before_anythin
     _suite_with(tmp_path, "good")
     failures = []
     for arguments, fragment in _malformed(tmp_path):
-        proc = redline_cli(*arguments)
-        lines = proc.stderr.strip().splitlines()
-        if proc.returncode != 2 or len(lines) != 1 or fragment not in proc.stderr or "Traceback" in proc.stderr:
+        proc = redline_cli(*arguments)        # exactly one line: no plan, no blank line, no wrapping
+        lines = proc.stderr.splitlines()
+        if proc.returncode != 2 or len(lines) != 1 or not lines[0].startswith("redline: error: ") \
+                or fragment not in proc.stderr or "Traceback" in proc.stderr:
             failures.append((arguments, proc.returncode, proc.stderr[-600:]))
     assert not failures, failures
     assert not (tmp_path / "redline.db").exists()          # no store session was opened, nothing measured

@@ -9,6 +9,7 @@ import pytest
 from rich.console import Console
 
 from redline.commands import suites as suites_cmd
+from redline.errors import UsageError
 from redline.suites import discovery
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,7 +56,10 @@ def run(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     args.console = Console(file=out, width=300, color_system=None)
     args.error_console = Console(file=err, width=300, color_system=None)
-    code = args.func(args)
+    try:
+        code = args.func(args)
+    except UsageError as exc:            # cli.main prints it as one line and exits with its code
+        return exc.exit_code, out.getvalue(), f"redline: error: {exc}"
     return code, out.getvalue(), err.getvalue()
 
 

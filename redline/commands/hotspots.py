@@ -17,7 +17,8 @@ def hotspots_command(args) -> int:
     session_id = store.latest_profiled_session() if args.session == "latest" else args.session
     rows = store.profiles(session_id) if session_id is not None else []
     if not rows:
-        raise UsageError(f"no profiled runs in session {session_id} of {args.store}: run with --profile first")
+        where = "any session" if session_id is None else f"session {session_id}"
+        raise UsageError(f"no profiled runs in {where} of {args.store}: run with --profile first")
     names = [f"{r['test']}" + (f" [{r['side']}]" if r["side"] else "") for r in rows]
     result = hotspots([Path(r["folded_path"]) for r in rows], top=args.top, names=names)
     out = terminal.console()

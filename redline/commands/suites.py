@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from redline.argtypes import regex
+from redline.errors import UsageError
 from redline.output import terminal
 from redline.suites import (Diagnostic, SpecError, TestSpec, builtin_suites, discover, load_test,
                    parse_priority_range, select)
@@ -114,7 +115,7 @@ def run_validate(args: argparse.Namespace) -> int:
     out = _console(args)
     report = validate_paths(args.paths)
     for exc in report.missing:
-        out.print(Text(f"error: {exc}", style=SEVERITY_STYLES["error"]))
+        out.print(Text(f"error: {exc}", style=SEVERITY_STYLES["error"]), soft_wrap=True)
     _print_diagnostics(out, report, show_ignored=getattr(args, "show_ignored", False))
     _print_summary(out, report)
     return 1 if report.failed else 0
@@ -163,21 +164,19 @@ def _print_summary(out: Console, report: ValidationReport) -> None:
 
 # -- list -------------------------------------------------------------------------------------
 def run_list(args: argparse.Namespace) -> int:
+    """Bad filters and missing paths are usage errors: one line on stderr (cli.py), exit 2."""
     out, err = _console(args), _error_console(args)
     try:
         priority = parse_priority_range(args.priority) if args.priority else None
     except ValueError as exc:
-        err.print(Text(f"error: --priority: {exc}", style="bold red"))
-        return 2
+        raise UsageError(f"--priority: {exc}") from None
     items = list(args.paths) or builtin_suites()
     if not items:
-        err.print(Text("error: no PATH given and no built-in suites installed", style="bold red"))
-        return 2
+        raise UsageError("no PATH given and no built-in suites installed")
     try:
         found = discover(items)
     except SpecError as exc:
-        err.print(Text(f"error: {exc}", style="bold red"))
-        return 2
+        raise UsageError(str(exc)) from None
     tests: list[TestSpec] = []
     broken = 0
     for path in found.files:
@@ -190,8 +189,7 @@ def run_list(args: argparse.Namespace) -> int:
         chosen = select(tests, args.name, group=args.group, command=args.command,
                         priority=priority, topology=args.topology)
     except ValueError as exc:
-        err.print(Text(f"error: --name: {exc}", style="bold red"))
-        return 2
+        raise UsageError(f"--name: {exc}") from None
     out.print(_tests_table(chosen))
     summary = f"{len(chosen)} of {len(tests)} tests"
     if broken:

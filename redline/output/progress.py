@@ -43,7 +43,8 @@ class ConsoleObserver(Observer):
         self.bars = Progress(TextColumn("  {task.description:<16}", markup=False), BarColumn(),
                                  TaskProgressColumn(), TextColumn("{task.fields[detail]}", markup=False),
                                  TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-                                 console=self.console, transient=True)
+                                 console=self.console, transient=True,
+                                 disable=not self.console.is_interactive)   # bars only on a terminal
         self.task = None
         self.bars.start()
 
