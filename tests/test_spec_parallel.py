@@ -63,30 +63,49 @@ def test_claims_and_warning():
     assert members_warning(wl, "1key-zset-134-elements") is None
 
 
-SUITE = """\
+def preload_suite(tmp_path: Path, name: str, *, keys: int, preload: str, client: str) -> Path:
+    """A suite whose preload arguments are on line 9 (continued on line 10)."""
+    path = tmp_path / f"{name}.yml"
+    path.write_text(f"""\
 version: 0.4
-name: 1key-zset-250-elements-zcard
-description: ZCARD on a sorted set of 250 elements.
+name: {name}
+description: a suite with a parallel preload.
 dbconfig:
   check:
-    keyspacelen: 1
+    keyspacelen: {keys}
   preload_tool:
     tool: memtier_benchmark
-    arguments: --command="ZADD lb __key__  __key__" --command-key-pattern=P --key-maximum 250
-      --key-prefix "" -n 25 -t 10 -c 1 --hide-histogram
+    arguments: {preload}
 tested-commands:
-- zcard
+- {client.split()[1].strip('"').lower()}
 clientconfig:
   tool: memtier_benchmark
-  arguments: --command "ZCARD lb" -c 1 -t 1 --test-time 5 --hide-histogram
+  arguments: {client} -c 1 -t 1 --test-time 5 --hide-histogram
 priority: 7
-"""
+""")
+    return path
 
 
 def test_suite_check_warns_at_the_preload_line(tmp_path: Path):
-    path = tmp_path / "zset.yml"
-    path.write_text(SUITE)
+    path = preload_suite(tmp_path, "1key-zset-250-elements-zcard", keys=1, client='--command "ZCARD lb"',
+                         preload='--command="ZADD lb __key__  __key__" --command-key-pattern=P --key-maximum 250\n'
+                                 '      --key-prefix "" -n 25 -t 10 -c 1 --hide-histogram')
     spec = load_test(path)
     warnings = [d for d in spec.diagnostics if "members in 'lb'" in d.message]
     assert len(warnings) == 1 and warnings[0].severity == "warning" and warnings[0].line == 9
     assert "builds 134 members" in warnings[0].message and not spec.has_errors
+
+
+def test_suite_check_warns_where_connections_write_above_the_key_maximum(tmp_path: Path):
+    # memtier (and redline-load, tests/test_loadgen.py) writes streams 1..200 for this preload of
+    # the upstream 10streams suite, not the 10 it describes: the check says so once, at its line.
+    path = preload_suite(tmp_path, "10streams-xreadgroup", keys=10, client='--command "XLEN stream:1"',
+                         preload='--data-size 100 --command "XADD stream:__key__ * field __data__"\n'
+                                 '      --command-key-pattern P --key-minimum 1 --key-maximum 10 --key-prefix ""'
+                                 ' -n 50 -c 50 -t 4')
+    spec = load_test(path)
+    warnings = [d for d in spec.diagnostics if "above --key-maximum" in d.message]
+    assert [(w.severity, w.line) for w in warnings] == [("warning", 9)], spec.diagnostics
+    assert "with 200 connections" in warnings[0].message
+    assert "keys up to 200 are written, above --key-maximum 10" in warnings[0].message
+    assert not spec.has_errors
