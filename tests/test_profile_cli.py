@@ -12,7 +12,7 @@ def test_run_profile_then_hotspots_ranks_the_suites_hot_symbols(tmp_path, redlin
                        "--warmup", "1s", "--scale", "0.002", "--profile", "--json", out, "--store", db,
                        check_exit=0, timeout=600)
     runs = json.loads(out.read_text())
-    assert len(runs) == 2 and all("purpose" not in r for r in runs)     # profiled runs are not measurements
+    assert len(runs) == 2 and all(r.get("purpose", "measure") == "measure" for r in runs)   # no profiled runs
     assert "flame graph:" in proc.stdout
     rows = sqlite3.connect(db).execute("SELECT r.test, p.svg_path, p.folded_path, p.detail FROM profiles p "
                                        "JOIN runs r ON r.id = p.run_id").fetchall()
@@ -23,6 +23,11 @@ def test_run_profile_then_hotspots_ranks_the_suites_hot_symbols(tmp_path, redlin
     geo = json.loads(next(d for t, _, _, d in rows if "geo" in t))
     top = [s["symbol"] for s in geo["top_self"][:10]]
     assert any(s.startswith(("geohash", "geoGetPointsInRange", "__cos", "__sin", "geoWithin")) for s in top), top
+    # the profile run starts from the measured runs' state (issue #13): the geo key restored from one snapshot
+    states = [(purpose, json.loads(facts)["state"]) for purpose, facts in sqlite3.connect(db).execute(
+        "SELECT purpose, facts FROM runs WHERE test LIKE '%geo%' ORDER BY id")]
+    assert [purpose for purpose, _ in states] == ["measure", "profile"]
+    assert {s["origin"] for _, s in states} == {"restored"} and len({s["snapshot_key"] for _, s in states}) == 1
     hot = redline_cli("hotspots", "latest", "--store", db, "--top", "10", check_exit=0)
     assert "Hot symbols across 2 tests" in hot.stdout and "Hot stacks" in hot.stdout
     assert "geo" in hot.stdout

@@ -183,6 +183,7 @@ def test_quick_get_and_set_run_on_a_three_primary_cluster(tmp_path, redline_cli)
     assert facts["topology"]["cluster"] is True and len(facts["topology"]["servers"]) == 3
     assert facts["dataset"]["keyspace_length"] == 100000
     assert "--cluster-mode" in facts["loadgen_argv"]
+    assert facts["state"]["origin"] == "prepared" and "is a cluster" in facts["state"]["why"]   # issue #13
 
 
 def test_a_test_that_does_not_list_the_topology_is_skipped(tmp_path, redline_cli):

@@ -108,6 +108,29 @@ def test_every_run_of_a_write_test_starts_from_the_same_keys_and_memory(tmp_path
     assert "restarted before every run: the measured commands write (lpush)" in " ".join(proc.stderr.split())
 
 
+def test_a_tcp_target_is_prepared_and_never_restarted_and_its_facts_say_so(tmp_path, redline_cli):
+    """redline can neither snapshot nor restart someone else's server: every run's facts say the
+    state was prepared there and that runs continue on what the previous one left."""
+    from conftest import start_redis_server
+    write_suite(tmp_path, "lpush-tcp", '--command "LPUSH __key__ __data__" --key-minimum 1 --key-maximum 100 '
+                "-c 1 -t 1 --test-time 1", ("  preload_tool:", "    tool: memtier_benchmark",
+                                            '    arguments: --command "LPUSH __key__ __data__" --command-key-pattern P'
+                                            " -n allkeys --key-minimum 1 --key-maximum 101 -c 1 -t 1"))
+    (tmp_path / "srv").mkdir()
+    server = start_redis_server(tmp_path / "srv")
+    try:
+        redline_cli("run", tmp_path / "lpush-tcp.yml", "--target", f"tcp://127.0.0.1:{server.port}", "--runs", "2",
+                    *FAST, "--store", tmp_path / "r.db", check_exit=0)
+    finally:
+        server.stop()
+    states = [f["state"] for f in stored_facts(tmp_path / "r.db")]
+    assert len(states) == 2
+    for s in states:
+        assert s["origin"] == "prepared" and "is a tcp:// target" in s["why"]
+        assert s["restart_per_run"] is False and "cannot restart a tcp:// target" in s["restart_why"]
+    assert states[0]["at_run_start"]["keys"] == 100          # the preload, prepared on that server
+
+
 # -- one side that cannot be snapshotted --------------------------------------------------------------
 def test_a_side_that_cannot_start_from_a_snapshot_makes_every_side_prepare(tmp_path, redline_cli, monkeypatch):
     monkeypatch.setenv("REDLINE_CACHE", str(tmp_path / "cache"))
