@@ -268,9 +268,11 @@ def test_differential_graph_and_moved_symbols_between_set_and_geosearch(geo_and_
     assert len(moves) == 5
     changes = [abs(m["comparison_share"] - m["baseline_share"]) for m in moves]
     assert changes == sorted(changes, reverse=True)
-    top_move = moves[0]
-    assert top_move["comparison_share"] > top_move["baseline_share"]   # the geo work appeared in B
-    assert any(m["symbol"].startswith("geo") or is_geo_or_trig(m["symbol"]) for m in moves)
+    # the geo work appeared in B; which move is largest depends on how much of SET's time the kernel
+    # took on this machine (shares sum to 1: a big kernel share in A can fall by more than any one
+    # geo symbol rises)
+    geo_moves = [m for m in moves if m["symbol"].startswith("geo") or is_geo_or_trig(m["symbol"])]
+    assert geo_moves and all(m["comparison_share"] > m["baseline_share"] for m in geo_moves)
 
 
 def test_hotspots_over_real_profiles_prints_a_ranked_table(geo_and_set_profiles):
