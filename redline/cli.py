@@ -12,6 +12,7 @@ from redline import __version__, metrics
 from redline.argtypes import duration, positive_float, positive_int, regex, session_id, store_path, whole_seconds
 from redline.commands.build import add_build_parser
 from redline.errors import RunError, UsageError
+from redline.export.options import add_placement_arguments, since_date
 from redline.output.terminal import printable
 from redline.commands.suites import add_suites_parser
 
@@ -121,6 +122,20 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--json", type=Path, metavar="FILE",
                          help="write the series (every session's runs and build) and change points as JSON to FILE")
     history.set_defaults(func=_command("history"))
+
+    export = commands.add_parser("export", help="stored results to other tools: RedisTimeSeries in the upstream scheme")
+    sinks = export.add_subparsers(dest="sink", metavar="SINK", parser_class=Parser, required=True)
+    rts = sinks.add_parser("redistimeseries", help="a session's runs and verdicts as RedisTimeSeries series in the "
+                                                   "Redis Benchmarks Specification's key scheme (docs/export.md)")
+    rts.add_argument("session", nargs="?", default=None, type=session_id, metavar="SESSION",
+                     help="session id or 'latest' (default)")
+    rts.add_argument("--since", type=since_date, metavar="DATE",
+                     help="every session started since DATE (YYYY-MM-DD or ISO 8601 time, UTC)")
+    rts.add_argument("--redis", required=True, metavar="URL",
+                     help="redis://[user:password@]host:port[/db], rediss:// for TLS, unix://path")
+    rts.add_argument("--store", type=store_path, default=Path("redline.db"), metavar="PATH")
+    add_placement_arguments(rts)
+    rts.set_defaults(func=_command("export"))
 
     add_build_parser(commands)
 

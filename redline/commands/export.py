@@ -1,0 +1,67 @@
+"""`redline export redistimeseries`: stored sessions into RedisTimeSeries, in the Redis Benchmarks
+Specification's scheme (docs/export.md)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from redline.errors import UsageError
+from redline.export.redistimeseries import ExportCounts, RedisTimeSeriesExporter, connect, redacted
+from redline.export.runs import PlacementRules, latest_session, read_session, sessions_since
+from redline.export.scheme import Project
+from redline.output import terminal
+from redline.store import Store
+
+EXIT_CONFLICTS = 1
+CONFLICTS_SHOWN = 5
+
+
+def exporter_from(args, url: str) -> RedisTimeSeriesExporter:
+    return RedisTimeSeriesExporter(connect(url),
+                                   project=Project(args.github_org, args.github_repo, args.triggering_env),
+                                   rules=PlacementRules(running_platform=args.platform, branch=args.branch))
+
+
+def export_sessions(exporter: RedisTimeSeriesExporter, store: Store, session_ids: list[int], url: str) -> int:
+    """Export the sessions, say what was written per session; exit 1 if a sample conflicted."""
+    out = terminal.console(stderr=True)
+    total = ExportCounts()
+    for session_id in session_ids:
+        session = read_session(store, session_id)
+        if session is None:
+            raise UsageError(f"no session {session_id} in {store.path}")
+        counts = exporter.export_session(session)
+        total.add(counts)
+        out.print((
+            f"session {session_id} ({session.kind}) → {redacted(url)}: {counts.runs} runs, "
+            f"{counts.written} samples written, {counts.present} already there"
+            + (f", {counts.verdicts} verdicts" if counts.verdicts else "")
+            + (f"; {counts.skipped_runs} runs without results (failed, skipped or profiled)"
+               if counts.skipped_runs else ""), soft_wrap=True)
+    for conflict in total.conflicts[:CONFLICTS_SHOWN]:
+        out.print(f"conflict, not written: {conflict}", soft_wrap=True)
+    if total.conflicts:
+        more = len(total.conflicts) - CONFLICTS_SHOWN
+        out.print(f"{len(total.conflicts)} samples conflict with other values at the same millisecond"
+                  + (f" ({more} more not shown)" if more > 0 else ""), soft_wrap=True)
+        return EXIT_CONFLICTS
+    return 0
+
+
+def export_command(args) -> int:
+    if args.session is not None and args.since is not None:
+        raise UsageError("give a SESSION or --since DATE, not both")
+    if not args.store.exists():
+        raise UsageError(f"no result store at {args.store}")
+    store = Store(args.store)
+    if args.since is not None:
+        session_ids = sessions_since(store, args.since)
+        if not session_ids:
+            raise UsageError(f"no session in {args.store} started since {datetime.fromtimestamp(args.since, timezone.utc)}")
+    else:
+        session = latest_session(store) if args.session in (None, "latest") else args.session
+        if session is None:
+            raise UsageError(f"no session in {args.store}")
+        session_ids = [session]
+    exporter = exporter_from(args, args.redis)
+    return export_sessions(exporter, store, session_ids, args.redis)

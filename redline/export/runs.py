@@ -1,0 +1,147 @@
+"""What the exporter reads from the store, and where each run goes in the upstream scheme.
+
+All reading of the store is in `read_session` (and `sessions_since` to choose sessions), so that it
+can move to the store's own run documents (`Store.load_runs`) in one place.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from redline.export.scheme import Placement, slug
+from redline.store import Store
+
+SHA_LIKE = re.compile(r"^[0-9a-fA-F]{7,40}$")
+NO_SHA = re.compile(r"^0+$")
+COMPILER_VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?)\s*(?:\[|$)")
+
+
+@dataclass
+class StoredRun:
+    """One stored run, as the exporter needs it."""
+
+    run_id: int
+    session_id: int
+    host: str
+    test: str
+    target: str                     # the side's label: its spec and [configuration]
+    side: str | None
+    run_index: int
+    purpose: str
+    topology: str
+    status: str
+    started_at: float               # seconds since the epoch
+    metrics: dict[str, float | None] = field(default_factory=dict)
+    facts: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """As RunRecord.key: what a comparison row names."""
+        return self.test if self.topology == "oss-standalone" else f"{self.test}@{self.topology}"
+
+    @property
+    def timestamp_ms(self) -> int:
+        return int(round(self.started_at * 1000))
+
+
+@dataclass
+class StoredSession:
+    session_id: int
+    kind: str
+    started_at: float
+    runs: list[StoredRun]
+    comparisons: list[dict]          # the comparisons table's `detail` of a compare session
+
+
+def read_session(store: Store, session_id: int) -> StoredSession | None:
+    """A session's runs with their metrics and facts, and its verdicts; None if there is no such
+    session."""
+    row = store.db.execute("SELECT id, kind, host, started_at FROM sessions WHERE id=?", (session_id,)).fetchone()
+    if row is None:
+        return None
+    runs = [StoredRun(run_id=r["id"], session_id=session_id, host=row["host"], test=r["test"], target=r["target"],
+                      side=r["side"], run_index=r["run_index"], purpose=r["purpose"], topology=r["topology"],
+                      status=r["status"], started_at=r["started_at"], metrics=store.metrics(r["id"]),
+                      facts=json.loads(r["facts"]) if r["facts"] else {})
+            for r in store.runs(session_id)]
+    comparisons = [json.loads(c["detail"]) for c in store.db.execute(
+        "SELECT detail FROM comparisons WHERE session_id=? ORDER BY test, metric", (session_id,))]
+    return StoredSession(session_id, row["kind"], row["started_at"], runs, comparisons)
+
+
+def sessions_since(store: Store, since: float) -> list[int]:
+    """The sessions started at or after `since` (seconds since the epoch), oldest first."""
+    return [r[0] for r in store.db.execute("SELECT id FROM sessions WHERE started_at >= ? ORDER BY id", (since,))]
+
+
+def latest_session(store: Store) -> int | None:
+    return store.db.execute("SELECT max(id) FROM sessions").fetchone()[0]
+
+
+@dataclass(frozen=True)
+class PlacementRules:
+    """What the user tells the exporter that a run cannot: the machine's name in the scheme, and a
+    branch for runs whose target names none."""
+
+    running_platform: str | None = None       # default: the host the run was measured on
+    branch: str | None = None
+
+
+def placement_of(run: StoredRun, rules: PlacementRules) -> Placement:
+    identity = run.facts.get("identity") or {}
+    config = target_config(run.target)
+    return Placement(
+        test=run.test,
+        build_variant=build_variant(run.target, run.facts.get("build")),
+        running_platform=slug(rules.running_platform or run.host),
+        deployment_type=run.topology,
+        deployment_name=run.topology + (f"-{slug(config)}" if config else ""),
+        branch=target_branch(run.target) or rules.branch,
+        version=identity.get("version") or run.facts.get("server_version"),
+        hash=commit_hash(identity),
+    )
+
+
+def target_spec(label: str) -> str:
+    """The target as the user named it (a label is `SPEC [name=value …]`)."""
+    return label[:label.index(" [")] if label.endswith("]") and " [" in label else label
+
+
+def target_config(label: str) -> str:
+    """The side's own server configuration in its label (`appendonly=yes …`), or ''."""
+    return label[label.index(" [") + 2:-1] if label.endswith("]") and " [" in label else ""
+
+
+def target_branch(label: str) -> str | None:
+    """REF of a `git:REPO@REF` target when it reads as a branch (not a commit, not an expression
+    like HEAD~2)."""
+    spec = target_spec(label)
+    if not spec.startswith("git:") or "@" not in spec:
+        return None
+    ref = spec.rsplit("@", 1)[1]
+    if not ref or SHA_LIKE.match(ref) or any(c in ref for c in "~^:") or ref == "HEAD":
+        return None
+    return ref
+
+
+def commit_hash(identity: dict) -> str | None:
+    """The commit a build came from: the git: target's commit, else the sha the server reports."""
+    commit = identity.get("commit") or {}
+    if commit.get("sha"):
+        return commit["sha"]
+    sha = identity.get("git_sha1")
+    return sha if sha and not NO_SHA.match(sha) else None
+
+
+def build_variant(label: str, build: dict | None) -> str:
+    """`{compiler}:{version}-{variant}` for binaries redline built, as upstream names its builds;
+    `prebuilt` for a bin: target, `external` for tcp://."""
+    if build:
+        compiler = build.get("compiler_version") or ""
+        name = compiler.split()[0] if compiler else "cc"
+        version = COMPILER_VERSION.search(compiler)
+        variant = (build.get("variant") or {}).get("name") or "default"
+        return slug(f"{name}:{version.group(1)}-{variant}" if version else f"{name}-{variant}")
+    return "external" if target_spec(label).startswith("tcp://") else "prebuilt"
