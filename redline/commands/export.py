@@ -32,12 +32,13 @@ def export_sessions(exporter: RedisTimeSeriesExporter, store: Store, session_ids
             raise UsageError(f"no session {session_id} in {store.path}")
         counts = exporter.export_session(session)
         total.add(counts)
-        out.print((
-            f"session {session_id} ({session.kind}) → {redacted(url)}: {counts.runs} runs, "
-            f"{counts.written} samples written, {counts.present} already there"
-            + (f", {counts.verdicts} verdicts" if counts.verdicts else "")
-            + (f"; {counts.skipped_runs} runs without results (failed, skipped or profiled)"
-               if counts.skipped_runs else ""), soft_wrap=True)
+        line = (f"session {session_id} ({session.kind}) → {redacted(url)}: {counts.runs} runs, "
+                f"{counts.written} samples written, {counts.present} already there")
+        if counts.verdicts:
+            line += f", {counts.verdicts} verdicts"
+        if counts.skipped_runs:
+            line += f"; {counts.skipped_runs} runs without results (failed, skipped or profiled)"
+        out.print(line, soft_wrap=True)
     for conflict in total.conflicts[:CONFLICTS_SHOWN]:
         out.print(f"conflict, not written: {conflict}", soft_wrap=True)
     if total.conflicts:

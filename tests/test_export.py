@@ -1,0 +1,216 @@
+"""`redline export redistimeseries`: a real compare session (Debian's redis-server) exported into a
+real redis-server with the real RedisTimeSeries module (tests/timeseries_server.py), read back
+with TS.MRANGE by labels."""
+
+import json
+import os
+import sqlite3
+import subprocess
+
+import pytest
+
+from conftest import REDLINE, start_redis_server
+from redline.export import scheme
+from redline.export.redistimeseries import redacted
+from redline.export.runs import PlacementRules, StoredRun, build_variant, commit_hash, placement_of, target_branch
+from timeseries_server import TimeSeriesServer
+
+COMPARE = ("compare", "--duration", "1s", "--warmup", "0s", "--runs", "2", "--max-runs", "2", "--name", "string-get")
+
+
+def redline(*args, cwd, timeout=300):
+    return subprocess.run([*REDLINE, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+@pytest.fixture(scope="module")
+def compare_store(tmp_path_factory):
+    """A store holding one real compare session: 3 tests × 2 sides × 2 runs."""
+    directory = tmp_path_factory.mktemp("compare")
+    store = directory / "r.db"
+    proc = redline(*COMPARE, "--store", store, cwd=directory, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return store
+
+
+@pytest.fixture
+def timeseries(tmp_path):
+    server = TimeSeriesServer(tmp_path / "timeseries")
+    yield server
+    server.stop()
+
+
+def stored_runs(store):
+    db = sqlite3.connect(store)
+    db.row_factory = sqlite3.Row
+    runs = db.execute("SELECT * FROM runs WHERE status='ok' AND purpose='measure' ORDER BY id").fetchall()
+    values = {(r["run_id"], r["name"]): r["value"] for r in db.execute("SELECT run_id, name, value FROM metrics")}
+    verdicts = db.execute("SELECT test, metric, verdict FROM comparisons").fetchall()
+    return runs, values, verdicts
+
+
+def mrange(client, *filters):
+    """{key: (labels, {timestamp: value})} of every series matching the filters."""
+    reply = client.ts().mrange("-", "+", list(filters), with_labels=True)
+    return {key: (dict(labels), {int(ts): float(value) for ts, value in samples})
+            for entry in reply for key, (labels, samples) in entry.items()}
+
+
+def total_samples(client):
+    return sum(len(samples) for _, samples in mrange(client, "exporter=redline").values())
+
+
+def test_every_stored_run_is_there_once_with_its_values(compare_store, timeseries):
+    proc = redline("export", "redistimeseries", "--redis", timeseries.url, "--store", compare_store, "1",
+                   cwd=compare_store.parent)
+    assert proc.returncode == 0, proc.stderr
+    runs, values, verdicts = stored_runs(compare_store)
+    assert len(runs) == 3 * 2 * 2
+    assert "12 runs" in proc.stderr and "15 verdicts" in proc.stderr
+    client = timeseries.client()
+    version = json.loads(runs[0]["facts"])["identity"]["version"]
+    for test in {r["test"] for r in runs}:
+        mine = {round(r["started_at"] * 1000): r for r in runs if r["test"] == test}
+        for upstream in scheme.UPSTREAM_METRICS:
+            series = mrange(client, f"test_name={test}", f"metric={upstream.name}", f"version={version}",
+                            "deployment_name=oss-standalone", "triggering_env=redline")
+            assert len(series) == 1, series.keys()     # one series per test and metric: what upstream compare needs
+            (key, (labels, samples)), = series.items()
+            assert key.startswith("ci.benchmarks.redis/by.version/redline/redis/redis/")
+            assert key.endswith(f"/{version}/{upstream.name}")
+            assert labels["metric_jsonpath"] == upstream.jsonpath and labels["test_name"] == test
+            assert "hash" not in labels                # upstream compare filters by.version series on hash==
+            assert set(samples) == set(mine)           # every run of the test once, at its start, nothing else
+            for at, run in mine.items():
+                assert samples[at] == values[(run["id"], upstream.redline)]
+        indexes = mrange(client, f"test_name={test}", f"metric={scheme.RUN_INDEX_METRIC}")
+        (_, index_samples), = indexes.values()
+        assert index_samples == {at: float(run["run_index"]) for at, run in mine.items()}
+        cpu = mrange(client, f"test_name={test}", "metric=redline.server_cpu_us_per_op")
+        (_, cpu_samples), = cpu.values()
+        assert cpu_samples == {at: values[(run["id"], "server_cpu_us_per_op")] for at, run in mine.items()}
+    # no branch and no commit: Debian's binary reports git_sha1 00000000
+    assert not mrange(client, "exporter=redline", "branch!=") and not mrange(client, "exporter=redline", "hash!=")
+    verdict_series = mrange(client, f"comparison_kind={scheme.COMPARE_BY}", "stat=verdict")
+    assert len(verdict_series) == len(verdicts) == 15
+    for labels, samples in verdict_series.values():
+        (code,) = samples.values()
+        stored = {(v["test"], v["metric"]): v["verdict"] for v in verdicts}[(labels["test_name"], labels["redline_metric"])]
+        assert code == scheme.VERDICT_CODES[stored]
+
+
+def test_exporting_twice_writes_nothing_new(compare_store, timeseries):
+    first = redline("export", "redistimeseries", "--redis", timeseries.url, "--store", compare_store,
+                    cwd=compare_store.parent)
+    assert first.returncode == 0, first.stderr
+    client = timeseries.client()
+    before = total_samples(client)
+    keys_before = sorted(client.scan_iter(count=1000))
+    second = redline("export", "redistimeseries", "--redis", timeseries.url, "--store", compare_store, "--since",
+                     "2000-01-01", cwd=compare_store.parent)
+    assert second.returncode == 0, second.stderr
+    assert " 0 samples written" in second.stderr and f"{before} already there" in second.stderr
+    assert total_samples(client) == before and sorted(client.scan_iter(count=1000)) == keys_before
+
+
+def test_a_different_value_at_the_same_millisecond_is_a_conflict_not_overwritten(compare_store, timeseries):
+    runs, values, _ = stored_runs(compare_store)
+    run = runs[0]
+    at = round(run["started_at"] * 1000)
+    client = timeseries.client()
+    redline("export", "redistimeseries", "--redis", timeseries.url, "--store", compare_store, cwd=compare_store.parent)
+    (key,) = mrange(client, f"test_name={run['test']}", "metric=ALL_STATS.Totals.Ops/sec").keys()
+    client.execute_command("TS.DEL", key, at, at)
+    client.execute_command("TS.ADD", key, at, 1.5)                     # someone else's sample
+    proc = redline("export", "redistimeseries", "--redis", timeseries.url, "--store", compare_store,
+                   cwd=compare_store.parent)
+    assert proc.returncode == 1
+    assert f"conflict, not written: {key} @ {at}: stored 1.5, this run {values[(run['id'], 'ops_per_sec')]}" in proc.stderr
+    assert float(client.execute_command("TS.RANGE", key, at, at)[0][1]) == 1.5
+
+
+def test_branch_platform_and_project_place_the_series_where_upstream_compare_looks(compare_store, timeseries):
+    proc = redline("export", "redistimeseries", "--redis", timeseries.url, "--store", compare_store,
+                   "--branch", "feature-x", "--platform", "lab-box", "--github-org", "acme", "--triggering-env", "ci",
+                   cwd=compare_store.parent)
+    assert proc.returncode == 0, proc.stderr
+    client = timeseries.client()
+    # the filters redis-benchmarks-compare builds for a by.branch comparison
+    found = mrange(client, "metric=ALL_STATS.Totals.Ops/sec", "github_repo=redis", "triggering_env=ci",
+                   "branch=feature-x", "deployment_name=oss-standalone", "github_org=acme",
+                   "running_platform=lab-box", "hash==")
+    assert len(found) == 3
+    for key, (labels, samples) in found.items():
+        assert key.startswith("ci.benchmarks.redis/by.branch/ci/acme/redis/")
+        assert f"/prebuilt/lab-box/oss-standalone/feature-x/ALL_STATS.Totals.Ops/sec" in key
+        assert labels["deployment_name+branch"] == "oss-standalone feature-x" and len(samples) == 4
+    assert client.smembers("ci.benchmarks.redis/ci/acme/redis:branches") == {"feature-x"}
+    assert len(client.smembers("ci.benchmarks.redis/ci/acme/redis:testcases")) == 3
+
+
+def test_bad_input_is_one_line(compare_store, tmp_path):
+    cases = [(("--redis", "http://127.0.0.1:1"), 2, "expected redis://"),
+             (("--redis", "redis://127.0.0.1:1", "1", "--since", "2026-01-01"), 2, "not both"),
+             (("--redis", "redis://127.0.0.1:1", "--since", "yesterday"), 2, "not a date"),
+             (("--redis", "redis://127.0.0.1:1", "99"), 1, "Connection refused"),
+             (("--redis", "redis://u:s3cret@127.0.0.1:1"), 1, "redis://u:***@127.0.0.1:1")]
+    for args, code, words in cases:
+        proc = redline("export", "redistimeseries", "--store", compare_store, *args, cwd=tmp_path)
+        assert proc.returncode == code and words in proc.stderr, (args, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1 and "s3cret" not in proc.stderr, proc.stderr
+    proc = redline("export", "redistimeseries", "--redis", "redis://127.0.0.1:1", "--store", tmp_path / "none.db",
+                   cwd=tmp_path)
+    assert proc.returncode == 2 and "no result store" in proc.stderr
+
+
+def test_a_server_without_the_module_is_named(compare_store, tmp_path):
+    server = start_redis_server(tmp_path)
+    try:
+        proc = redline("export", "redistimeseries", "--redis", f"redis://127.0.0.1:{server.port}", "--store",
+                       compare_store, cwd=tmp_path)
+    finally:
+        server.stop()
+    assert proc.returncode == 1 and "has no RedisTimeSeries module" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+# -- pure logic -----------------------------------------------------------------------------------
+def test_upstream_metric_names_follow_the_upstream_cleaning():
+    assert scheme.upstream_metric_name('$."ALL STATS".Totals."Ops/sec"') == "ALL_STATS.Totals.Ops/sec"
+    names = {m.redline: m.name for m in scheme.UPSTREAM_METRICS}
+    assert names["p50_ms"] == "ALL_STATS.Totals.Percentile_Latencies.p50.00"
+    assert names["p999_ms"] == "ALL_STATS.Totals.Percentile_Latencies.p99.90"
+
+
+def test_what_identifies_a_build():
+    assert target_branch("git:/src/redis@unstable") == "unstable"
+    assert target_branch("git:/src/redis@feature/x [appendonly=yes]") == "feature/x"
+    for label in ("git:/src/redis@HEAD~2", "git:/src/redis@0123abcd", "bin:/usr/bin/redis-server", "tcp://h:1"):
+        assert target_branch(label) is None, label
+    assert commit_hash({"git_sha1": "00000000"}) is None
+    assert commit_hash({"git_sha1": "1a2b3c4d"}) == "1a2b3c4d"
+    assert commit_hash({"git_sha1": "1a2b3c4d", "commit": {"sha": "f" * 40}}) == "f" * 40
+    built = {"compiler_version": "gcc (Debian 12.2.0-14) 12.2.0 [/usr/bin/x86_64-linux-gnu-gcc-12]",
+             "variant": {"name": "O3-lto"}}
+    assert build_variant("git:/r@x", built) == "gcc:12.2.0-O3-lto"
+    assert build_variant("bin:/usr/bin/redis-server", None) == "prebuilt"
+    assert build_variant("tcp://127.0.0.1:6379", None) == "external"
+
+
+def test_placement_of_a_run():
+    run = StoredRun(run_id=1, session_id=1, host="box one", test="t", target="bin:/x [appendonly=yes]",
+                    side="comparison", run_index=0, purpose="measure", topology="oss-standalone", status="ok",
+                    started_at=1.0, facts={"identity": {"version": "255.255.255", "git_sha1": "00000000"}})
+    placement = placement_of(run, PlacementRules(branch="feature"))
+    assert placement.running_platform == "box-one"
+    assert placement.deployment_name == "oss-standalone-appendonly-yes"
+    assert placement.deployment_path == "oss-standalone/oss-standalone-appendonly-yes"
+    assert placement.by_values() == {"branch": "feature"}     # 255.255.255 is kept only for unstable
+    assert placement_of(run, PlacementRules(branch="unstable")).by_values() == {"branch": "unstable",
+                                                                               "version": "255.255.255"}
+
+
+def test_messages_never_show_the_password():
+    assert redacted("rediss://user:pw@host:6380/0") == "rediss://user:***@host:6380/0"
+    assert redacted("redis://:pw@host:1") == "redis://:***@host:1"
+    assert redacted("redis://host:1") == "redis://host:1"
