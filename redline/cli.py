@@ -61,6 +61,15 @@ def add_measurement_arguments(parser: argparse.ArgumentParser, *, default_runs: 
                              "flame graph and top symbols (never part of a metric)")
 
 
+def add_export_arguments(parser: argparse.ArgumentParser) -> None:
+    """--export URL: each run (and a compare's verdicts) to RedisTimeSeries as it is stored."""
+    group = parser.add_argument_group("export to RedisTimeSeries as runs finish (docs/export.md)")
+    group.add_argument("--export", metavar="URL",
+                       help="redis://host:port (rediss:// for TLS) of a server with RedisTimeSeries: every run in "
+                            "the Redis Benchmarks Specification's key scheme")
+    add_placement_arguments(group)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="redline", description="A performance lab for Redis-protocol servers.")
     parser.add_argument("--version", action="version", version=f"redline {__version__}")
@@ -74,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", action="append", default=[], metavar="NAME=VALUE",
                      help="server configuration for the target (repeatable)")
     add_measurement_arguments(run, default_runs=1)
+    add_export_arguments(run)
     run.set_defaults(func=_command("run"))
 
     compare = commands.add_parser("compare", help="A/B: two servers, interleaved runs, verdicts with confidence intervals",
@@ -92,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="exit 3 when a regression survives Benjamini–Hochberg false-discovery control "
                               "(exit 1, as always, when a run failed)")
     compare.add_argument("--markdown", type=Path, metavar="FILE", help="write a pull-request comment to FILE")
+    add_export_arguments(compare)
     compare.set_defaults(func=_command("compare"))
 
     calibrate = commands.add_parser("calibrate", help="A/A runs: measure each test's noise floor on this machine",

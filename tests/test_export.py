@@ -12,7 +12,8 @@ import pytest
 from conftest import REDLINE, start_redis_server
 from redline.export import scheme
 from redline.export.redistimeseries import redacted
-from redline.export.runs import PlacementRules, StoredRun, build_variant, commit_hash, placement_of, target_branch
+from redline.export.runs import PlacementRules, build_variant, commit_hash, placement_of, target_branch
+from redline.run import Run
 from timeseries_server import TimeSeriesServer
 
 COMPARE = ("compare", "--duration", "1s", "--warmup", "0s", "--runs", "2", "--max-runs", "2", "--name", "string-get")
@@ -198,9 +199,9 @@ def test_what_identifies_a_build():
 
 
 def test_placement_of_a_run():
-    run = StoredRun(run_id=1, session_id=1, host="box one", test="t", target="bin:/x [appendonly=yes]",
-                    side="comparison", run_index=0, purpose="measure", topology="oss-standalone", status="ok",
-                    started_at=1.0, facts={"identity": {"version": "255.255.255", "git_sha1": "00000000"}})
+    run = Run(test="t", target="bin:/x [appendonly=yes]", side="comparison", run_index=0, status="ok",
+              started_at=1.0, facts={"identity": {"version": "255.255.255", "git_sha1": "00000000"},
+                                     "machine": {"hostname": "box one"}})
     placement = placement_of(run, PlacementRules(branch="feature"))
     assert placement.running_platform == "box-one"
     assert placement.deployment_name == "oss-standalone-appendonly-yes"
@@ -214,3 +215,51 @@ def test_messages_never_show_the_password():
     assert redacted("rediss://user:pw@host:6380/0") == "rediss://user:***@host:6380/0"
     assert redacted("redis://:pw@host:1") == "redis://:***@host:1"
     assert redacted("redis://host:1") == "redis://host:1"
+
+
+# -- the live sink: --export on run and compare ---------------------------------------------------
+def test_compare_with_export_writes_what_the_export_command_would(tmp_path, timeseries):
+    store = tmp_path / "r.db"
+    proc = redline("compare", "--duration", "1s", "--warmup", "0s", "--runs", "2", "--max-runs", "2", "--name",
+                   "string-get-100B-pipeline-10$", "--store", store, "--export", timeseries.url, "--branch", "live",
+                   cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"exported to {timeseries.url}: 4 runs" in proc.stderr and "5 verdicts" in proc.stderr
+    runs, values, _ = stored_runs(store)
+    client = timeseries.client()
+    (labels, samples), = mrange(client, "metric=ALL_STATS.Totals.Ops/sec", "branch=live", "hash==").values()
+    assert samples == {round(r["started_at"] * 1000): values[(r["id"], "ops_per_sec")] for r in runs}
+    assert len(mrange(client, f"comparison_kind={scheme.COMPARE_BY}", "stat=verdict")) == 5
+    again = redline("export", "redistimeseries", "--redis", timeseries.url, "--store", store, "--branch", "live",
+                    cwd=tmp_path)
+    assert again.returncode == 0 and " 0 samples written" in again.stderr, again.stderr
+
+
+def test_export_to_a_server_without_the_module_fails_before_measuring(tmp_path):
+    server = start_redis_server(tmp_path)
+    try:
+        proc = redline("run", "--name", "string-get-100B-pipeline-10$", "--duration", "1s", "--warmup", "0s",
+                       "--store", tmp_path / "r.db", "--export", f"redis://127.0.0.1:{server.port}", cwd=tmp_path)
+    finally:
+        server.stop()
+    assert proc.returncode == 1 and "has no RedisTimeSeries module" in proc.stderr, proc.stderr
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_a_server_lost_during_the_session_costs_no_run(compare_store, tmp_path):
+    from redline.export.options import exporter_from
+    from redline.export.sink import RedisTimeSeriesSink
+    from redline.store import Store
+
+    server = TimeSeriesServer(tmp_path / "timeseries")
+    args = type("Args", (), {"github_org": "redis", "github_repo": "redis", "triggering_env": "redline",
+                             "platform": None, "branch": None})()
+    sink = RedisTimeSeriesSink(exporter_from(args, server.url), server.url)
+    store = Store(compare_store)
+    runs = store.load_runs(1)
+    sink.run_finished(runs[0])
+    server.stop()                              # the RedisTimeSeries server goes away mid-session
+    for run in runs[1:]:
+        sink.run_finished(run)                 # never raises: the measurement goes on
+    assert sink.counts.runs == 1 and "Connection refused" in sink.failure
+    assert sink.finish(store, 1, 0) == 1       # but the command says the export is incomplete

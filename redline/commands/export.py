@@ -6,20 +6,14 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from redline.errors import UsageError
-from redline.export.redistimeseries import ExportCounts, RedisTimeSeriesExporter, connect, redacted
-from redline.export.runs import PlacementRules, latest_session, read_session, sessions_since
-from redline.export.scheme import Project
+from redline.export.options import exporter_from
+from redline.export.redistimeseries import ExportCounts, RedisTimeSeriesExporter, redacted
+from redline.export.runs import latest_session, read_session, sessions_since
 from redline.output import terminal
 from redline.store import Store
 
 EXIT_CONFLICTS = 1
 CONFLICTS_SHOWN = 5
-
-
-def exporter_from(args, url: str) -> RedisTimeSeriesExporter:
-    return RedisTimeSeriesExporter(connect(url),
-                                   project=Project(args.github_org, args.github_repo, args.triggering_env),
-                                   rules=PlacementRules(running_platform=args.platform, branch=args.branch))
 
 
 def export_sessions(exporter: RedisTimeSeriesExporter, store: Store, session_ids: list[int], url: str) -> int:

@@ -32,3 +32,12 @@ def add_placement_arguments(parser: argparse.ArgumentParser) -> None:
                         help="running_platform (default: the host name the runs were measured on)")
     parser.add_argument("--branch", metavar="NAME",
                         help="branch of runs whose target names none (a git:REPO@BRANCH target names its own)")
+
+
+def exporter_from(args, url: str):
+    """The RedisTimeSeriesExporter for URL, connected and checked, placing runs as the arguments say."""
+    from redline.export.redistimeseries import RedisTimeSeriesExporter, connect
+    from redline.export.runs import PlacementRules
+    return RedisTimeSeriesExporter(connect(url),
+                                   project=Project(args.github_org, args.github_repo, args.triggering_env),
+                                   rules=PlacementRules(running_platform=args.platform, branch=args.branch))

@@ -18,8 +18,9 @@ import redis
 from redline import metrics as metric_registry
 from redline.errors import RunError, UsageError
 from redline.export import scheme
-from redline.export.runs import PlacementRules, StoredRun, StoredSession, placement_of
+from redline.export.runs import PlacementRules, StoredSession, placement_of, timestamp_ms
 from redline.export.scheme import Placement, Project
+from redline.run import Run
 
 PIPELINE_BATCH = 500          # samples per round trip
 DUPLICATE_ERROR = "DUPLICATE_POLICY"
@@ -88,10 +89,10 @@ def connect(url: str) -> redis.Redis:
     return client
 
 
-def run_samples(run: StoredRun, placement: Placement, project: Project) -> list[Sample]:
+def run_samples(run: Run, placement: Placement, project: Project) -> list[Sample]:
     """Every sample one run gives: for each by-kind it can be filed under, the upstream metrics,
     INFO used_memory, redline's own metrics, and the run's index and session."""
-    at = run.timestamp_ms
+    at = timestamp_ms(run)
     samples: list[Sample] = []
     for by, value in placement.by_values().items():
         def add(metric: str, number: float | None, redline_metric: str, upstream=None) -> None:
@@ -134,7 +135,7 @@ def verdict_samples(session: StoredSession, placements: dict[int, Placement], pr
     return samples
 
 
-def exportable(run: StoredRun) -> bool:
+def exportable(run: Run) -> bool:
     return run.status == "ok" and run.purpose == "measure"
 
 
@@ -147,12 +148,12 @@ class RedisTimeSeriesExporter:
         self.project = project or Project()
         self.rules = rules or PlacementRules()
 
-    def export_run(self, run: StoredRun) -> ExportCounts:
+    def export_run(self, run: Run) -> ExportCounts:
         if not exportable(run):
             return ExportCounts(skipped_runs=1)
         placement = placement_of(run, self.rules)
         counts = self._write(run_samples(run, placement, self.project))
-        self._remember(placement, run.timestamp_ms)
+        self._remember(placement, timestamp_ms(run))
         counts.runs = 1
         return counts
 

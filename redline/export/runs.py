@@ -1,16 +1,18 @@
 """What the exporter reads from the store, and where each run goes in the upstream scheme.
 
-All reading of the store is in `read_session` (and `sessions_since` to choose sessions), so that it
-can move to the store's own run documents (`Store.load_runs`) in one place.
+All reading of the store is in `read_session` (the store's run documents, `Store.load_runs`, and
+the session's verdicts) and in `sessions_since`/`latest_session` (which sessions).
 """
 
 from __future__ import annotations
 
 import json
+import platform
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from redline.export.scheme import Placement, slug
+from redline.run import Run
 from redline.store import Store
 
 SHA_LIKE = re.compile(r"^[0-9a-fA-F]{7,40}$")
@@ -18,32 +20,14 @@ NO_SHA = re.compile(r"^0+$")
 COMPILER_VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?)\s*(?:\[|$)")
 
 
-@dataclass
-class StoredRun:
-    """One stored run, as the exporter needs it."""
+def timestamp_ms(run: Run) -> int:
+    """A run's samples are at its start, in ms: fixed by the store, so exporting again finds them."""
+    return int(round(run.started_at * 1000))
 
-    run_id: int
-    session_id: int
-    host: str
-    test: str
-    target: str                     # the side's label: its spec and [configuration]
-    side: str | None
-    run_index: int
-    purpose: str
-    topology: str
-    status: str
-    started_at: float               # seconds since the epoch
-    metrics: dict[str, float | None] = field(default_factory=dict)
-    facts: dict = field(default_factory=dict)
 
-    @property
-    def key(self) -> str:
-        """As RunRecord.key: what a comparison row names."""
-        return self.test if self.topology == "oss-standalone" else f"{self.test}@{self.topology}"
-
-    @property
-    def timestamp_ms(self) -> int:
-        return int(round(self.started_at * 1000))
+def measured_on(run: Run) -> str:
+    """The host the run was measured on (its machine facts; this machine for a run without them)."""
+    return (run.facts.get("machine") or {}).get("hostname") or platform.node()
 
 
 @dataclass
@@ -51,24 +35,18 @@ class StoredSession:
     session_id: int
     kind: str
     started_at: float
-    runs: list[StoredRun]
+    runs: list[Run]
     comparisons: list[dict]          # the comparisons table's `detail` of a compare session
 
 
 def read_session(store: Store, session_id: int) -> StoredSession | None:
-    """A session's runs with their metrics and facts, and its verdicts; None if there is no such
-    session."""
-    row = store.db.execute("SELECT id, kind, host, started_at FROM sessions WHERE id=?", (session_id,)).fetchone()
+    """A session's run documents and its verdicts; None if there is no such session."""
+    row = store.db.execute("SELECT id, kind, started_at FROM sessions WHERE id=?", (session_id,)).fetchone()
     if row is None:
         return None
-    runs = [StoredRun(run_id=r["id"], session_id=session_id, host=row["host"], test=r["test"], target=r["target"],
-                      side=r["side"], run_index=r["run_index"], purpose=r["purpose"], topology=r["topology"],
-                      status=r["status"], started_at=r["started_at"], metrics=store.metrics(r["id"]),
-                      facts=json.loads(r["facts"]) if r["facts"] else {})
-            for r in store.runs(session_id)]
     comparisons = [json.loads(c["detail"]) for c in store.db.execute(
         "SELECT detail FROM comparisons WHERE session_id=? ORDER BY test, metric", (session_id,))]
-    return StoredSession(session_id, row["kind"], row["started_at"], runs, comparisons)
+    return StoredSession(session_id, row["kind"], row["started_at"], store.load_runs(session_id), comparisons)
 
 
 def sessions_since(store: Store, since: float) -> list[int]:
@@ -89,13 +67,13 @@ class PlacementRules:
     branch: str | None = None
 
 
-def placement_of(run: StoredRun, rules: PlacementRules) -> Placement:
+def placement_of(run: Run, rules: PlacementRules) -> Placement:
     identity = run.facts.get("identity") or {}
     config = target_config(run.target)
     return Placement(
         test=run.test,
         build_variant=build_variant(run.target, run.facts.get("build")),
-        running_platform=slug(rules.running_platform or run.host),
+        running_platform=slug(rules.running_platform or measured_on(run)),
         deployment_type=run.topology,
         deployment_name=run.topology + (f"-{slug(config)}" if config else ""),
         branch=target_branch(run.target) or rules.branch,
