@@ -263,3 +263,45 @@ def test_a_server_lost_during_the_session_costs_no_run(compare_store, tmp_path):
         sink.run_finished(run)                 # never raises: the measurement goes on
     assert sink.counts.runs == 1 and "Connection refused" in sink.failure
     assert sink.finish(store, 1, 0) == 1       # but the command says the export is incomplete
+
+
+# -- change points --------------------------------------------------------------------------------
+NOISE = [1.004, 0.997, 1.001, 0.999, 1.003, 0.996, 1.002, 0.998, 1.0, 1.001, 0.997, 1.003, 0.998, 1.002, 0.999, 1.004]
+
+
+def _history(store_path):
+    """16 sessions of 3 runs in a real store, throughput 10% lower from the 9th session on (the
+    history the history tests use); returns the 9th session's start in ms."""
+    from redline.store import Store
+    store = Store(store_path)
+    for number, factor in enumerate(NOISE):
+        session = store.begin_session(kind="run", argv=[], machine={})
+        for index in range(3):
+            run = Run(test="t-set", target="bin:x", side=None, run_index=index, session_id=session,
+                      started_at=1_700_000_000.0 + number * 60 + index * 5)
+            store.run_started(run)
+            run.metrics = {"ops_per_sec": 100_000 * factor * (0.9 if number >= 8 else 1.0) * (1 + 0.002 * (index - 1))}
+            run.facts = {"identity": {"version": "7.0.15"}}
+            run.finish("ok")
+            store.run_finished(run)
+        store.finish_session(session, "finished")
+    return round((1_700_000_000.0 + 8 * 60) * 1000)
+
+
+def test_history_change_points_are_exported_and_kept_in_step(tmp_path, timeseries):
+    store = tmp_path / "r.db"
+    at = _history(store)
+    proc = redline("export", "redistimeseries", "--redis", timeseries.url, "--store", store, "--since", "2000-01-01",
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count(" (run) → ") == 16
+    client = timeseries.client()
+    (key, (labels, samples)), = mrange(client, f"comparison_kind={scheme.CHANGE_POINT_BY}",
+                                       "redline_metric=ops_per_sec").items()
+    assert labels["test_name"] == "t-set" and list(samples) == [at] and -11 < samples[at] < -9
+    client.execute_command("TS.ADD", key, at - 60_000, 5.0)       # a change point the history no longer shows
+    again = redline("export", "redistimeseries", "--redis", timeseries.url, "--store", store, "--since",
+                    "2000-01-01", cwd=tmp_path)
+    assert again.returncode == 0 and "0 written, 1 already there, 1 no longer found and removed" in again.stderr
+    assert list(mrange(client, f"comparison_kind={scheme.CHANGE_POINT_BY}",
+                       "redline_metric=ops_per_sec")[key][1]) == [at]

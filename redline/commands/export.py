@@ -20,12 +20,14 @@ def export_sessions(exporter: RedisTimeSeriesExporter, store: Store, session_ids
     """Export the sessions, say what was written per session; exit 1 if a sample conflicted."""
     out = terminal.console(stderr=True)
     total = ExportCounts()
+    tests = set()
     for session_id in session_ids:
         session = read_session(store, session_id)
         if session is None:
             raise UsageError(f"no session {session_id} in {store.path}")
         counts = exporter.export_session(session)
         total.add(counts)
+        tests |= {run.test for run in session.runs}
         line = (f"session {session_id} ({session.kind}) → {redacted(url)}: {counts.runs} runs, "
                 f"{counts.written} samples written, {counts.present} already there")
         if counts.verdicts:
@@ -33,6 +35,10 @@ def export_sessions(exporter: RedisTimeSeriesExporter, store: Store, session_ids
         if counts.skipped_runs:
             line += f"; {counts.skipped_runs} runs without results (failed, skipped or profiled)"
         out.print(line, soft_wrap=True)
+    history = exporter.export_history(store, tests)
+    total.add(history)
+    out.print(f"change points of these tests' history on this machine: {history.written} written, "
+              f"{history.present} already there, {history.removed} no longer found and removed", soft_wrap=True)
     for conflict in total.conflicts[:CONFLICTS_SHOWN]:
         out.print(f"conflict, not written: {conflict}", soft_wrap=True)
     if total.conflicts:

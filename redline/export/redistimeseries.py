@@ -10,6 +10,7 @@ them, and exporting to a copy of the data set behaves the same.
 
 from __future__ import annotations
 
+import platform
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
@@ -18,7 +19,7 @@ import redis
 from redline import metrics as metric_registry
 from redline.errors import RunError, UsageError
 from redline.export import scheme
-from redline.export.runs import PlacementRules, StoredSession, placement_of, timestamp_ms
+from redline.export.runs import PlacementRules, StoredSession, history_series, placement_of, timestamp_ms
 from redline.export.scheme import Placement, Project
 from redline.run import Run
 
@@ -45,6 +46,7 @@ class ExportCounts:
     runs: int = 0                  # runs exported
     skipped_runs: int = 0          # failed, skipped, interrupted or profile runs: no metrics to export
     verdicts: int = 0              # comparison rows exported
+    removed: int = 0               # change points the history no longer shows, removed
     conflicts: list[str] = field(default_factory=list)    # "key @ ms: stored X, this run Y"
 
     def add(self, other: ExportCounts) -> None:
@@ -53,6 +55,7 @@ class ExportCounts:
         self.runs += other.runs
         self.skipped_runs += other.skipped_runs
         self.verdicts += other.verdicts
+        self.removed += other.removed
         self.conflicts += other.conflicts
 
 
@@ -135,6 +138,21 @@ def verdict_samples(session: StoredSession, placements: dict[int, Placement], pr
     return samples
 
 
+def change_point_samples(all_series, project: Project, platform: str, metric: str) -> dict[str, list[Sample]]:
+    """redline.history series (analysed) → {key: samples}: each change point at the start of the first
+    session of its new level, valued by its step in %. Every analysed series has a key, with no
+    samples when it has no change point (so that one found before and gone now can be removed)."""
+    found = {}
+    for series in all_series:
+        if series.problem is not None:
+            continue
+        key = scheme.change_point_key(project, series.test, platform, series.topology, series.target, metric)
+        labels = scheme.change_point_labels(project, series.test, platform, series.topology, series.target, metric)
+        found[key] = [Sample(key, int(round(series.points[cp.index].started_at * 1000)), float(cp.delta_pct), labels)
+                      for cp in series.change_points]
+    return found
+
+
 def exportable(run: Run) -> bool:
     return run.status == "ok" and run.purpose == "measure"
 
@@ -169,6 +187,31 @@ class RedisTimeSeriesExporter:
             counts.add(self.export_run(run))
         if session.comparisons:
             counts.add(self.export_comparisons(session))
+        return counts
+
+    def export_history(self, store, tests: set[str]) -> ExportCounts:
+        """The change points of these tests' history on this machine, for every compared metric."""
+        where = scheme.slug(self.rules.running_platform or platform.node())
+        counts = ExportCounts()
+        for metric in metric_registry.COMPARED:
+            analysed = history_series(store, metric.name, tests)
+            counts.add(self.export_change_points(change_point_samples(analysed, self.project, where, metric.name)))
+        return counts
+
+    def export_change_points(self, by_key: dict[str, list[Sample]]) -> ExportCounts:
+        """Change points as `redline history` finds them now: new ones added, ones the history no
+        longer shows (more sessions moved them) removed from their series, the rest untouched."""
+        counts = self._write([sample for samples in by_key.values() for sample in samples])
+        pipe = self.client.pipeline(transaction=False)
+        keys = [key for key in by_key if self.client.exists(key)]
+        for key in keys:
+            pipe.execute_command("TS.RANGE", key, "-", "+")
+        for key, reply in zip(keys, self._execute(pipe)):
+            wanted = {sample.timestamp_ms for sample in by_key[key]}
+            for at, _ in reply if not isinstance(reply, Exception) else []:
+                if int(at) not in wanted:
+                    self.client.execute_command("TS.DEL", key, int(at), int(at))
+                    counts.removed += 1
         return counts
 
     # -- writing ------------------------------------------------------------------------------

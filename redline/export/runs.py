@@ -1,7 +1,8 @@
 """What the exporter reads from the store, and where each run goes in the upstream scheme.
 
-All reading of the store is in `read_session` (the store's run documents, `Store.load_runs`, and
-the session's verdicts) and in `sessions_since`/`latest_session` (which sessions).
+All reading of the store is here: `read_session` (the store's run documents, `Store.load_runs`,
+and the session's verdicts), `history_series` (change points, as `redline history` finds them) and
+`sessions_since`/`latest_session` (which sessions).
 """
 
 from __future__ import annotations
@@ -47,6 +48,18 @@ def read_session(store: Store, session_id: int) -> StoredSession | None:
     comparisons = [json.loads(c["detail"]) for c in store.db.execute(
         "SELECT detail FROM comparisons WHERE session_id=? ORDER BY test, metric", (session_id,))]
     return StoredSession(session_id, row["kind"], row["started_at"], store.load_runs(session_id), comparisons)
+
+
+def history_series(store: Store, metric: str, tests: set[str]) -> list:
+    """`redline history`'s series of `metric` for these tests (this machine's runs), analysed for
+    change points as `redline history` does by default."""
+    from redline import history
+    from redline.export.scheme import HISTORY_P_VALUE
+    floors = store.noise_floors()
+    found = [s for s in history.load_series(store.history(metric), None) if s.test in tests]
+    for series in found:
+        history.analyse(series, p_threshold=HISTORY_P_VALUE, noise_floor_pct=floors.get((series.test, metric)))
+    return found
 
 
 def sessions_since(store: Store, since: float) -> list[int]:

@@ -64,6 +64,8 @@ SESSION_METRIC = "redline.session"        # value = the run's session id in the 
 COMPARE_BY = "redline.compare"            # verdict series: by.redline.compare/{baseline}..{comparison}
 VERDICT_CODES = {"regression": -1.0, "no_change": 0.0, "improvement": 1.0, "inconclusive": 2.0}
 VERDICT_STATS = ("delta_pct", "ci_low_pct", "ci_high_pct", "p_value")
+CHANGE_POINT_BY = "redline.changepoint"   # `redline history`'s change points: by.redline.changepoint/{target}
+HISTORY_P_VALUE = 0.001                   # as `redline history`'s default
 
 
 def upstream_metric_name(jsonpath: str) -> str:
@@ -190,6 +192,22 @@ def verdict_labels(project: Project, baseline: Placement, comparison: Placement,
     return {**project_labels(project, comparison), "test_name": baseline.test,
             "comparison_kind": COMPARE_BY, "baseline": baseline.ref, "comparison": comparison.ref,
             "metric": f"{REDLINE_METRIC_PREFIX}{metric}.{stat}", "redline_metric": metric, "stat": stat}
+
+
+def change_point_key(project: Project, test: str, platform: str, topology: str, target: str, metric: str) -> str:
+    """One history series' change points (redline.history: a test × topology × target on one
+    machine); a sample at the first session of each new level, its value the step in %."""
+    return (f"{PREFIX}/by.{CHANGE_POINT_BY}/{project.triggering_env}/{project.github_org}/{project.github_repo}/"
+            f"{test}/{platform}/{topology}/{slug(target)}/{REDLINE_METRIC_PREFIX}{metric}.change_pct")
+
+
+def change_point_labels(project: Project, test: str, platform: str, topology: str, target: str,
+                        metric: str) -> dict[str, str]:
+    return {"github_org": project.github_org, "github_repo": project.github_repo,
+            "triggering_env": project.triggering_env, "running_platform": platform,
+            "deployment_name": topology, "deployment_type": topology, EXPORTER_LABEL[0]: EXPORTER_LABEL[1],
+            "test_name": test, "target": slug(target), "comparison_kind": CHANGE_POINT_BY,
+            "metric": f"{REDLINE_METRIC_PREFIX}{metric}.change_pct", "redline_metric": metric}
 
 
 def set_keys(project: Project) -> dict[str, str]:

@@ -44,6 +44,8 @@ class RedisTimeSeriesSink:
         session = read_session(store, session_id)
         if session is not None and session.comparisons:
             self._export(lambda: self.exporter.export_comparisons(session))
+        if session is not None:
+            self._export(lambda: self.exporter.export_history(store, {run.test for run in session.runs}))
         out = terminal.console(stderr=True)
         counts = self.counts
         out.print(f"exported to {redacted(self.url)}: {counts.runs} runs, {counts.written} samples"
