@@ -4,12 +4,13 @@ with TS.MRANGE by labels."""
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 
 import pytest
 
-from conftest import REDLINE, start_redis_server
+from conftest import REDLINE, REPO, start_redis_server
 from redline.export import scheme
 from redline.export.redistimeseries import redacted
 from redline.export.runs import PlacementRules, build_variant, commit_hash, placement_of, target_branch
@@ -305,3 +306,116 @@ def test_history_change_points_are_exported_and_kept_in_step(tmp_path, timeserie
     assert again.returncode == 0 and "0 written, 1 already there, 1 no longer found and removed" in again.stderr
     assert list(mrange(client, f"comparison_kind={scheme.CHANGE_POINT_BY}",
                        "redline_metric=ops_per_sec")[key][1]) == [at]
+
+
+# -- Grafana dashboards (grafana/, scripts/grafana_dashboards.py) --------------------------------
+GRAFANA = REPO / "grafana"
+
+
+def _dashboards():
+    return {path.name: json.loads(path.read_text()) for path in sorted((GRAFANA / "dashboards").glob("*.json"))}
+
+
+def _queries(board):
+    return [(panel, target) for panel in board["panels"] for target in panel.get("targets", [])]
+
+
+def _generator():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("grafana_dashboards", REPO / "scripts" / "grafana_dashboards.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_committed_dashboards_are_what_the_sdk_generates_and_parse_back():
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.cog.plugins import register_default_plugins
+    from grafana_foundation_sdk.models.dashboard import Dashboard
+
+    generated = _generator().rendered()
+    assert sorted(generated) == sorted(_dashboards()) == ["redline-compare.json", "redline-fleet.json",
+                                                           "redline-history.json"]
+    register_default_plugins()
+    for name, board in _dashboards().items():
+        assert (GRAFANA / "dashboards" / name).read_text() == generated[name], f"{name} is stale"
+        # the SDK's typed model reads every field back, and writes the same document
+        assert json.loads(json.dumps(Dashboard.from_json(board), cls=JSONEncoder)) == board, name
+
+
+def _labels_the_exporter_writes():
+    project, placement = scheme.Project(), scheme.Placement("t", "b", "p", "oss-standalone", "oss-standalone",
+                                                            branch="x", version="1", hash="h")
+    upstream = scheme.UPSTREAM_METRICS[0]
+    labels = set()
+    for by in scheme.BY_KINDS:
+        labels |= set(scheme.result_labels(project, placement, by, "v", "m", "r", upstream))
+        labels |= set(scheme.memory_labels(project, placement, by, "v"))
+    labels |= set(scheme.verdict_labels(project, placement, placement, "ops_per_sec", "verdict"))
+    labels |= set(scheme.change_point_labels(project, "t", "p", "oss-standalone", "bin:x", "ops_per_sec"))
+    return labels
+
+
+def test_dashboards_query_labels_the_exporter_writes_through_the_provisioned_data_source():
+    import yaml
+    provisioned = yaml.safe_load((GRAFANA / "provisioning" / "datasources" / "redline-redistimeseries.yaml").read_text())
+    (source,) = provisioned["datasources"]
+    providers = yaml.safe_load((GRAFANA / "provisioning" / "dashboards" / "redline.yaml").read_text())["providers"]
+    assert providers[0]["options"]["path"] == "${REDLINE_GRAFANA}/dashboards" and providers[0]["type"] == "file"
+    written = _labels_the_exporter_writes()
+    for name, board in _dashboards().items():
+        variables = {v["name"] for v in board["templating"].get("list", [])}
+        uids = [panel["id"] for panel in board["panels"] if "id" in panel]
+        assert len(uids) == len(set(uids)), name
+        for panel in board["panels"]:
+            assert panel["gridPos"]["x"] + panel["gridPos"]["w"] <= 24, (name, panel["title"])
+            for used in re.findall(r"\$(\w+)", panel["title"]):
+                assert used in variables, (name, panel["title"], used)
+        for variable in board["templating"].get("list", []):
+            if variable["type"] == "query":
+                assert variable["datasource"]["uid"] == source["uid"]
+                assert variable["query"].startswith("SMEMBERS ci.benchmarks.redis/$env/$org/$repo:")
+        for panel, target in _queries(board):
+            assert panel["datasource"] == target["datasource"] == {"type": source["type"], "uid": source["uid"]}
+            if target["type"] != "timeSeries":
+                continue
+            terms = target["filter"].split()
+            assert any(re.fullmatch(r"[^=!]+=[^=$(]+", term) for term in terms), target   # TS needs one label=value
+            for term in terms:
+                label = re.split(r"!?=", term)[0]
+                assert label in written or label in ("$by",), (name, term)
+                for used in re.findall(r"\$(\w+)", term):
+                    assert used in variables, (name, term)
+
+
+def _resolved(filter_text, values):
+    return [re.sub(r"\$(\w+)", lambda m: values[m.group(1)], term) for term in filter_text.split()]
+
+
+def test_every_dashboard_query_finds_the_exported_compare_session(compare_store, timeseries):
+    proc = redline("export", "redistimeseries", "--redis", timeseries.url, "--store", compare_store, "--branch",
+                   "unstable", cwd=compare_store.parent)
+    assert proc.returncode == 0, proc.stderr
+    client = timeseries.client()
+    test = sorted(client.smembers("ci.benchmarks.redis/redline/redis/redis:testcases"))[0]
+    (platform,) = client.smembers("ci.benchmarks.redis/redline/redis/redis:platforms")
+    values = {"env": "redline", "org": "redis", "repo": "redis", "test": test, "platform": platform,
+              "metric": "ops_per_sec", "by": "branch"}
+    details = [json.loads(row[0]) for row in sqlite3.connect(compare_store).execute(
+        "SELECT detail FROM comparisons WHERE test=? AND metric='ops_per_sec'", (test,))]
+    estimated = any(d["delta_pct"] is not None for d in details)   # 2 runs a side: usually no estimate
+    for name, board in _dashboards().items():
+        for panel, target in _queries(board):
+            if target["type"] != "timeSeries":
+                continue
+            filters = _resolved(target["filter"], values)
+            if target["command"] == "ts.mget":
+                found = client.ts().mget(filters)
+            elif scheme.CHANGE_POINT_BY in target["filter"]:
+                continue                 # one session: no history to find a change in (tested above)
+            else:
+                found = client.ts().mrange("-", "+", filters)
+            if "delta_pct" in target["filter"]:
+                assert bool(found) == estimated, (name, panel["title"], filters)
+            else:
+                assert found, (name, panel["title"], filters)
