@@ -33,7 +33,7 @@ def export_sessions(exporter: RedisTimeSeriesExporter, store: Store, session_ids
         if counts.verdicts:
             line += f", {counts.verdicts} verdicts"
         if counts.skipped_runs:
-            line += f"; {counts.skipped_runs} runs without results (failed, skipped or profiled)"
+            line += f"; {counts.skipped_runs} runs not exported (failed, skipped, profiled, or no branch, version or hash)"
         out.print(line, soft_wrap=True)
     history = exporter.export_history(store, tests)
     total.add(history)

@@ -44,7 +44,7 @@ class ExportCounts:
     written: int = 0               # samples added
     present: int = 0               # samples already there with the same value
     runs: int = 0                  # runs exported
-    skipped_runs: int = 0          # failed, skipped, interrupted or profile runs: no metrics to export
+    skipped_runs: int = 0          # failed, skipped, interrupted or profile runs, or no branch/version/hash
     verdicts: int = 0              # comparison rows exported
     removed: int = 0               # change points the history no longer shows, removed
     conflicts: list[str] = field(default_factory=list)    # "key @ ms: stored X, this run Y"
@@ -167,9 +167,9 @@ class RedisTimeSeriesExporter:
         self.rules = rules or PlacementRules()
 
     def export_run(self, run: Run) -> ExportCounts:
-        if not exportable(run):
+        placement = placement_of(run, self.rules) if exportable(run) else None
+        if placement is None or not placement.by_values():      # no results, or nothing to file them under
             return ExportCounts(skipped_runs=1)
-        placement = placement_of(run, self.rules)
         counts = self._write(run_samples(run, placement, self.project))
         self._remember(placement, timestamp_ms(run))
         counts.runs = 1
