@@ -138,7 +138,7 @@ def verdict_samples(session: StoredSession, placements: dict[int, Placement], pr
     return samples
 
 
-def change_point_samples(all_series, project: Project, platform: str, metric: str) -> dict[str, list[Sample]]:
+def change_point_samples(all_series, project: Project, running_platform: str, metric: str) -> dict[str, list[Sample]]:
     """redline.history series (analysed) → {key: samples}: each change point at the start of the first
     session of its new level, valued by its step in %. Every analysed series has a key, with no
     samples when it has no change point (so that one found before and gone now can be removed)."""
@@ -146,8 +146,8 @@ def change_point_samples(all_series, project: Project, platform: str, metric: st
     for series in all_series:
         if series.problem is not None:
             continue
-        key = scheme.change_point_key(project, series.test, platform, series.topology, series.target, metric)
-        labels = scheme.change_point_labels(project, series.test, platform, series.topology, series.target, metric)
+        where = (series.test, running_platform, series.topology, series.target, metric)
+        key, labels = scheme.change_point_key(project, *where), scheme.change_point_labels(project, *where)
         found[key] = [Sample(key, int(round(series.points[cp.index].started_at * 1000)), float(cp.delta_pct), labels)
                       for cp in series.change_points]
     return found
