@@ -12,6 +12,7 @@ from redline import __version__, metrics
 from redline.argtypes import duration, positive_float, positive_int, regex, session_id, store_path, whole_seconds
 from redline.commands.build import add_build_parser
 from redline.errors import RunError, UsageError
+from redline.export.options import add_placement_arguments, since_date
 from redline.output.terminal import printable
 from redline.commands.suites import add_suites_parser
 
@@ -60,6 +61,15 @@ def add_measurement_arguments(parser: argparse.ArgumentParser, *, default_runs: 
                              "flame graph and top symbols (never part of a metric)")
 
 
+def add_export_arguments(parser: argparse.ArgumentParser) -> None:
+    """--export URL: each run (and a compare's verdicts) to RedisTimeSeries as it is stored."""
+    group = parser.add_argument_group("export to RedisTimeSeries as runs finish (docs/export.md)")
+    group.add_argument("--export", metavar="URL",
+                       help="redis://host:port (rediss:// for TLS) of a server with RedisTimeSeries: every run in "
+                            "the Redis Benchmarks Specification's key scheme")
+    add_placement_arguments(group)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="redline", description="A performance lab for Redis-protocol servers.")
     parser.add_argument("--version", action="version", version=f"redline {__version__}")
@@ -73,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", action="append", default=[], metavar="NAME=VALUE",
                      help="server configuration for the target (repeatable)")
     add_measurement_arguments(run, default_runs=1)
+    add_export_arguments(run)
     run.set_defaults(func=_command("run"))
 
     compare = commands.add_parser("compare", help="A/B: two servers, interleaved runs, verdicts with confidence intervals",
@@ -91,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="exit 3 when a regression survives Benjamini–Hochberg false-discovery control "
                               "(exit 1, as always, when a run failed)")
     compare.add_argument("--markdown", type=Path, metavar="FILE", help="write a pull-request comment to FILE")
+    add_export_arguments(compare)
     compare.set_defaults(func=_command("compare"))
 
     calibrate = commands.add_parser("calibrate", help="A/A runs: measure each test's noise floor on this machine",
@@ -121,6 +133,20 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--json", type=Path, metavar="FILE",
                          help="write the series (every session's runs and build) and change points as JSON to FILE")
     history.set_defaults(func=_command("history"))
+
+    export = commands.add_parser("export", help="stored results to other tools: RedisTimeSeries in the upstream scheme")
+    sinks = export.add_subparsers(dest="sink", metavar="SINK", parser_class=Parser, required=True)
+    rts = sinks.add_parser("redistimeseries", help="a session's runs and verdicts as RedisTimeSeries series in the "
+                                                   "Redis Benchmarks Specification's key scheme (docs/export.md)")
+    rts.add_argument("session", nargs="?", default=None, type=session_id, metavar="SESSION",
+                     help="session id or 'latest' (default)")
+    rts.add_argument("--since", type=since_date, metavar="DATE",
+                     help="every session started since DATE (YYYY-MM-DD or ISO 8601 time, UTC)")
+    rts.add_argument("--redis", required=True, metavar="URL",
+                     help="redis://[user:password@]host:port[/db], rediss:// for TLS, unix://path")
+    rts.add_argument("--store", type=store_path, default=Path("redline.db"), metavar="PATH")
+    add_placement_arguments(rts)
+    rts.set_defaults(func=_command("export"))
 
     add_build_parser(commands)
 

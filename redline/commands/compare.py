@@ -6,6 +6,7 @@ from redline.commands.session import (DEFAULT_TOPOLOGY, check_before_starting, e
                                       measured_runs_by_test, session_exit_code, target_from)
 from redline.comparison import (COMPARED_METRICS, apply_false_discovery_control, attach_profiles, compare_test,
                                 looks_confidence)
+from redline.export.sink import live_export
 from redline.run_plan import Side
 from redline.errors import UsageError
 from redline.output import files, terminal, verdicts
@@ -27,8 +28,10 @@ def compare_command(args) -> int:
     floors = Store(args.store).noise_floors() if args.store.exists() else {}
     confidence = looks_confidence(args.runs, args.max_runs)
     lone_p_value = FDR_Q / (len(tests) * len(args.topology or [DEFAULT_TOPOLOGY]) * len(COMPARED_METRICS))
+    export = live_export(args)
     session = execute_session(args, kind="compare", sides=[baseline, comparison], tests=tests,
-                              max_runs=args.max_runs, lone_p_value=lone_p_value, floors=floors)
+                              max_runs=args.max_runs, lone_p_value=lone_p_value, floors=floors,
+                              sinks=(export,) if export else ())
     by_test = measured_runs_by_test(session.records)
     comparisons = [c for test, records in by_test.items()
                    for c in compare_test(test, records, floors, confidence=confidence)]
@@ -49,4 +52,5 @@ def compare_command(args) -> int:
     if args.json:
         write_comparison_json(args.json, comparisons, session.records)
     regressions = [c for c in comparisons if c.verdict == Verdict.REGRESSION]
-    return session_exit_code(session, regressions=len(regressions) if args.fail_on_regression else 0)
+    code = session_exit_code(session, regressions=len(regressions) if args.fail_on_regression else 0)
+    return export.finish(session.store, session.session_id, code) if export else code

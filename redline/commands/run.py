@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from redline.commands.session import check_before_starting, execute_session, session_exit_code, target_from
+from redline.export.sink import live_export
 from redline.run_plan import Side
 from redline.output import terminal
 from redline.output.json_file import write_runs_json
@@ -12,11 +13,14 @@ from redline.output.tables import print_profiles, print_results
 def run_command(args) -> int:
     target = target_from(args.target, args.config, "--config", args.variant)
     sides = [Side(target)]
-    session = execute_session(args, kind="run", sides=sides, tests=check_before_starting(args, sides))
+    tests = check_before_starting(args, sides)
+    export = live_export(args)
+    session = execute_session(args, kind="run", sides=sides, tests=tests, sinks=(export,) if export else ())
     measured = [r for r in session.records if r.purpose == "measure"]
     out = terminal.console()
     print_results(out, measured)
     print_profiles(out, [r for r in session.records if r.purpose == "profile"])
     if args.json:
         write_runs_json(args.json, measured)
-    return session_exit_code(session)
+    code = session_exit_code(session)
+    return export.finish(session.store, session.session_id, code) if export else code

@@ -120,10 +120,10 @@ class Session:
 
 
 def execute_session(args, *, kind: str, sides: list[Side], tests: list, max_runs: int | None = None,
-                    lone_p_value: float | None = None, floors: dict | None = None) -> Session:
+                    lone_p_value: float | None = None, floors: dict | None = None, sinks: tuple = ()) -> Session:
     """Get the sides ready, open the store, run the session's jobs (every test × topology) through
     the engine with progress, always close cleanly. `max_runs`/`lone_p_value`: compare's adaptive
-    extra runs."""
+    extra runs. `sinks`: result sinks besides the store (--export)."""
     topologies = tuple(parse_topology(name) for name in (args.topology or [DEFAULT_TOPOLOGY]))
     console = terminal.console(stderr=True)
     observer = ConsoleObserver(console)
@@ -138,7 +138,7 @@ def execute_session(args, *, kind: str, sides: list[Side], tests: list, max_runs
         session_id = store.begin_session(kind=kind, argv=sys.argv, machine=machine.facts())
         status = "interrupted"
         try:
-            records = execute_jobs(jobs, engine=local_engine(store, observers=[observer]), session_id=session_id,
+            records = execute_jobs(jobs, engine=local_engine(store, observers=[observer], sinks=sinks), session_id=session_id,
                                    resolver=JobResolver(tests=tests, sides=sides), floors=floors)
             status = "finished"
         finally:

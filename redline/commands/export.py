@@ -1,0 +1,68 @@
+"""`redline export redistimeseries`: stored sessions into RedisTimeSeries, in the Redis Benchmarks
+Specification's scheme (docs/export.md)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from redline.errors import UsageError
+from redline.export.options import exporter_from
+from redline.export.redistimeseries import ExportCounts, RedisTimeSeriesExporter, redacted
+from redline.export.runs import latest_session, read_session, sessions_since
+from redline.output import terminal
+from redline.store import Store
+
+EXIT_CONFLICTS = 1
+CONFLICTS_SHOWN = 5
+
+
+def export_sessions(exporter: RedisTimeSeriesExporter, store: Store, session_ids: list[int], url: str) -> int:
+    """Export the sessions, say what was written per session; exit 1 if a sample conflicted."""
+    out = terminal.console(stderr=True)
+    total = ExportCounts()
+    tests = set()
+    for session_id in session_ids:
+        session = read_session(store, session_id)
+        if session is None:
+            raise UsageError(f"no session {session_id} in {store.path}")
+        counts = exporter.export_session(session)
+        total.add(counts)
+        tests |= {run.test for run in session.runs}
+        line = (f"session {session_id} ({session.kind}) → {redacted(url)}: {counts.runs} runs, "
+                f"{counts.written} samples written, {counts.present} already there")
+        if counts.verdicts:
+            line += f", {counts.verdicts} verdicts"
+        if counts.skipped_runs:
+            line += f"; {counts.skipped_runs} runs not exported (failed, skipped, profiled, or no branch, version or hash)"
+        out.print(line, soft_wrap=True)
+    history = exporter.export_history(store, tests)
+    total.add(history)
+    out.print(f"change points of these tests' history on this machine: {history.written} written, "
+              f"{history.present} already there, {history.removed} no longer found and removed", soft_wrap=True)
+    for conflict in total.conflicts[:CONFLICTS_SHOWN]:
+        out.print(f"conflict, not written: {conflict}", soft_wrap=True)
+    if total.conflicts:
+        more = len(total.conflicts) - CONFLICTS_SHOWN
+        out.print(f"{len(total.conflicts)} samples conflict with other values at the same millisecond"
+                  + (f" ({more} more not shown)" if more > 0 else ""), soft_wrap=True)
+        return EXIT_CONFLICTS
+    return 0
+
+
+def export_command(args) -> int:
+    if args.session is not None and args.since is not None:
+        raise UsageError("give a SESSION or --since DATE, not both")
+    if not args.store.exists():
+        raise UsageError(f"no result store at {args.store}")
+    store = Store(args.store)
+    if args.since is not None:
+        session_ids = sessions_since(store, args.since)
+        if not session_ids:
+            raise UsageError(f"no session in {args.store} started since {datetime.fromtimestamp(args.since, timezone.utc)}")
+    else:
+        session = latest_session(store) if args.session in (None, "latest") else args.session
+        if session is None:
+            raise UsageError(f"no session in {args.store}")
+        session_ids = [session]
+    exporter = exporter_from(args, args.redis)
+    return export_sessions(exporter, store, session_ids, args.redis)
