@@ -125,28 +125,21 @@ def add_fleet_parsers(commands) -> None:
 
 
 def submit_command(args) -> int:
-    from redline.commands.session import select_tests, target_from
+    from redline.commands.session import select_tests
     from redline.errors import UsageError
     from redline.fleet import work
     from redline.fleet.process import connect
-    sides = [work.SideSpec("baseline", target_from(args.baseline, args.baseline_config, "--baseline-config").spec,
-                           _pairs(args.baseline_config), args.variant),
-             work.SideSpec("comparison", target_from(args.comparison, args.comparison_config,
-                                                     "--comparison-config").spec,
-                           _pairs(args.comparison_config), args.variant)]
+    sides = [_side("baseline", args.baseline, args.baseline_config, args.variant),
+             _side("comparison", args.comparison, args.comparison_config, args.variant)]
     if args.max_runs < args.runs:
         raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")
     tests = select_tests(args)
     client = connect(args.redis)
-    platforms = args.platform or work.known_platforms(client)
-    if not platforms:
-        raise UsageError("no platform known to this Redis yet: start an agent first, or name one with --platform")
-    item = work.WorkItem(
-        work_id=work.new_work_id(), source="cli", sides=sides, platforms=sorted(set(platforms)),
-        tests=[(work.suite_reference(t.path), t.name) for t in tests], topologies=args.topology or ["oss-standalone"],
-        settings=work.Settings(runs=args.runs, max_runs=args.max_runs, duration_s=args.duration,
-                               warmup_s=args.warmup, scale=args.scale, profile=args.profile,
-                               snapshots=args.snapshots))
+    item = work.new_work(client, source="cli", sides=sides, platforms=args.platform, tests=tests,
+                         topologies=args.topology,
+                         settings=work.Settings(runs=args.runs, max_runs=args.max_runs, duration_s=args.duration,
+                                                warmup_s=args.warmup, scale=args.scale, profile=args.profile,
+                                                snapshots=args.snapshots))
     jobs = work.enqueue(client, item)
     if args.json:
         print(json.dumps({"work_id": item.work_id, "jobs": jobs, "platforms": item.platforms}))
@@ -156,9 +149,12 @@ def submit_command(args) -> int:
     return 0
 
 
-def _pairs(pairs: list[str]) -> dict[str, str]:
-    from redline.targets import parse_config_pairs
-    return parse_config_pairs(pairs, "--config")
+def _side(name: str, text: str | None, pairs: list[str], variant: str | None):
+    """A side as the job carries it, checked here (target scheme, binary, NAME=VALUE pairs)."""
+    from redline.commands.session import target_from
+    from redline.fleet.work import SideSpec
+    target = target_from(text, pairs, f"--{name}-config", variant)
+    return SideSpec(name, target.spec, dict(target.config), variant)
 
 
 def agent_command(args) -> int:

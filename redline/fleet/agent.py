@@ -29,7 +29,7 @@ from redline import machine
 from redline.errors import RunError, UsageError
 from redline.fleet import keys
 from redline.fleet.execution import JobRefused, LogObserver, execute
-from redline.fleet.process import Stopping, log
+from redline.fleet.process import Stopping, log, while_reachable
 from redline.fleet.work import ensure_group
 from redline.store import Store
 
@@ -62,7 +62,8 @@ class Agent:
         self.say("started", stream=self.stream, claim_idle=f"{self.claim_idle_ms / 1000:g}s")
         try:
             while not self.stopping.requested:
-                entry = self._claim_abandoned() or self._read_new()
+                entry = while_reachable(self.stopping, self.say, lambda: self._claim_abandoned() or self._read_new(),
+                                        during="reading jobs")
                 if entry:
                     self._handle(*entry, session_id=session_id)
         finally:
@@ -104,7 +105,8 @@ class Agent:
                               f"delivered {attempt - 1} times, each time its agent stopped before an outcome")
         started_at = time.time()
         self._set_current(entry_id, job_id)
-        self.client.hsetnx(keys.WORK.key(work_id=fields.get("work_id", "")), "started_at", repr(started_at))
+        while_reachable(self.stopping, self.say, lambda: self.client.hsetnx(
+            keys.WORK.key(work_id=fields.get("work_id", "")), "started_at", repr(started_at)), during="starting a job")
         self.say("job started", job=job_id, test=job.get("test"), attempt=attempt)
         try:
             with self.stopping.interruptible():
@@ -132,7 +134,10 @@ class Agent:
     def _set_current(self, entry_id: str | None, job_id: str | None) -> None:
         with self._lock:
             self.current = (entry_id, job_id) if entry_id else None
-        self._beat()
+        try:
+            self._beat()
+        except redis.RedisError as exc:        # the heartbeat thread tries again
+            self.say("heartbeat failed", error=exc)
 
     def _result_fields(self, fields: dict, attempt: int, kind: str, started_at: float | None) -> dict:
         return {"kind": kind, "job_id": fields.get("job_id", ""), "work_id": fields.get("work_id", ""),
@@ -143,42 +148,54 @@ class Agent:
     def _publish(self, entry_id: str, fields: dict, attempt: int, runs: list[dict], started_at: float) -> None:
         result = self._result_fields(fields, attempt, "result", started_at)
         payload = json.dumps(runs)
-        with self.client.pipeline(transaction=True) as tx:
-            if len(payload) > INLINE_LIMIT:
-                digest = hashlib.sha256(payload.encode()).hexdigest()
-                tx.set(keys.BLOB.key(sha256=digest), payload)
-                result.update(runs_ref=keys.BLOB.key(sha256=digest), runs_sha256=digest)
-            else:
-                result["runs"] = payload
+        blob = None
+        if len(payload) > INLINE_LIMIT:          # by reference, never truncated
+            digest = hashlib.sha256(payload.encode()).hexdigest()
+            blob = keys.BLOB.key(sha256=digest)
+            result.update(runs_ref=blob, runs_sha256=digest)
+        else:
+            result["runs"] = payload
+
+        def commands(tx):
+            if blob:
+                tx.set(blob, payload)
             tx.xadd(keys.RESULTS.key(), result)
             self._finish_entry(tx, entry_id)
-            tx.execute()
+        self._transact(commands, during="publishing a result")
         self.say("job done", job=fields.get("job_id"), runs=len(runs), seconds=f"{time.time() - started_at:.1f}")
 
     def _retry(self, entry_id: str, fields: dict, attempt: int, error: str) -> None:
-        with self.client.pipeline(transaction=True) as tx:
+        def commands(tx):
             tx.xadd(self.stream, {**fields, "attempt": str(attempt + 1), "last_error": error})
             self._finish_entry(tx, entry_id)
-            tx.execute()
+        self._transact(commands, during="queueing a failed job again")
         self.say("job failed, queued again", job=fields.get("job_id"), attempt=attempt, error=error)
 
     def _requeue(self, entry_id: str, fields: dict, reason: str) -> None:
         """Back on the stream as it was (the same attempt): stopping an agent is not the job's fault."""
-        with self.client.pipeline(transaction=True) as tx:
+        def commands(tx):
             tx.xadd(self.stream, {**fields, "last_error": reason})
             self._finish_entry(tx, entry_id)
-            tx.execute()
+        self._transact(commands, during="giving a job back")
         self.say("job given back", job=fields.get("job_id"), reason=reason)
 
     def _dead(self, entry_id: str, fields: dict, attempts: int, error: str) -> None:
-        with self.client.pipeline(transaction=True) as tx:
+        def commands(tx):
             tx.xadd(keys.DEAD.key(), {"job_id": fields.get("job_id", ""), "work_id": fields.get("work_id", ""),
                                       "platform": self.platform, "agent": self.name, "attempts": str(attempts),
                                       "error": error, "job": fields.get("job", "")})
             tx.xadd(keys.RESULTS.key(), {**self._result_fields(fields, attempts, "dead", None), "error": error})
             self._finish_entry(tx, entry_id)
-            tx.execute()
+        self._transact(commands, during="dead-lettering a job")
         self.say("job dead-lettered", job=fields.get("job_id"), attempts=attempts, error=error)
+
+    def _transact(self, commands, *, during: str) -> None:
+        """`commands(tx)` queued and executed as one MULTI/EXEC, again while Redis is away."""
+        def attempt():
+            with self.client.pipeline(transaction=True) as tx:
+                commands(tx)
+                tx.execute()
+        while_reachable(self.stopping, self.say, attempt, during=during)
 
     def _finish_entry(self, tx, entry_id: str) -> None:
         tx.xack(self.stream, keys.AGENTS_GROUP, entry_id)

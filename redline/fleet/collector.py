@@ -18,7 +18,7 @@ import redis
 from redline.comparison import apply_false_discovery_control, compare_test, looks_confidence
 from redline.fleet import github, keys
 from redline.fleet.ledger import Ledger
-from redline.fleet.process import Stopping, log
+from redline.fleet.process import Stopping, log, while_reachable
 from redline.fleet.work import FDR_Q, ensure_group
 from redline.output.markdown import comparison_markdown
 from redline.store import Store
@@ -45,18 +45,33 @@ class Collector:
     def serve(self) -> None:
         ensure_group(self.client, self.stream, keys.COLLECTOR_GROUP)
         self.say("started", store=self.store.path)
-        backlog = True                       # first the entries given to this consumer before a restart
+        self.backlog = True                  # first the entries given to this consumer before a restart
         while not self.stopping.requested:
-            answer = self.client.xreadgroup(keys.COLLECTOR_GROUP, self.name, {self.stream: "0" if backlog else ">"},
-                                            count=10, block=None if backlog else READ_BLOCK_MS)
-            entries = [entry for _, batch in answer or [] for entry in batch]
-            if backlog and not entries:
-                backlog = False
-            for entry_id, fields in entries:
-                self.handle(entry_id, fields)
-                if self.stopping.requested:
-                    break
+            while_reachable(self.stopping, self.say, self._step, during="collecting")
         self.say("stopped")
+
+    def _step(self) -> None:
+        """One read and its entries; after a Redis outage, from this consumer's pending entries
+        again (one may have been stored and not ACKed: storing it again changes nothing)."""
+        try:
+            answer = self.client.xreadgroup(keys.COLLECTOR_GROUP, self.name,
+                                            {self.stream: "0" if self.backlog else ">"},
+                                            count=10, block=None if self.backlog else READ_BLOCK_MS)
+        except redis.ResponseError as exc:      # a Redis restarted without its AOF lost the group
+            if "NOGROUP" not in str(exc):
+                raise
+            ensure_group(self.client, self.stream, keys.COLLECTOR_GROUP)
+            return
+        entries = [entry for _, batch in answer or [] for entry in batch]
+        self.backlog = bool(self.backlog and entries)
+        for entry_id, fields in entries:
+            try:
+                self.handle(entry_id, fields)
+            except (redis.ConnectionError, redis.TimeoutError):
+                self.backlog = True
+                raise
+            if self.stopping.requested:
+                break
 
     # -- one result ---------------------------------------------------------------------------
     def handle(self, entry_id: str, fields: dict) -> None:

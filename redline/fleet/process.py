@@ -37,6 +37,24 @@ def log(role: str, event: str, **fields) -> None:
           file=sys.stderr, flush=True)
 
 
+REDIS_RETRY_S = 2.0
+REDIS_OUTAGE_S = 600.0      # a Redis away longer than this ends the process (exit 1)
+
+
+def while_reachable(stopping: "Stopping", say, action, *, during: str):
+    """`action()`, tried again every REDIS_RETRY_S while Redis is unreachable or still loading its
+    AOF (a restart), for at most REDIS_OUTAGE_S or until a stop is requested."""
+    deadline = time.monotonic() + REDIS_OUTAGE_S
+    while True:
+        try:
+            return action()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            if stopping.requested or time.monotonic() > deadline:
+                raise RunError(f"Redis unreachable during {during}: {exc}") from exc
+            say("redis unreachable, retrying", during=during, error=exc)
+            stopping.event.wait(REDIS_RETRY_S)
+
+
 class Stopping:
     """SIGTERM and SIGINT set a flag the process's loop looks at between two Redis calls.
     Inside `interruptible()` (a job being measured) they raise KeyboardInterrupt instead, so the

@@ -114,6 +114,17 @@ class WorkItem:
                 "runs": str(self.settings.runs), "max_runs": str(self.settings.max_runs)}
 
 
+def new_work(client: redis.Redis, *, source: str, sides: list[SideSpec], platforms: list[str] | None, tests: list,
+             topologies: list[str] | None, settings: Settings, github: str = "") -> WorkItem:
+    """A work item over `tests` (TestSpecs) on the platforms named, else every known one."""
+    platforms = sorted(set(platforms or known_platforms(client)))
+    if not platforms:
+        raise UsageError("no platform known to this Redis yet: start an agent first, or name one with --platform")
+    return WorkItem(work_id=new_work_id(), source=source, sides=sides, platforms=platforms,
+                    tests=[(suite_reference(t.path), t.name) for t in tests],
+                    topologies=topologies or ["oss-standalone"], settings=settings, github=github)
+
+
 def compared_metric_count() -> int:
     from redline.comparison import COMPARED_METRICS
     return len(COMPARED_METRICS)
