@@ -152,9 +152,9 @@ def submit_command(args) -> int:
 def _side(name: str, text: str | None, pairs: list[str], variant: str | None):
     """A side as the job carries it, checked here (target scheme, binary, NAME=VALUE pairs)."""
     from redline.commands.session import target_from
-    from redline.fleet.work import SideSpec
+    from redline.job import SideSpec
     target = target_from(text, pairs, f"--{name}-config", variant)
-    return SideSpec(name, target.spec, dict(target.config), variant)
+    return SideSpec(name, target.spec, tuple(sorted(target.config.items())), variant)
 
 
 def agent_command(args) -> int:

@@ -28,7 +28,7 @@ import redis
 from redline import machine
 from redline.errors import RunError, UsageError
 from redline.fleet import keys
-from redline.fleet.execution import JobRefused, LogObserver, execute
+from redline.fleet.execution import Executor, JobRefused, LogObserver
 from redline.fleet.process import Stopping, log, while_reachable
 from redline.fleet.work import ensure_group
 from redline.store import Store
@@ -47,6 +47,7 @@ class Agent:
         self.agent_key = keys.AGENT.key(platform=platform, agent=name)
         self.current: tuple[str, str] | None = None          # (entry id, job id) being run
         self._lock = threading.Lock()
+        self.executor = Executor(store, LogObserver(self.say))
 
     def say(self, event: str, **fields) -> None:
         log(f"agent {self.platform}/{self.name}", event, **fields)
@@ -110,7 +111,7 @@ class Agent:
         self.say("job started", job=job_id, test=job.get("test"), attempt=attempt)
         try:
             with self.stopping.interruptible():
-                runs = execute(job, store=self.store, session_id=session_id, observer=LogObserver(self.say))
+                runs = self.executor.execute(job, session_id=session_id)
         except KeyboardInterrupt:
             self._set_current(None, None)
             return self._requeue(entry_id, fields, "the agent was stopped (SIGTERM) during the job")

@@ -32,6 +32,7 @@ from starlette.routing import Route
 from redline.errors import RunError, UsageError
 from redline.fleet import keys, work
 from redline.fleet.process import connect, log
+from redline.job import SideSpec
 
 MAX_BODY = 1024 * 1024
 DELIVERY_KEPT_S = 7 * 24 * 3600
@@ -119,8 +120,7 @@ def make_app(client: redis.Redis, settings: Settings) -> Starlette:
 
 def _enqueue(client: redis.Redis, settings: Settings, source: str, baseline: str, comparison: str,
              github: str) -> tuple[str, int]:
-    sides = [work.SideSpec("baseline", baseline, {}, settings.variant),
-             work.SideSpec("comparison", comparison, {}, settings.variant)]
+    sides = [SideSpec("baseline", baseline, (), settings.variant), SideSpec("comparison", comparison, (), settings.variant)]
     item = work.new_work(client, source=source, sides=sides, platforms=settings.platforms, tests=settings.tests,
                          topologies=None, settings=settings.run_settings, github=github)
     return item.work_id, work.enqueue(client, item)

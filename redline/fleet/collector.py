@@ -135,7 +135,7 @@ class Collector:
 
     def _finish(self, work_id: str, work: dict, session_id: int, state: str) -> str:
         """Verdicts with false-discovery control over the whole work item, the comment, both stored."""
-        by_platform = self.ledger.runs_by_platform(work_id)
+        by_platform = self.ledger.runs_by_platform(work_id, session_id)
         several = len(by_platform) > 1
         comparisons, records = [], []
         confidence = looks_confidence(int(work.get("runs") or 7), int(work.get("max_runs") or 15))

@@ -16,9 +16,8 @@ import json
 import time
 
 from redline import machine
-from redline.run_record import RunRecord
-from redline.store import RunOutcome, Store
-from redline import metrics
+from redline.run import Run
+from redline.store import Store
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS fleet_work (
@@ -106,35 +105,25 @@ class Ledger:
              int(entry.get("attempt") or 0), entry.get("error"), _number(entry.get("submitted_at")),
              _number(entry.get("started_at")), time.time()))
 
-    def _add_run(self, session_id: int, job_id: str, run: dict) -> bool:
-        """One run document into the store, once by its uid."""
-        if self.db.execute("SELECT 1 FROM fleet_runs WHERE uid=?", (run["uid"],)).fetchone():
-            return False
-        run_id = self.store.begin_run(session_id=session_id, test=run["test"], suite_file=run.get("suite_file"),
-                                      target=run["target"], side=run.get("side"), run_index=run["run_index"],
-                                      purpose=run.get("purpose") or "measure",
-                                      topology=run.get("topology") or "oss-standalone")
-        self.store.finish_run(run_id, RunOutcome(
-            status=run["status"] if run["status"] != "running" else "interrupted",
-            metrics={name: run.get(name) for name in metrics.NAMES if run.get(name) is not None},
-            series=run.get("series") or {}, facts=run.get("facts") or {}, error=run.get("error"),
-            server_log_tail=run.get("server_log_tail"), profile=run.get("profile")))
-        self.db.execute("INSERT INTO fleet_runs(uid, run_id, job_id) VALUES (?,?,?)", (run["uid"], run_id, job_id))
-        return True
+    def _add_run(self, session_id: int, job_id: str, document: dict) -> bool:
+        """One run document into the store, once by its uid (Store.add_run), and its job."""
+        run = Run.from_json(document)
+        run.session_id, run.run_id = session_id, None
+        new = self.store.add_run(run)
+        self.db.execute("INSERT OR IGNORE INTO fleet_runs(uid, run_id, job_id) SELECT uid, id, ? FROM runs WHERE uid=?",
+                        (job_id, run.uid))
+        return new
 
     # -- reading back -------------------------------------------------------------------------
-    def runs_by_platform(self, work_id: str) -> dict[str, list[RunRecord]]:
-        """Every stored run of the work item, by platform: all store reading of the fleet."""
-        rows = self.db.execute(
-            "SELECT r.*, j.platform FROM runs r JOIN fleet_runs f ON f.run_id = r.id JOIN fleet_jobs j "
-            "ON j.job_id = f.job_id WHERE j.work_id=? AND j.status='ok' ORDER BY r.id", (work_id,)).fetchall()
-        out: dict[str, list[RunRecord]] = {}
-        for row in rows:
-            facts = json.loads(row["facts"] or "{}")
-            out.setdefault(row["platform"], []).append(RunRecord(
-                run_id=row["id"], test=row["test"], target=row["target"], side=row["side"],
-                run_index=row["run_index"], status=row["status"], metrics=self.store.metrics(row["id"]),
-                error=row["error"], purpose=row["purpose"], topology=row["topology"], state=facts.get("state")))
+    def runs_by_platform(self, work_id: str, session_id: int) -> dict[str, list[Run]]:
+        """Every stored run of the work item, by the platform that measured it."""
+        platform_of = dict(self.db.execute(
+            "SELECT f.uid, j.platform FROM fleet_runs f JOIN fleet_jobs j ON j.job_id = f.job_id "
+            "WHERE j.work_id=? AND j.status='ok'", (work_id,)).fetchall())
+        out: dict[str, list[Run]] = {}
+        for run in self.store.load_runs(session_id):
+            if run.uid in platform_of:
+                out.setdefault(platform_of[run.uid], []).append(run)
         return out
 
 

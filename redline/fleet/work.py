@@ -20,11 +20,9 @@ import redis
 
 from redline.errors import RunError, UsageError
 from redline.fleet import keys
-from redline.suites.discovery import builtin_suites_dir
+from redline.job import Job, SideSpec, suite_reference
 
-BUILTIN = "builtin:"
 PLATFORM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-JOB_FORMAT = 1
 FDR_Q = 0.05               # as `redline compare`: Benjamini–Hochberg over the whole work item
 
 
@@ -32,33 +30,6 @@ def check_platform(name: str) -> str:
     if not PLATFORM_NAME.match(name):
         raise UsageError(f"platform name {name!r}: letters, digits, '_', '.', '-' (at most 64)")
     return name
-
-
-def suite_reference(path: Path) -> str:
-    """How an agent finds a test's suite file: `builtin:<suite>/<file>.yml` for the suites redline
-    ships (found on every machine), else the absolute path (the agents must see the same path)."""
-    path = Path(path).resolve()
-    try:
-        return BUILTIN + path.relative_to(builtin_suites_dir()).as_posix()
-    except ValueError:
-        return str(path)
-
-
-def suite_path(reference: str) -> Path:
-    if reference.startswith(BUILTIN):
-        return builtin_suites_dir() / reference[len(BUILTIN):]
-    return Path(reference)
-
-
-@dataclass
-class SideSpec:
-    name: str                     # baseline | comparison
-    target: str                   # a target spec: bin:, git:, src:, tcp:
-    config: dict[str, str] = field(default_factory=dict)
-    variant: str | None = None
-
-    def as_json(self) -> dict:
-        return {"name": self.name, "target": self.target, "config": self.config, "variant": self.variant}
 
 
 @dataclass
@@ -76,7 +47,7 @@ class Settings:
 class WorkItem:
     work_id: str
     source: str                              # cli | push | pull_request
-    sides: list[SideSpec]
+    sides: list[SideSpec]                    # baseline and comparison
     platforms: list[str]
     tests: list[tuple[str, str]]             # (suite reference, test name)
     topologies: list[str]
@@ -89,19 +60,19 @@ class WorkItem:
         job as data (redline.job's format): what an agent needs to run it anywhere."""
         lone_p_value = FDR_Q / (max(1, len(self.tests) * len(self.topologies) * len(self.platforms))
                                 * compared_metric_count())
+        settings = {"runs": self.settings.runs, "duration_s": self.settings.duration_s,
+                    "warmup_s": self.settings.warmup_s, "scale": self.settings.scale,
+                    "profile": self.settings.profile, "snapshots": self.settings.snapshots}
         documents = []
         for platform in self.platforms:
             number = 0
             for suite, test in self.tests:
                 for topology in self.topologies:
                     number += 1
-                    documents.append((platform, {
-                        "format": JOB_FORMAT, "job_id": f"{self.work_id}:{platform}:{number}", "suite": suite,
-                        "test": test, "sides": [side.as_json() for side in self.sides], "topology": topology,
-                        "settings": {"runs": self.settings.runs, "duration_s": self.settings.duration_s,
-                                     "warmup_s": self.settings.warmup_s, "scale": self.settings.scale,
-                                     "profile": self.settings.profile, "snapshots": self.settings.snapshots},
-                        "max_runs": self.settings.max_runs, "lone_p_value": lone_p_value}))
+                    job = Job(suite=suite, test=test, sides=list(self.sides), topology=topology, settings=dict(settings),
+                              max_runs=self.settings.max_runs, lone_p_value=lone_p_value,
+                              job_id=f"{self.work_id}:{platform}:{number}")
+                    documents.append((platform, job.to_json()))
         return documents
 
     def summary(self, jobs_total: int) -> dict[str, str]:
