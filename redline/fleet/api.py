@@ -31,7 +31,7 @@ from starlette.routing import Route
 
 from redline.errors import RunError, UsageError
 from redline.fleet import keys, work
-from redline.fleet.process import connect, log
+from redline.fleet.process import Stopping, connect, log
 from redline.job import SideSpec
 
 MAX_BODY = 1024 * 1024
@@ -193,6 +193,7 @@ def api_command(args) -> int:
     settings = Settings(secret=secret, repository=str(Path(args.repository).expanduser()), branches=args.branch,
                         label=args.label, platforms=args.platform, tests=tests, variant=args.variant,
                         run_settings=work.Settings(runs=args.runs, max_runs=args.max_runs, duration_s=args.duration))
+    Stopping()      # uvicorn handles SIGTERM/Ctrl-C, then re-raises it: to a flag, not an interruption
     say("listening", host=args.host, port=args.port, tests=len(tests), label=repr(args.label))
     uvicorn.Server(uvicorn.Config(make_app(client, settings), host=args.host, port=args.port, log_level="warning",
                                   access_log=False, lifespan="off")).run()
