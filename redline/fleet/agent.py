@@ -39,7 +39,7 @@ READ_BLOCK_MS = 2000
 
 class Agent:
     def __init__(self, client: redis.Redis, *, platform: str, name: str, store: Store, claim_idle_s: float,
-                 heartbeat_s: float, max_attempts: int, stopping: Stopping):
+                 heartbeat_s: float, max_attempts: int, stopping: Stopping, executor=None):
         self.client, self.platform, self.name, self.store = client, platform, name, store
         self.claim_idle_ms = int(claim_idle_s * 1000)
         self.heartbeat_s, self.max_attempts, self.stopping = heartbeat_s, max_attempts, stopping
@@ -47,7 +47,8 @@ class Agent:
         self.agent_key = keys.AGENT.key(platform=platform, agent=name)
         self.current: tuple[str, str] | None = None          # (entry id, job id) being run
         self._lock = threading.Lock()
-        self.executor = Executor(store, LogObserver(self.say))
+        # what runs a job: the engine (scripts/fleet_benchmark.py passes a stand-in to time the coordination alone)
+        self.executor = executor or Executor(store, LogObserver(self.say))
 
     def say(self, event: str, **fields) -> None:
         log(f"agent {self.platform}/{self.name}", event, **fields)
