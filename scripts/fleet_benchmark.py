@@ -6,8 +6,11 @@ XAUTOCLAIM, heartbeats, MULTI/EXEC outcome, retries) with a stand-in executor th
 --job-seconds and returns four synthetic run documents per job: what is timed is the fleet's
 coordination (Redis Streams, the collector's SQLite writes, verdicts and comment), not benchmarks.
 
-Two phases in one invocation:
-  overhead   jobs of 0 s, no kills: jobs/s the fleet coordinates at most
+Three phases in one invocation:
+  overhead   --jobs jobs of 0 s in one work item, no kills: jobs/s the fleet coordinates at most
+             (submit → every job stored → verdicts and comment written)
+  pickup     50 one-job work items, each submitted when the last is stored: submit → start of a job
+             that finds an idle agent (the other phases' submit → start includes queueing)
   kills      jobs of --job-seconds, an agent SIGKILLed (and replaced) every --kill-every seconds:
              every job stored exactly once? p50/p99 submit → start
 
@@ -69,7 +72,8 @@ def spawn_agent(url: str, name: str, directory: Path, args, job_seconds: float) 
                             stderr=open(directory / "agents.log", "ab"), stdin=subprocess.DEVNULL)
 
 
-def phase(url: str, directory: Path, args, *, job_seconds: float, kill_every: float | None) -> dict:
+def phase(url: str, directory: Path, args, *, jobs: int, batch: int, job_seconds: float,
+          kill_every: float | None) -> dict:
     import redis
     client = redis.Redis.from_url(url, decode_responses=True)
     agents = {f"a{n}": spawn_agent(url, f"a{n}", directory, args, job_seconds) for n in range(args.agents)}
@@ -78,40 +82,44 @@ def phase(url: str, directory: Path, args, *, job_seconds: float, kill_every: fl
         assert time.monotonic() < deadline, "agents did not start"
         time.sleep(0.1)
     sides = [SideSpec("baseline", "bin:/usr/bin/redis-server"), SideSpec("comparison", "bin:/usr/bin/redis-server")]
-    item = work.WorkItem(work_id=work.new_work_id(), source="cli", sides=sides, platforms=[PLATFORM],
-                         tests=[("builtin:quick/set-sadd.yml", f"stand-in-{n}") for n in range(args.jobs)],
-                         topologies=["oss-standalone"], settings=work.Settings(runs=2, max_runs=2))
+    items = [work.WorkItem(work_id=work.new_work_id() + f"-{n}", source="cli", sides=sides, platforms=[PLATFORM],
+                           tests=[("builtin:quick/set-sadd.yml", f"stand-in-{n}-{i}") for i in range(batch)],
+                           topologies=["oss-standalone"], settings=work.Settings(runs=2, max_runs=2))
+             for n in range(jobs // batch)]
     started = time.monotonic()
-    work.enqueue(client, item)
     kills, next_kill, serial = 0, started + (kill_every or 0), args.agents
     deadline = started + BOUND_S
-    while client.hget(keys.WORK.key(work_id=item.work_id), "state") not in ("done", "failed"):
-        if time.monotonic() > deadline:
-            raise SystemExit(f"work item not finished after {BOUND_S}s")
-        if kill_every and time.monotonic() >= next_kill:
-            name = random.choice(sorted(agents))
-            agents[name].send_signal(signal.SIGKILL)
-            agents[name].wait()
-            del agents[name]
-            agents[f"a{serial}"] = spawn_agent(url, f"a{serial}", directory, args, job_seconds)
-            serial, kills, next_kill = serial + 1, kills + 1, next_kill + kill_every
-        time.sleep(0.05)
+    for item in items:                  # one after the other: the next is submitted when the last is stored
+        work.enqueue(client, item)
+        while client.hget(keys.WORK.key(work_id=item.work_id), "state") not in ("done", "failed"):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"work item not finished after {BOUND_S}s")
+            if kill_every and time.monotonic() >= next_kill:
+                name = random.choice(sorted(agents))
+                agents[name].send_signal(signal.SIGKILL)
+                agents[name].wait()
+                del agents[name]
+                agents[f"a{serial}"] = spawn_agent(url, f"a{serial}", directory, args, job_seconds)
+                serial, kills, next_kill = serial + 1, kills + 1, next_kill + kill_every
+            time.sleep(0.01)
     wall = time.monotonic() - started
     for process in agents.values():
         process.send_signal(signal.SIGTERM)
     for process in agents.values():
         process.wait(timeout=120)
     with sqlite3.connect(directory / "fleet.db") as db:
-        jobs = db.execute("SELECT count(*), count(DISTINCT job_id), sum(attempt > 1) FROM fleet_jobs WHERE work_id=?",
-                          (item.work_id,)).fetchone()
+        mine = f"work_id IN ({','.join('?' * len(items))})"
+        ids = [item.work_id for item in items]
+        stored = db.execute(f"SELECT count(*), count(DISTINCT job_id), sum(attempt > 1) FROM fleet_jobs WHERE {mine}",
+                            ids).fetchone()
         runs = db.execute("SELECT count(*), count(DISTINCT f.uid) FROM fleet_runs f JOIN fleet_jobs j "
-                          "ON j.job_id = f.job_id WHERE j.work_id=?", (item.work_id,)).fetchone()
-        delays = sorted(s - q for q, s in db.execute(
-            "SELECT submitted_at, started_at FROM fleet_jobs WHERE work_id=?", (item.work_id,)))
-    return {"jobs": args.jobs, "agents": args.agents, "job_seconds": job_seconds, "kills": kills,
-            "wall_s": round(wall, 2), "jobs_per_s": round(args.jobs / wall, 1),
-            "stored_jobs": jobs[0], "distinct_jobs": jobs[1], "jobs_rerun": jobs[2] or 0,
-            "stored_runs": runs[0], "distinct_runs": runs[1], "expected_runs": 4 * args.jobs,
+                          f"ON j.job_id = f.job_id WHERE j.{mine}", ids).fetchone()
+        delays = sorted(s - q for q, s in db.execute(f"SELECT submitted_at, started_at FROM fleet_jobs WHERE {mine}",
+                                                     ids))
+    return {"jobs": jobs, "work_items": len(items), "agents": args.agents, "job_seconds": job_seconds, "kills": kills,
+            "wall_s": round(wall, 2), "jobs_per_s": round(jobs / wall, 1),
+            "stored_jobs": stored[0], "distinct_jobs": stored[1], "jobs_rerun": stored[2] or 0,
+            "stored_runs": runs[0], "distinct_runs": runs[1], "expected_runs": 4 * jobs,
             "submit_to_start_p50_s": round(delays[len(delays) // 2], 3),
             "submit_to_start_p99_s": round(delays[int(len(delays) * 0.99) - 1], 3)}
 
@@ -144,8 +152,11 @@ def main() -> int:
                                   str(directory / "fleet.db")], cwd=REPO, stdin=subprocess.DEVNULL,
                                  stderr=open(directory / "collector.log", "ab"))
     try:
-        results = {"overhead": phase(url, directory, args, job_seconds=0.0, kill_every=None),
-                   "kills": phase(url, directory, args, job_seconds=args.job_seconds, kill_every=args.kill_every)}
+        results = {"overhead": phase(url, directory, args, jobs=args.jobs, batch=args.jobs, job_seconds=0.0,
+                                     kill_every=None),
+                   "pickup": phase(url, directory, args, jobs=50, batch=1, job_seconds=0.0, kill_every=None),
+                   "kills": phase(url, directory, args, jobs=args.jobs, batch=args.jobs, job_seconds=args.job_seconds,
+                                  kill_every=args.kill_every)}
         duplicates = (directory / "collector.log").read_text().count("duplicate result ignored")
         results["kills"]["duplicate_results_ignored"] = duplicates
         print(json.dumps({"machine": {"cpus": os.cpu_count(), "load": os.getloadavg()[0]}, **results}, indent=1))

@@ -28,18 +28,18 @@ class Name:
 
 JOBS = Name(f"{PREFIX}:jobs:{{platform}}", "stream", AGENTS_GROUP, "submit, api, agent (retry)",
             "job_id, work_id, attempt (1..N), submitted_at (unix s), job (JSON: the job document, "
-            "redline.job format)")
+            "redline.job format), last_error (after a failed attempt)")
 RESULTS = Name(f"{PREFIX}:results", "stream", COLLECTOR_GROUP, "agent",
-               "kind (result | dead), job_id, work_id, platform, agent, attempt, submitted_at, started_at, "
+               "kind (result or dead), job_id, work_id, platform, agent, attempt, submitted_at, started_at, "
                "finished_at; result: runs (JSON list of run documents) or runs_ref (a blob key) + runs_sha256; "
                "dead: error")
 DEAD = Name(f"{PREFIX}:dead", "stream", "", "agent",
             "job_id, work_id, platform, agent, attempts, error, job (JSON)")
 COMMENTS = Name(f"{PREFIX}:comments", "stream", "", "collector",
-                "work_id, state (done | failed), markdown, github (repository#number or '')")
+                "work_id, state (done or failed), markdown, github (repository#number or '')")
 WORK = Name(f"{PREFIX}:work:{{work_id}}", "hash", "", "submit/api, agent, collector",
-            "work_id, created_at, source (cli | push | pull_request), baseline, comparison, runs, max_runs, platforms "
-            "(JSON list), jobs_total, jobs_done, jobs_dead, state (queued | running | done | "
+            "work_id, created_at, source (cli, push or pull_request), baseline, comparison, runs, max_runs, platforms "
+            "(JSON list), jobs_total, jobs_done, jobs_dead, state (queued, running, done or "
             "failed), started_at (first job start), github (repository#number or ''), session_id (the collector's store session)")
 WORKS = Name(f"{PREFIX}:works", "zset", "", "submit/api", "work_id scored by created_at")
 PLATFORMS = Name(f"{PREFIX}:platforms", "set", "", "agent, submit", "platform names that have a jobs stream")
