@@ -18,7 +18,8 @@ from redline.server import free_port
 from tests.fleet_helpers import (QUICK, SERVER, assert_every_job_once, client, finished, first_line, query,
                                  redline, redline_process, runs_of_work, stop, submit, wait_for)
 
-TWO_TESTS = ["--name", "string-get-100B-pipeline-1$|set-sadd"]
+TESTS = ("quick-string-get-100B-pipeline-1", "quick-set-sadd", "quick-hash-hset-100B")
+THREE_TESTS = ["--name", "string-get-100B-pipeline-1$|set-sadd|hash-hset"]
 PLATFORM = "ci"
 
 
@@ -38,42 +39,52 @@ def fleet(tmp_path):
     assert "fleet local: stopped" in log.read_text()
 
 
-def agent_running_a_job(r) -> dict | None:
-    """An agent stopped (SIGSTOP) while it holds a job it has not finished, else None."""
+def stop_an_agent_mid_job(r, spared: set[str]) -> dict | None:
+    """An agent stopped (SIGSTOP) while it holds a job not in `spared` that it has not finished."""
     for key in r.scan_iter(match=keys.AGENT.key(platform=PLATFORM, agent="*")):
         agent = r.hgetall(key)
-        if not agent.get("job_id"):
+        if not agent.get("job_id") or agent["job_id"] in spared:
             continue
         os.kill(int(agent["pid"]), signal.SIGSTOP)
-        mine = r.xpending_range(keys.JOBS.key(platform=PLATFORM), keys.AGENTS_GROUP, "-", "+", 10,
-                                consumername=agent["agent"])
-        if mine:
+        holds = r.xpending_range(keys.JOBS.key(platform=PLATFORM), keys.AGENTS_GROUP, "-", "+", 10,
+                                 consumername=agent["agent"])
+        if holds and r.hget(key, "job_id") == agent["job_id"]:
             return agent
         os.kill(int(agent["pid"]), signal.SIGCONT)      # it finished between the two looks: not this one
     return None
 
 
-def test_sigkilled_agent_every_job_stored_once_with_verdicts_and_comment(fleet):
+KILLS = 3
+
+
+def test_sigkilled_agents_every_job_stored_once_with_verdicts_and_comment(fleet):
+    """Three agents SIGKILLed in the middle of three different jobs of one work item (fleet local
+    starts a new agent each time): every job stored once, re-run by another agent."""
     url, store, process, log = fleet
     r = client(url)
-    work = submit(url, "--baseline", SERVER, "--comparison", SERVER, *TWO_TESTS, *QUICK)
-    assert work["jobs"] == 2
-    victim = wait_for(lambda: agent_running_a_job(r), "an agent in the middle of a job")
-    os.kill(int(victim["pid"]), signal.SIGKILL)
+    work = submit(url, "--baseline", SERVER, "--comparison", SERVER, *THREE_TESTS, *QUICK)
+    assert work["jobs"] == 3
+    victims = []
+    for _ in range(KILLS):
+        victim = wait_for(lambda: stop_an_agent_mid_job(r, {v["job_id"] for v in victims}),
+                          "an agent in the middle of a job not killed before")
+        os.kill(int(victim["pid"]), signal.SIGKILL)
+        victims.append(victim)
 
     state = wait_for(lambda: finished(url, work["work_id"]), "the work item to finish")
-    assert state == {**state, "state": "done", "jobs_total": 2, "jobs_done": 2, "jobs_dead": 0}
-    assert_every_job_once(store, work["work_id"], jobs=2, runs_per_side=2)
-    # the killed agent's job was run again, by the other agent, after the idle timeout
-    (agent, attempt), = query(store, "SELECT agent, attempt FROM fleet_jobs WHERE job_id=?", victim["job_id"])
-    assert agent != victim["agent"] and attempt == 2
-    assert "claimed abandoned job" in log.read_text()
+    assert state == {**state, "state": "done", "jobs_total": 3, "jobs_done": 3, "jobs_dead": 0}
+    assert_every_job_once(store, work["work_id"], jobs=3, runs_per_side=2)
+    for victim in victims:     # each killed job was run again, by another agent, after the idle timeout
+        (agent, attempt), = query(store, "SELECT agent, attempt FROM fleet_jobs WHERE job_id=?", victim["job_id"])
+        assert agent != victim["agent"] and attempt == 2
+    text = log.read_text()
+    assert text.count("claimed abandoned job") >= KILLS and text.count("exited, started again") >= KILLS
     # verdicts (FDR over the work item) and the comment, in the store and on the comments stream
     session, comment = query(store, "SELECT session_id, comment FROM fleet_work WHERE work_id=?", work["work_id"])[0]
     verdicts = query(store, "SELECT test, metric, detail FROM comparisons WHERE session_id=?", session)
-    assert {test for test, _, _ in verdicts} == {"quick-string-get-100B-pipeline-1", "quick-set-sadd"}
+    assert {test for test, _, _ in verdicts} == set(TESTS)
     assert all(json.loads(detail)["comparisons_in_session"] >= 1 for _, _, detail in verdicts)
-    assert "quick-set-sadd" in comment and "quick-string-get-100B-pipeline-1" in comment
+    assert all(test in comment for test in TESTS)
     published = [f for _, f in r.xrange(keys.COMMENTS.key()) if f["work_id"] == work["work_id"]]
     assert len(published) == 1 and published[0]["markdown"] == comment and published[0]["state"] == "done"
     # every stream holds only what is not stored yet

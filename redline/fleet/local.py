@@ -54,29 +54,68 @@ def stop(process: subprocess.Popen, what: str) -> None:
             process.wait()
 
 
+class Supervisor:
+    """The collector and the agents as children; one that exits is started again (an agent under a
+    new consumer name: its pending job is taken over after --claim-idle), at most MAX_RESTARTS
+    times in all. A child's exit wakes it through SIGCHLD."""
+
+    MAX_RESTARTS = 1000
+
+    def __init__(self, url: str, args, stopping: Stopping):
+        self.url, self.args, self.stopping = url, args, stopping
+        self.children: dict[str, subprocess.Popen] = {}
+        self.generation: dict[str, int] = {}
+        self.restarts = 0
+
+    def start(self, label: str) -> None:
+        self.generation[label] = self.generation.get(label, 0) + 1
+        if label == "collector":
+            self.children[label] = redline_child("collector", "--redis", self.url, "--store", str(self.args.store))
+            return
+        name = label if self.generation[label] == 1 else f"{label}.{self.generation[label]}"
+        self.children[label] = redline_child("agent", "--redis", self.url, "--platform", self.args.platform,
+                                             "--agent-name", name, "--claim-idle", f"{self.args.claim_idle}s",
+                                             "--max-attempts", str(self.args.max_attempts))
+
+    def watch(self) -> None:
+        """Until SIGTERM/Ctrl-C: start again what exited."""
+        while not self.stopping.requested:
+            self.stopping.wake.wait()
+            self.stopping.wake.clear()
+            for label, process in list(self.children.items()):
+                if process.poll() is None or self.stopping.requested:
+                    continue
+                if self.restarts >= self.MAX_RESTARTS:
+                    log("fleet local", f"{self.MAX_RESTARTS} restarts: stopping")
+                    self.stopping.event.set()
+                    return
+                self.restarts += 1
+                self.start(label)
+                log("fleet local", f"{label} exited, started again", code=process.returncode,
+                    pid=self.children[label].pid)
+
+    def stop_all(self) -> None:
+        for label in sorted(self.children, key=lambda label: label == "collector"):   # agents first
+            stop(self.children[label], label)
+
+
 def local_command(args) -> int:
-    stopping = Stopping()
+    stopping = Stopping(wake_on_child_exit=True)
     port = args.port or free_port()
     directory = args.dir or Path(tempfile.mkdtemp(prefix="redline-fleet-"))
     directory.mkdir(parents=True, exist_ok=True)
     redis_process = start_redis(port, directory)
     url = f"redis://{LOOPBACK}:{port}/0"
     print(url, flush=True)
-    children: list[tuple[subprocess.Popen, str]] = []
+    supervisor = Supervisor(url, args, stopping)
     try:
-        collector = redline_child("collector", "--redis", url, "--store", str(args.store))
-        children.append((collector, "collector"))
-        for number in range(1, args.agents + 1):
-            agent = redline_child("agent", "--redis", url, "--platform", args.platform,
-                                  "--agent-name", f"local-{number}", "--claim-idle", f"{args.claim_idle}s",
-                                  "--max-attempts", str(args.max_attempts))
-            children.append((agent, f"agent local-{number}"))
+        for label in ["collector", *(f"local-{number}" for number in range(1, args.agents + 1))]:
+            supervisor.start(label)
         log("fleet local", "running", redis=url, platform=args.platform, agents=args.agents, store=args.store,
-            aof=directory, pids=",".join(str(p.pid) for p, _ in children))
-        stopping.event.wait()
+            aof=directory, pids=",".join(f"{label}:{p.pid}" for label, p in supervisor.children.items()))
+        supervisor.watch()
     finally:
-        for process, what in reversed(children):      # agents first: they may still publish to the collector
-            stop(process, what)
+        supervisor.stop_all()
         stop(redis_process, "redis-server")
         log("fleet local", "stopped")
     return 0

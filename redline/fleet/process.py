@@ -60,14 +60,18 @@ class Stopping:
     Inside `interruptible()` (a job being measured) they raise KeyboardInterrupt instead, so the
     engine stops its servers at once."""
 
-    def __init__(self):
+    def __init__(self, *, wake_on_child_exit: bool = False):
         self.event = threading.Event()
+        self.wake = threading.Event()          # set by every signal handled here (SIGCHLD too, if asked)
         self._interruptible = False
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._handle)
+        if wake_on_child_exit:
+            signal.signal(signal.SIGCHLD, lambda signum, frame: self.wake.set())
 
     def _handle(self, signum, frame):
         self.event.set()
+        self.wake.set()
         if self._interruptible:
             self._interruptible = False
             raise KeyboardInterrupt
