@@ -112,6 +112,19 @@ def test_a_job_that_always_fails_is_retried_then_dead_lettered_and_other_work_go
     assert "dead letters: 1" in text and dead[0]["job_id"] in text
 
 
+def test_a_live_agents_job_longer_than_the_claim_timeout_stays_with_it(fleet):
+    """The heartbeat resets the job's idle time: a job lasting longer than --claim-idle (5 s) is
+    never taken over while its agent lives."""
+    url, store, process, log = fleet
+    work = submit(url, "--baseline", SERVER, "--comparison", SERVER, "--name", "set-sadd", "--runs", 2,
+                  "--max-runs", 2, "--duration", "3s", "--warmup", "0s")
+    wait_for(lambda: finished(url, work["work_id"]), "the job")
+    (attempt, started, stored), = query(store, "SELECT attempt, started_at, stored_at FROM fleet_jobs")
+    assert stored - started > 5 * 2, "the job did not outlast the claim timeout: this test would show nothing"
+    assert attempt == 1 and "claimed abandoned job" not in log.read_text()
+    assert_every_job_once(store, work["work_id"], jobs=1, runs_per_side=2)
+
+
 def test_collector_and_redis_restarted_mid_work_lose_nothing(tmp_path):
     port, aof = free_port(), tmp_path / "aof"
     aof.mkdir()

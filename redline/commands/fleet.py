@@ -90,7 +90,9 @@ def add_fleet_parsers(commands) -> None:
     agent.add_argument("--claim-idle", type=duration, default=60.0, metavar="TIME",
                        help="a job pending this long without a heartbeat belongs to a dead agent and is taken "
                             "over (default 60s)")
-    agent.add_argument("--heartbeat", type=duration, default=5.0, metavar="TIME", help="default 5s")
+    agent.add_argument("--heartbeat", type=duration, metavar="TIME",
+                       help="how often the agent says it is alive and keeps its job (default: a quarter of "
+                            "--claim-idle, at most 5s)")
     agent.add_argument("--max-attempts", type=positive_int, default=3,
                        help="a job that failed this many times goes to the dead-letter stream (default 3)")
     agent.set_defaults(func=_call("redline.commands.fleet", "agent_command"))
@@ -168,7 +170,7 @@ def agent_command(args) -> int:
     store_file.parent.mkdir(parents=True, exist_ok=True)
     name = args.agent_name or f"{host_platform.node()}-{os.getpid()}"
     Agent(client, platform=args.platform, name=name, store=Store(store_file), claim_idle_s=args.claim_idle,
-          heartbeat_s=args.heartbeat, max_attempts=args.max_attempts, stopping=stopping).serve()
+          heartbeat_s=args.heartbeat or min(5.0, args.claim_idle / 4), max_attempts=args.max_attempts, stopping=stopping).serve()
     return 0
 
 
