@@ -6,7 +6,9 @@ Real redis-server (AOF), real collector process, real SQLite."""
 from __future__ import annotations
 
 import hashlib
+import http.server
 import json
+import threading
 import time
 
 import pytest
@@ -38,10 +40,10 @@ def collector(tmp_path):
     server.wait(timeout=120)
 
 
-def one_job_work(r) -> tuple[str, str]:
+def one_job_work(r, github: str = "") -> tuple[str, str]:
     test = load_test(builtin_suites_dir() / "quick" / "set-sadd.yml")
     item = work.new_work(r, source="cli", sides=SIDES, platforms=["p"], tests=[test], topologies=None,
-                         settings=work.Settings(runs=2, max_runs=2))
+                         settings=work.Settings(runs=2, max_runs=2), github=github)
     work.enqueue(r, item)
     return item.work_id, item.job_documents()[0][1]["job_id"]
 
@@ -99,3 +101,49 @@ def test_a_reference_that_does_not_match_its_sha256_is_a_dead_job(collector):
     assert query(store, "SELECT status, error FROM fleet_jobs") == [("dead", f"results blob {blob} does not match its sha256")]
     assert query(store, "SELECT count(*) FROM runs")[0][0] == 0
     assert r.hget(keys.WORK.key(work_id=work_id), "state") == "failed"
+
+
+class FakeGitHubRecorder(http.server.BaseHTTPRequestHandler):
+    """A loopback HTTP endpoint standing in for api.github.com: records each request, answers 201."""
+
+    received: list[tuple[str, str, dict]] = []
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.received.append((self.path, self.headers["Authorization"], body))
+        answer = json.dumps({"html_url": "https://example.invalid/comment/1"}).encode()
+        self.send_response(201)
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_the_comment_of_a_pull_request_is_posted_with_the_token(tmp_path):
+    port = free_port()
+    (tmp_path / "aof").mkdir()
+    server = start_redis(port, tmp_path / "aof")
+    url = f"redis://127.0.0.1:{port}/0"
+    github = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeGitHubRecorder)
+    threading.Thread(target=github.serve_forever, daemon=True).start()
+    token = tmp_path / "token"
+    token.write_text("t0ken\n")
+    process = redline_process("collector", "--redis", url, "--store", tmp_path / "fleet.db", "--github-token-file",
+                              token, "--github-api", f"http://127.0.0.1:{github.server_port}",
+                              log=tmp_path / "collector.log")
+    try:
+        r = client(url)
+        work_id, job_id = one_job_work(r, github="redis/redis#7")
+        r.xadd(keys.RESULTS.key(), result(work_id, job_id, runs=json.dumps(runs())))
+        wait_for(lambda: FakeGitHubRecorder.received, "the comment to be posted")
+        (path, authorization, body), = FakeGitHubRecorder.received
+        assert path == "/repos/redis/redis/issues/7/comments" and authorization == "Bearer t0ken"
+        assert body["body"] == query(tmp_path / "fleet.db", "SELECT comment FROM fleet_work")[0][0]
+        assert "comment posted" in (tmp_path / "collector.log").read_text()
+    finally:
+        assert stop(process) == 0
+        github.shutdown()
+        server.terminate()
+        server.wait(timeout=120)

@@ -165,11 +165,11 @@ def agent_command(args) -> int:
     from redline.fleet.process import Stopping, connect
     from redline.store import Store
     stopping = Stopping()
-    client = connect(args.redis)
     store_file = args.store or cache_root() / "fleet" / f"agent-{args.platform}.db"
     store_file.parent.mkdir(parents=True, exist_ok=True)
+    store = Store(store_file)
     name = args.agent_name or f"{host_platform.node()}-{os.getpid()}"
-    Agent(client, platform=args.platform, name=name, store=Store(store_file), claim_idle_s=args.claim_idle,
+    Agent(connect(args.redis), platform=args.platform, name=name, store=store, claim_idle_s=args.claim_idle,
           heartbeat_s=args.heartbeat or min(5.0, args.claim_idle / 4), max_attempts=args.max_attempts, stopping=stopping).serve()
     return 0
 
@@ -181,8 +181,8 @@ def collector_command(args) -> int:
     from redline.store import Store
     stopping = Stopping()
     poster = github.Poster(args.github_token_file, args.github_api) if args.github_token_file else None
-    client = connect(args.redis)
-    Collector(client, store=Store(args.store), name=args.collector_name, stopping=stopping,
+    store = Store(args.store)             # a path that is no store is a usage error before Redis is asked
+    Collector(connect(args.redis), store=store, name=args.collector_name, stopping=stopping,
               github_poster=poster).serve()
     return 0
 
