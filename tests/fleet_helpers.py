@@ -11,11 +11,14 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import redis
 
 from redline.children import spawn
+from redline.fleet.local import start_redis
+from redline.server import free_port
 
 REDLINE = [sys.executable, "-m", "redline.cli"]
 GENEROUS_S = 600            # a loaded 2-core machine runs these jobs many times slower than an idle one
@@ -102,3 +105,15 @@ def assert_every_job_once(store: Path, work_id: str, *, jobs: int, runs_per_side
     assert len(by_side) == jobs * 2, by_side
     for key, indexes in by_side.items():
         assert sorted(indexes) == list(range(runs_per_side)), (key, indexes)
+
+
+@contextmanager
+def redis_with_aof(directory: Path):
+    """A redis-server as `fleet local` starts it (AOF, fsync every second) in `directory`: its URL."""
+    directory.mkdir(parents=True, exist_ok=True)
+    server = start_redis(free_port(), directory)
+    try:
+        yield f"redis://127.0.0.1:{server.args[server.args.index('--port') + 1]}/0"
+    finally:
+        server.terminate()
+        server.wait(timeout=120)

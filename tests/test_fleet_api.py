@@ -18,9 +18,8 @@ import pytest
 
 from redline.fleet import keys
 from redline.fleet.api import MAX_BODY
-from redline.fleet.local import start_redis
 from redline.server import free_port
-from tests.fleet_helpers import client, redline_process, stop, wait_for
+from tests.fleet_helpers import client, redis_with_aof, redline_process, stop, wait_for
 
 SECRET = b"webhook secret"
 LABEL = "action run:benchmarks"
@@ -52,25 +51,21 @@ def repository(tmp_path):
 @pytest.fixture
 def api(tmp_path, repository):
     repo, commits = repository
-    redis_port, http_port = free_port(), free_port()
-    (tmp_path / "aof").mkdir()
-    server = start_redis(redis_port, tmp_path / "aof")
-    url = f"redis://127.0.0.1:{redis_port}/0"
+    http_port = free_port()
     secret = tmp_path / "secret"
     secret.write_bytes(SECRET + b"\n")
     log = tmp_path / "api.log"
-    process = redline_process("api", "--redis", url, "--port", http_port, "--secret-file", secret,
-                              "--repository", repo, "--branch", "main", "--platform", "ci", "--suite", "quick",
-                              "--name", "set-sadd", "--runs", 3, log=log)
+    with redis_with_aof(tmp_path / "aof") as url:
+        process = redline_process("api", "--redis", url, "--port", http_port, "--secret-file", secret,
+                                  "--repository", repo, "--branch", "main", "--platform", "ci", "--suite", "quick",
+                                  "--name", "set-sadd", "--runs", 3, log=log)
 
-    def listening():
-        with socket.socket() as sock:
-            return sock.connect_ex(("127.0.0.1", http_port)) == 0
-    wait_for(listening, "the webhook endpoint", timeout_s=120)
-    yield f"http://127.0.0.1:{http_port}/webhook", client(url), commits, log
-    assert stop(process, 120) == 0
-    server.terminate()
-    server.wait(timeout=120)
+        def listening():
+            with socket.socket() as sock:
+                return sock.connect_ex(("127.0.0.1", http_port)) == 0
+        wait_for(listening, "the webhook endpoint", timeout_s=120)
+        yield f"http://127.0.0.1:{http_port}/webhook", client(url), commits, log
+        assert stop(process, 120) == 0
 
 
 def post(endpoint: str, event: str, payload, *, delivery: str | None = None, secret: bytes = SECRET,

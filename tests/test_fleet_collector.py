@@ -15,29 +15,22 @@ import pytest
 
 from redline.fleet import keys, work
 from redline.fleet.agent import INLINE_LIMIT
-from redline.fleet.local import start_redis
 from redline.job import SideSpec
 from redline.run import Run
-from redline.server import free_port
 from redline.suites import load_test
 from redline.suites.discovery import builtin_suites_dir
-from tests.fleet_helpers import client, query, redline_process, stop, wait_for
+from tests.fleet_helpers import client, query, redis_with_aof, redline_process, stop, wait_for
 
 SIDES = [SideSpec("baseline", "bin:/usr/bin/redis-server"), SideSpec("comparison", "bin:/usr/bin/redis-server")]
 
 
 @pytest.fixture
 def collector(tmp_path):
-    port = free_port()
-    (tmp_path / "aof").mkdir()
-    server = start_redis(port, tmp_path / "aof")
-    url = f"redis://127.0.0.1:{port}/0"
-    store, log = tmp_path / "fleet.db", tmp_path / "collector.log"
-    process = redline_process("collector", "--redis", url, "--store", store, log=log)
-    yield client(url), store, log
-    assert stop(process) == 0
-    server.terminate()
-    server.wait(timeout=120)
+    with redis_with_aof(tmp_path / "aof") as url:
+        store, log = tmp_path / "fleet.db", tmp_path / "collector.log"
+        process = redline_process("collector", "--redis", url, "--store", store, log=log)
+        yield client(url), store, log
+        assert stop(process) == 0
 
 
 def one_job_work(r, github: str = "") -> tuple[str, str]:
@@ -122,28 +115,23 @@ class FakeGitHubRecorder(http.server.BaseHTTPRequestHandler):
 
 
 def test_the_comment_of_a_pull_request_is_posted_with_the_token(tmp_path):
-    port = free_port()
-    (tmp_path / "aof").mkdir()
-    server = start_redis(port, tmp_path / "aof")
-    url = f"redis://127.0.0.1:{port}/0"
     github = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeGitHubRecorder)
     threading.Thread(target=github.serve_forever, daemon=True).start()
     token = tmp_path / "token"
     token.write_text("t0ken\n")
-    process = redline_process("collector", "--redis", url, "--store", tmp_path / "fleet.db", "--github-token-file",
-                              token, "--github-api", f"http://127.0.0.1:{github.server_port}",
-                              log=tmp_path / "collector.log")
-    try:
-        r = client(url)
-        work_id, job_id = one_job_work(r, github="redis/redis#7")
-        r.xadd(keys.RESULTS.key(), result(work_id, job_id, runs=json.dumps(runs())))
-        wait_for(lambda: FakeGitHubRecorder.received, "the comment to be posted")
-        (path, authorization, body), = FakeGitHubRecorder.received
-        assert path == "/repos/redis/redis/issues/7/comments" and authorization == "Bearer t0ken"
-        assert body["body"] == query(tmp_path / "fleet.db", "SELECT comment FROM fleet_work")[0][0]
-        assert "comment posted" in (tmp_path / "collector.log").read_text()
-    finally:
-        assert stop(process) == 0
-        github.shutdown()
-        server.terminate()
-        server.wait(timeout=120)
+    with redis_with_aof(tmp_path / "aof") as url:
+        process = redline_process("collector", "--redis", url, "--store", tmp_path / "fleet.db",
+                                  "--github-token-file", token, "--github-api", f"http://127.0.0.1:{github.server_port}",
+                                  log=tmp_path / "collector.log")
+        try:
+            r = client(url)
+            work_id, job_id = one_job_work(r, github="redis/redis#7")
+            r.xadd(keys.RESULTS.key(), result(work_id, job_id, runs=json.dumps(runs())))
+            wait_for(lambda: FakeGitHubRecorder.received, "the comment to be posted")
+            (path, authorization, body), = FakeGitHubRecorder.received
+            assert path == "/repos/redis/redis/issues/7/comments" and authorization == "Bearer t0ken"
+            assert body["body"] == query(tmp_path / "fleet.db", "SELECT comment FROM fleet_work")[0][0]
+            assert "comment posted" in (tmp_path / "collector.log").read_text()
+        finally:
+            assert stop(process) == 0
+            github.shutdown()
