@@ -46,6 +46,7 @@ class Agent:
         self.stream = keys.JOBS.key(platform=platform)
         self.agent_key = keys.AGENT.key(platform=platform, agent=name)
         self.current: tuple[str, str] | None = None          # (entry id, job id) being run
+        self.claim_cursor = "0-0"
         self._lock = threading.Lock()
         # what runs a job: the engine (scripts/fleet_benchmark.py passes a stand-in to time the coordination alone)
         self.executor = executor or Executor(store, LogObserver(self.say))
@@ -74,8 +75,11 @@ class Agent:
             self.say("stopped")
 
     def _claim_abandoned(self) -> tuple[str, dict, int] | None:
-        _, claimed, *_ = self.client.xautoclaim(self.stream, keys.AGENTS_GROUP, self.name,
-                                                min_idle_time=self.claim_idle_ms, start_id="0-0", count=1)
+        """One entry idle past --claim-idle, if any. XAUTOCLAIM looks at a bounded stretch of the
+        pending entries per call; the cursor walks the whole list over successive calls."""
+        self.claim_cursor, claimed, *_ = self.client.xautoclaim(
+            self.stream, keys.AGENTS_GROUP, self.name, min_idle_time=self.claim_idle_ms, start_id=self.claim_cursor,
+            count=1)
         for entry_id, fields in claimed:
             if not fields:            # deleted while pending: nothing to run
                 self.client.xack(self.stream, keys.AGENTS_GROUP, entry_id)
@@ -208,6 +212,9 @@ class Agent:
         with self._lock:
             current = self.current
         now = repr(time.time())
+        if current and not self.client.xpending_range(self.stream, keys.AGENTS_GROUP, current[0], current[0], 1,
+                                                      consumername=self.name):
+            current = None     # taken over while this agent was frozen: its heartbeat must not take it back
         with self.client.pipeline(transaction=True) as tx:
             tx.hset(self.agent_key, mapping={"agent": self.name, "platform": self.platform,
                                              "host": host_platform.node(), "pid": str(os.getpid()),
