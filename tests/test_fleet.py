@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +14,7 @@ from redline.fleet import keys
 from redline.fleet.local import start_redis
 from redline.server import free_port
 from tests.fleet_helpers import (QUICK, SERVER, assert_every_job_once, client, finished, first_line, query,
-                                 redline, redline_process, runs_of_work, stop, submit, wait_for)
+                                 redline, redline_process, stop, submit, wait_for)
 
 TESTS = ("quick-string-get-100B-pipeline-1", "quick-set-sadd", "quick-hash-hset-100B")
 THREE_TESTS = ["--name", "string-get-100B-pipeline-1$|set-sadd|hash-hset"]

@@ -14,7 +14,6 @@ import re
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import redis
 
