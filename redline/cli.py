@@ -11,6 +11,7 @@ from pathlib import Path
 from redline import __version__, metrics
 from redline.argtypes import duration, positive_float, positive_int, regex, session_id, store_path, whole_seconds
 from redline.commands.build import add_build_parser
+from redline.commands.fleet import add_fleet_parsers
 from redline.errors import RunError, UsageError
 from redline.export.options import add_placement_arguments, since_date
 from redline.output.terminal import printable
@@ -151,6 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_build_parser(commands)
 
     add_suites_parser(commands)
+
+    add_fleet_parsers(commands)
     return parser
 
 

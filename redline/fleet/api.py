@@ -1,0 +1,201 @@
+"""`redline api`: GitHub webhooks in, work items out (starlette on uvicorn).
+
+POST /webhook (or /), checked in this order, each refusal one status and one log line:
+  413  body larger than MAX_BODY (GitHub sends at most 25 MB; a push or PR event is kilobytes)
+  401  X-Hub-Signature-256 missing or not HMAC-SHA256 of the body with the secret (constant-time)
+  400  no X-GitHub-Delivery / X-GitHub-Event, or a body that is not a JSON object
+  409  a delivery id seen before (replay; ids are kept 7 days, SET NX in Redis)
+  422  an event this endpoint does not handle (anything but push, pull_request, ping)
+  503  the work item could not be enqueued (the delivery id is forgotten: a redelivery is welcome)
+  200  handled but nothing to do (another branch, a PR without the label, a closed PR, a deleted branch)
+  202  a work item was enqueued: {"work_id": …, "jobs": N}
+The signature is checked before the delivery id is recorded, so an unsigned request cannot use
+up the id of a real one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from redline.errors import RunError, UsageError
+from redline.fleet import keys, work
+from redline.fleet.process import Stopping, connect, log
+from redline.job import SideSpec
+
+MAX_BODY = 1024 * 1024
+DELIVERY_KEPT_S = 7 * 24 * 3600
+ZERO_SHA = "0" * 40
+PR_ACTIONS = {"opened", "synchronize", "reopened", "labeled"}
+
+
+@dataclass
+class Settings:
+    secret: bytes
+    repository: str                  # the agents' path of the git repository: git:PATH@COMMIT
+    branches: list[str] | None       # None: the repository's default branch
+    label: str
+    platforms: list[str] | None
+    tests: list                      # TestSpecs, selected once at start
+    run_settings: work.Settings
+    variant: str | None
+
+
+def signature_ok(secret: bytes, body: bytes, header: str | None) -> bool:
+    if not header or not header.startswith("sha256="):
+        return False
+    expected = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected.encode(), header.encode())
+
+
+def say(event: str, **fields) -> None:
+    log("api", event, **fields)
+
+
+def answer(status: int, message: str, delivery: str | None = None, **extra) -> JSONResponse:
+    say(message, status=status, delivery=delivery, **{k: v for k, v in extra.items() if not isinstance(v, list)})
+    return JSONResponse({"status": status, "message": message, **extra}, status_code=status)
+
+
+async def read_body(request: Request) -> bytes | None:
+    """The body, or None once it passes MAX_BODY (a lying or missing Content-Length included)."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > MAX_BODY:
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY:
+            return None
+    return bytes(body)
+
+
+def make_app(client: redis.Redis, settings: Settings) -> Starlette:
+    async def webhook(request: Request):
+        body = await read_body(request)
+        if body is None:
+            return answer(413, f"body larger than {MAX_BODY} bytes")
+        if not signature_ok(settings.secret, body, request.headers.get("x-hub-signature-256")):
+            return answer(401, "bad or missing X-Hub-Signature-256")
+        delivery, event = request.headers.get("x-github-delivery"), request.headers.get("x-github-event")
+        if not delivery or not event:
+            return answer(400, "X-GitHub-Delivery and X-GitHub-Event are required")
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            payload = None
+        if not isinstance(payload, dict):
+            return answer(400, "the body is not a JSON object", delivery)
+        first = await run_in_threadpool(client.set, keys.DELIVERY.key(delivery_id=delivery), event,
+                                        nx=True, ex=DELIVERY_KEPT_S)
+        if not first:
+            return answer(409, "delivery seen before (replay)", delivery)
+        if event == "ping":
+            return answer(200, "pong", delivery)
+        if event not in ("push", "pull_request"):
+            return answer(422, f"event {event!r} is not handled (push, pull_request)", delivery)
+        wanted = push_request(payload, settings) if event == "push" else pull_request(payload, settings)
+        if isinstance(wanted, str):
+            return answer(200, f"nothing to do: {wanted}", delivery)
+        try:
+            work_id, jobs = await run_in_threadpool(_enqueue, client, settings, *wanted)
+        except (redis.RedisError, RunError, UsageError) as exc:      # GitHub may deliver it again
+            await run_in_threadpool(client.delete, keys.DELIVERY.key(delivery_id=delivery))
+            return answer(503, f"not enqueued: {exc}", delivery)
+        return answer(202, "enqueued", delivery, work_id=work_id, jobs=jobs)
+
+    return Starlette(routes=[Route("/webhook", webhook, methods=["POST"]), Route("/", webhook, methods=["POST"])])
+
+
+def _enqueue(client: redis.Redis, settings: Settings, source: str, baseline: str, comparison: str,
+             github: str) -> tuple[str, int]:
+    sides = [SideSpec("baseline", baseline, (), settings.variant), SideSpec("comparison", comparison, (), settings.variant)]
+    item = work.new_work(client, source=source, sides=sides, platforms=settings.platforms, tests=settings.tests,
+                         topologies=None, settings=settings.run_settings, github=github)
+    return item.work_id, work.enqueue(client, item)
+
+
+def push_request(payload: dict, settings: Settings) -> tuple[str, str, str, str] | str:
+    """(source, baseline, comparison, github) for a push to a benchmarked branch, else why not."""
+    ref = str(payload.get("ref", ""))
+    branch = ref.removeprefix("refs/heads/")
+    wanted = settings.branches or [str((payload.get("repository") or {}).get("default_branch", ""))]
+    if not ref.startswith("refs/heads/") or branch not in wanted:
+        return f"push to {ref}, not to {', '.join(wanted)}"
+    before, after = str(payload.get("before", "")), str(payload.get("after", ""))
+    if payload.get("deleted") or after == ZERO_SHA:
+        return f"branch {branch} deleted"
+    if before == ZERO_SHA or not before:
+        return f"branch {branch} created: no previous commit to compare with"
+    return "push", _git(settings, before), _git(settings, after), ""
+
+
+def pull_request(payload: dict, settings: Settings) -> tuple[str, str, str, str] | str:
+    action = payload.get("action")
+    pr = payload.get("pull_request") or {}
+    labels = {label.get("name") for label in pr.get("labels") or [] if isinstance(label, dict)}
+    if action not in PR_ACTIONS:
+        return f"pull request {action}"
+    if settings.label not in labels:
+        return f"pull request without the label {settings.label!r}"
+    if action == "labeled" and (payload.get("label") or {}).get("name") != settings.label:
+        return "another label was added"
+    head, base = (pr.get("head") or {}).get("sha"), (pr.get("base") or {}).get("sha")
+    if not head or not base:
+        return "pull request without head and base commits"
+    repository = (payload.get("repository") or {}).get("full_name", "")
+    number = payload.get("number") or pr.get("number")
+    return ("pull_request", _git(settings, merge_base(settings.repository, base, head)), _git(settings, head),
+            f"{repository}#{number}" if repository and number else "")
+
+
+def merge_base(repository: str, base: str, head: str) -> str:
+    """The PR's merge base when the repository is here and has both commits; else the base
+    branch's tip at the event (what GitHub's own diff starts from when the base has not moved)."""
+    try:
+        done = subprocess.run(["git", "-C", repository, "merge-base", base, head], capture_output=True, text=True,
+                              timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return base
+    found = done.stdout.strip()
+    return found if done.returncode == 0 and len(found) == 40 else base
+
+
+def _git(settings: Settings, commit: str) -> str:
+    return f"git:{settings.repository}@{commit}"
+
+
+def api_command(args) -> int:
+    import uvicorn
+
+    from redline.commands.session import select_tests
+    try:
+        secret = args.secret_file.read_bytes().strip()
+    except OSError as exc:
+        raise UsageError(f"--secret-file {args.secret_file}: {exc.strerror}") from exc
+    if not secret:
+        raise UsageError(f"--secret-file {args.secret_file} is empty")
+    if args.max_runs < args.runs:
+        raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")
+    tests = select_tests(args)
+    client = connect(args.redis)
+    settings = Settings(secret=secret, repository=str(Path(args.repository).expanduser()), branches=args.branch,
+                        label=args.label, platforms=args.platform, tests=tests, variant=args.variant,
+                        run_settings=work.Settings(runs=args.runs, max_runs=args.max_runs, duration_s=args.duration))
+    Stopping()      # uvicorn handles SIGTERM/Ctrl-C, then re-raises it: to a flag, not an interruption
+    say("listening", host=args.host, port=args.port, tests=len(tests), label=repr(args.label))
+    uvicorn.Server(uvicorn.Config(make_app(client, settings), host=args.host, port=args.port, log_level="warning",
+                                  access_log=False, lifespan="off")).run()
+    say("stopped")
+    return 0

@@ -1,0 +1,54 @@
+"""Every Redis name the fleet uses, with the fields each one holds: the one table of them
+(docs/fleet.md mirrors it; tests/test_fleet_units.py checks the two agree).
+
+Streams carry the work and the results; consumer groups give each entry to one consumer of the
+group and keep it pending until XACK; hashes and sets only describe (status, heartbeats).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PREFIX = "redline"
+AGENTS_GROUP = "agents"          # the consumer group on each platform's jobs stream
+COLLECTOR_GROUP = "collector"    # the consumer group on the results stream
+
+
+@dataclass(frozen=True)
+class Name:
+    pattern: str          # the key, with {placeholders}
+    kind: str             # stream, hash, zset, set, string
+    groups: str           # consumer groups on it ('' for none)
+    written_by: str
+    fields: str           # what an entry / the value holds
+
+    def key(self, **parts: str) -> str:
+        return self.pattern.format(**parts)
+
+
+JOBS = Name(f"{PREFIX}:jobs:{{platform}}", "stream", AGENTS_GROUP, "submit, api, agent (retry)",
+            "job_id, work_id, attempt (1..N), submitted_at (unix s), job (JSON: the job document, "
+            "redline.job format), last_error (after a failed attempt)")
+RESULTS = Name(f"{PREFIX}:results", "stream", COLLECTOR_GROUP, "agent",
+               "kind (result or dead), job_id, work_id, platform, agent, attempt, submitted_at, started_at, "
+               "finished_at; result: runs (JSON list of run documents) or runs_ref (a blob key) + runs_sha256; "
+               "dead: error")
+DEAD = Name(f"{PREFIX}:dead", "stream", "", "agent",
+            "job_id, work_id, platform, agent, attempts, error, job (JSON)")
+COMMENTS = Name(f"{PREFIX}:comments", "stream", "", "collector",
+                "work_id, state (done or failed), markdown, github (repository#number or '')")
+WORK = Name(f"{PREFIX}:work:{{work_id}}", "hash", "", "submit/api, agent, collector",
+            "work_id, created_at, source (cli, push or pull_request), baseline, comparison, runs, max_runs, platforms "
+            "(JSON list), jobs_total, jobs_done, jobs_dead, state (queued, running, done or "
+            "failed), started_at (first job start), github (repository#number or ''), session_id (the collector's store session)")
+WORKS = Name(f"{PREFIX}:works", "zset", "", "submit/api", "work_id scored by created_at")
+PLATFORMS = Name(f"{PREFIX}:platforms", "set", "", "agent, submit", "platform names that have a jobs stream")
+AGENT = Name(f"{PREFIX}:agent:{{platform}}:{{agent}}", "hash (TTL)", "", "agent",
+             "agent, platform, host, pid, job_id ('' when idle), job_started_at, heartbeat_at; expires "
+             "3 heartbeats after the last")
+BLOB = Name(f"{PREFIX}:blob:{{sha256}}", "string", "", "agent",
+            "a results document larger than the inline limit; deleted by the collector once stored")
+DELIVERY = Name(f"{PREFIX}:delivery:{{delivery_id}}", "string (TTL)", "", "api",
+                "a GitHub X-GitHub-Delivery id seen (replay protection; kept 7 days)")
+
+TABLE = (JOBS, RESULTS, DEAD, COMMENTS, WORK, WORKS, PLATFORMS, AGENT, BLOB, DELIVERY)

@@ -1,0 +1,95 @@
+"""What every fleet process shares: its Redis connection, its one-line-per-event log, and how it
+stops on SIGTERM / Ctrl-C."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+
+import redis
+
+from redline.errors import RunError, UsageError
+from redline.output.terminal import printable
+
+
+def connect(url: str) -> redis.Redis:
+    """A client for `redis://[:password@]host:port/db` (`rediss://` for TLS, as redis-py reads
+    them); unreachable is a runtime failure in one line."""
+    try:
+        client = redis.Redis.from_url(url, decode_responses=True, socket_connect_timeout=10,
+                                      health_check_interval=30)
+    except ValueError as exc:
+        raise UsageError(f"--redis {url}: {exc}") from exc
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise RunError(f"cannot reach Redis at {url}: {exc}") from exc
+    return client
+
+
+def log(role: str, event: str, **fields) -> None:
+    """One line per event on stderr: time, who, what, key=value details."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    details = " ".join(f"{key}={value}" for key, value in fields.items() if value is not None)
+    print(printable(f"{stamp} {role}: {event}" + (f" {details}" if details else "")).replace("\n", "\\n"),
+          file=sys.stderr, flush=True)
+
+
+REDIS_RETRY_S = 2.0
+REDIS_OUTAGE_S = 600.0      # a Redis away longer than this ends the process (exit 1)
+
+
+def while_reachable(stopping: "Stopping", say, action, *, during: str):
+    """`action()`, tried again every REDIS_RETRY_S while Redis is unreachable or still loading its
+    AOF (a restart), for at most REDIS_OUTAGE_S or until a stop is requested."""
+    deadline = time.monotonic() + REDIS_OUTAGE_S
+    while True:
+        try:
+            return action()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            if stopping.requested or time.monotonic() > deadline:
+                raise RunError(f"Redis unreachable during {during}: {exc}") from exc
+            say("redis unreachable, retrying", during=during, error=exc)
+            stopping.event.wait(REDIS_RETRY_S)
+
+
+class Stopping:
+    """SIGTERM and SIGINT set a flag the process's loop looks at between two Redis calls.
+    Inside `interruptible()` (a job being measured) they raise KeyboardInterrupt instead, so the
+    engine stops its servers at once."""
+
+    def __init__(self, *, wake_on_child_exit: bool = False):
+        self.event = threading.Event()
+        self.wake = threading.Event()          # set by every signal handled here (SIGCHLD too, if asked)
+        self._interruptible = False
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._handle)
+        if wake_on_child_exit:
+            signal.signal(signal.SIGCHLD, lambda signum, frame: self.wake.set())
+
+    def _handle(self, signum, frame):
+        self.event.set()
+        self.wake.set()
+        if self._interruptible:
+            self._interruptible = False
+            raise KeyboardInterrupt
+
+    @property
+    def requested(self) -> bool:
+        return self.event.is_set()
+
+    def interruptible(self):
+        stopping = self
+
+        class _Scope:
+            def __enter__(self):
+                if stopping.requested:
+                    raise KeyboardInterrupt
+                stopping._interruptible = True
+
+            def __exit__(self, *exc):
+                stopping._interruptible = False
+                return False
+        return _Scope()

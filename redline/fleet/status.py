@@ -1,0 +1,77 @@
+"""`redline fleet status`: what the fleet holds, read from Redis alone."""
+
+from __future__ import annotations
+
+import json
+
+import redis
+
+from redline.fleet import keys
+
+DEAD_SHOWN = 50
+WORKS_SHOWN = 20
+
+
+def work_status(client: redis.Redis, work_id: str) -> dict | None:
+    work = client.hgetall(keys.WORK.key(work_id=work_id))
+    if not work:
+        return None
+    state = work.get("state", "queued")
+    if state not in ("done", "failed"):
+        state = "running" if work.get("started_at") else "queued"
+    return {"work_id": work_id, "state": state, "jobs_total": int(work.get("jobs_total") or 0),
+            "jobs_done": int(work.get("jobs_done") or 0), "jobs_dead": int(work.get("jobs_dead") or 0),
+            "source": work.get("source"), "baseline": work.get("baseline"), "comparison": work.get("comparison"),
+            "platforms": json.loads(work.get("platforms") or "[]"), "session_id": work.get("session_id")}
+
+
+def platform_status(client: redis.Redis, platform: str) -> dict:
+    stream = keys.JOBS.key(platform=platform)
+    length = client.xlen(stream)        # done entries are deleted: what is left is waiting or running
+    try:
+        pending = client.xpending(stream, keys.AGENTS_GROUP)["pending"]
+        consumers = client.xinfo_consumers(stream, keys.AGENTS_GROUP)
+    except redis.ResponseError:         # no group yet
+        pending, consumers = 0, []
+    agents = []
+    for key in client.scan_iter(match=keys.AGENT.key(platform=platform, agent="*"), count=100):
+        agent = client.hgetall(key)
+        if agent:
+            agents.append({"agent": agent.get("agent"), "host": agent.get("host"), "pid": agent.get("pid"),
+                           "job_id": agent.get("job_id") or None,
+                           "heartbeat_at": float(agent.get("heartbeat_at") or 0)})
+    live = {a["agent"] for a in agents}
+    abandoned = sum(c["pending"] for c in consumers if c["name"] not in live)
+    return {"platform": platform, "waiting": length - pending, "running": pending - abandoned,
+            "abandoned": abandoned, "agents": sorted(agents, key=lambda a: a["agent"] or "")}
+
+
+def fleet_status(client: redis.Redis) -> dict:
+    platforms = sorted(client.smembers(keys.PLATFORMS.key()))
+    dead = [{"entry": entry_id, **{k: v for k, v in fields.items() if k != "job"}}
+            for entry_id, fields in client.xrevrange(keys.DEAD.key(), count=DEAD_SHOWN)]
+    works = [work_status(client, work_id) for work_id in client.zrevrange(keys.WORKS.key(), 0, WORKS_SHOWN - 1)]
+    return {"platforms": [platform_status(client, p) for p in platforms], "dead_letters": dead,
+            "dead_letters_total": client.xlen(keys.DEAD.key()), "results_waiting": client.xlen(keys.RESULTS.key()),
+            "work": [w for w in works if w]}
+
+
+def status_lines(status: dict, now: float) -> list[str]:
+    lines = [f"results waiting for the collector: {status['results_waiting']}"]
+    for p in status["platforms"]:
+        lines.append(f"platform {p['platform']}: {p['waiting']} waiting, {p['running']} running, "
+                     f"{p['abandoned']} abandoned (claimed after the idle timeout), {len(p['agents'])} live agents")
+        for a in p["agents"]:
+            lines.append(f"  agent {a['agent']} on {a['host']} pid {a['pid']}: "
+                         f"{'running ' + a['job_id'] if a['job_id'] else 'idle'}, "
+                         f"heartbeat {max(0.0, now - a['heartbeat_at']):.0f}s ago")
+    lines.append(f"dead letters: {status['dead_letters_total']}")
+    for d in status["dead_letters"]:
+        lines.append(f"  {d.get('job_id')} on {d.get('platform')} after {d.get('attempts')} attempts: {d.get('error')}")
+    lines += [work_line(w) for w in status["work"]]
+    return lines
+
+
+def work_line(w: dict) -> str:
+    return (f"work {w['work_id']}: {w['state']}, {w['jobs_done']}/{w['jobs_total']} done, {w['jobs_dead']} dead "
+            f"({w['baseline'] or '-'} vs {w['comparison']})")

@@ -1,0 +1,143 @@
+"""A work item and its jobs: what `redline submit` and the webhook enqueue.
+
+A work item is one request (a push, a labelled pull request, a `submit`): a baseline, a
+comparison, and the selected tests. It becomes one job per test × topology × platform; a job
+runs both sides of one test interleaved on one machine, so every A/B pair is measured under the
+same conditions. The whole item is enqueued in one MULTI/EXEC transaction: either every job is
+queued or none is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import redis
+
+from redline.errors import RunError, UsageError
+from redline.fleet import keys
+from redline.job import Job, SideSpec, suite_reference
+
+PLATFORM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+FDR_Q = 0.05               # as `redline compare`: Benjamini–Hochberg over the whole work item
+
+
+def check_platform(name: str) -> str:
+    if not PLATFORM_NAME.match(name):
+        raise UsageError(f"platform name {name!r}: letters, digits, '_', '.', '-' (at most 64)")
+    return name
+
+
+@dataclass
+class Settings:
+    runs: int = 7
+    max_runs: int = 15
+    duration_s: float | None = None
+    warmup_s: float = 2.0
+    scale: float | None = None
+    profile: bool = False
+    snapshots: bool = True
+
+
+@dataclass
+class WorkItem:
+    work_id: str
+    source: str                              # cli | push | pull_request
+    sides: list[SideSpec]                    # baseline and comparison
+    platforms: list[str]
+    tests: list[tuple[str, str]]             # (suite reference, test name)
+    topologies: list[str]
+    settings: Settings
+    github: str = ""                         # owner/repo#number for the comment, when from a pull request
+    created_at: float = field(default_factory=time.time)
+
+    def job_documents(self) -> list[tuple[str, dict]]:
+        """(platform, job document) for every test × topology × platform. The document is the
+        job as data (redline.job's format): what an agent needs to run it anywhere."""
+        lone_p_value = FDR_Q / (max(1, len(self.tests) * len(self.topologies) * len(self.platforms))
+                                * compared_metric_count())
+        settings = {"runs": self.settings.runs, "duration_s": self.settings.duration_s,
+                    "warmup_s": self.settings.warmup_s, "scale": self.settings.scale,
+                    "profile": self.settings.profile, "snapshots": self.settings.snapshots}
+        documents = []
+        for platform in self.platforms:
+            number = 0
+            for suite, test in self.tests:
+                for topology in self.topologies:
+                    number += 1
+                    job = Job(suite=suite, test=test, sides=list(self.sides), topology=topology, settings=dict(settings),
+                              max_runs=self.settings.max_runs, lone_p_value=lone_p_value,
+                              job_id=f"{self.work_id}:{platform}:{number}")
+                    documents.append((platform, job.to_json()))
+        return documents
+
+    def summary(self, jobs_total: int) -> dict[str, str]:
+        """The work hash's first fields (keys.WORK)."""
+        label = {side.name: side.target for side in self.sides}
+        return {"work_id": self.work_id, "created_at": repr(self.created_at), "source": self.source,
+                "baseline": label.get("baseline", ""), "comparison": label.get("comparison", ""),
+                "platforms": json.dumps(self.platforms), "jobs_total": str(jobs_total),
+                "jobs_done": "0", "jobs_dead": "0", "state": "queued", "github": self.github,
+                "runs": str(self.settings.runs), "max_runs": str(self.settings.max_runs)}
+
+
+def new_work(client: redis.Redis, *, source: str, sides: list[SideSpec], platforms: list[str] | None, tests: list,
+             topologies: list[str] | None, settings: Settings, github: str = "") -> WorkItem:
+    """A work item over `tests` (TestSpecs) on the platforms named, else every known one."""
+    platforms = sorted(set(platforms or known_platforms(client)))
+    if not platforms:
+        raise UsageError("no platform known to this Redis yet: start an agent first, or name one with --platform")
+    return WorkItem(work_id=new_work_id(), source=source, sides=sides, platforms=platforms,
+                    tests=[(suite_reference(t.path), t.name) for t in tests],
+                    topologies=topologies or ["oss-standalone"], settings=settings, github=github)
+
+
+def compared_metric_count() -> int:
+    from redline.comparison import COMPARED_METRICS
+    return len(COMPARED_METRICS)
+
+
+def new_work_id() -> str:
+    """Sortable by time, unique across submitters."""
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
+
+
+def ensure_group(client: redis.Redis, stream: str, group: str) -> None:
+    """The consumer group on `stream`, created with the stream if missing, reading from its first
+    entry (so nothing added before the group existed is skipped)."""
+    try:
+        client.xgroup_create(stream, group, id="0", mkstream=True)
+    except redis.ResponseError as exc:
+        if "BUSYGROUP" not in str(exc):
+            raise
+
+
+def known_platforms(client: redis.Redis) -> list[str]:
+    return sorted(client.smembers(keys.PLATFORMS.key()))
+
+
+def enqueue(client: redis.Redis, work: WorkItem) -> int:
+    """Every job of the work item onto its platform's jobs stream, with the work hash, in one
+    transaction. Returns the number of jobs."""
+    documents = work.job_documents()
+    if not documents:
+        raise UsageError("the work item has no jobs (no test, topology or platform selected)")
+    for platform in work.platforms:
+        ensure_group(client, keys.JOBS.key(platform=platform), keys.AGENTS_GROUP)
+    submitted_at = repr(time.time())
+    try:
+        with client.pipeline(transaction=True) as tx:
+            tx.hset(keys.WORK.key(work_id=work.work_id), mapping=work.summary(len(documents)))
+            tx.zadd(keys.WORKS.key(), {work.work_id: work.created_at})
+            tx.sadd(keys.PLATFORMS.key(), *work.platforms)
+            for platform, document in documents:
+                tx.xadd(keys.JOBS.key(platform=platform),
+                        {"job_id": document["job_id"], "work_id": work.work_id, "attempt": "1",
+                         "submitted_at": submitted_at, "job": json.dumps(document)})
+            tx.execute()
+    except redis.RedisError as exc:
+        raise RunError(f"enqueueing work item {work.work_id}: {exc} (nothing was queued)") from exc
+    return len(documents)

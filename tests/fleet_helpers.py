@@ -1,0 +1,119 @@
+"""What the fleet tests share: real processes (redis-server with AOF, `redline fleet local`,
+agents, collectors) and waiting on conditions with generous bounds, never on durations."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import redis
+
+from redline.children import spawn
+from redline.fleet.local import start_redis
+from redline.server import free_port
+
+REDLINE = [sys.executable, "-m", "redline.cli"]
+GENEROUS_S = 600            # a loaded 2-core machine runs these jobs many times slower than an idle one
+SERVER = "bin:/usr/bin/redis-server"
+QUICK = ["--duration", "1s", "--warmup", "0s", "--runs", "2", "--max-runs", "2"]
+
+
+def wait_for(condition, what: str, timeout_s: float = GENEROUS_S, every_s: float = 0.2):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(every_s)
+    raise AssertionError(f"waited {timeout_s:.0f}s for {what}")
+
+
+def redline_process(*arguments, log: Path) -> subprocess.Popen:
+    with open(log, "ab") as out:
+        return spawn([*REDLINE, *map(str, arguments)], stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL,
+                     env={**os.environ, "COLUMNS": "200"})
+
+
+def first_line(process: subprocess.Popen, timeout_s: float = 120) -> str:
+    ready, _, _ = select.select([process.stdout], [], [], timeout_s)
+    assert ready, "no first line from the process"
+    return process.stdout.readline().decode().strip()
+
+
+def stop(process: subprocess.Popen, timeout_s: float = GENEROUS_S) -> int:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    return process.wait(timeout=timeout_s)
+
+
+def redline(*arguments, cwd: Path | None = None, timeout_s: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([*REDLINE, *map(str, arguments)], capture_output=True, text=True, timeout=timeout_s,
+                          cwd=cwd, env={**os.environ, "COLUMNS": "200"})
+
+
+def submit(url: str, *arguments) -> dict:
+    done = redline("submit", "--redis", url, "--json", *arguments)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def work_state(url: str, work_id: str) -> dict:
+    done = redline("fleet", "status", "--redis", url, work_id, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def finished(url: str, work_id: str) -> dict | None:
+    state = work_state(url, work_id)
+    return state if state["state"] in ("done", "failed") else None
+
+
+def client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, decode_responses=True)
+
+
+def query(store: Path, sql: str, *parameters) -> list[tuple]:
+    with sqlite3.connect(store, timeout=60) as db:
+        return db.execute(sql, parameters).fetchall()
+
+
+def runs_of_work(store: Path, work_id: str) -> list[tuple]:
+    """(job_id, uid, test, side, run_index, status, purpose) of every stored run of the work item."""
+    return query(store, "SELECT f.job_id, f.uid, r.test, r.side, r.run_index, r.status, r.purpose FROM fleet_runs f "
+                        "JOIN runs r ON r.id = f.run_id JOIN fleet_jobs j ON j.job_id = f.job_id "
+                        "WHERE j.work_id=? ORDER BY r.id", work_id)
+
+
+def assert_every_job_once(store: Path, work_id: str, *, jobs: int, runs_per_side: int) -> None:
+    """Each job stored once, each test's every side with runs 0..N-1 exactly once, no uid twice."""
+    stored = query(store, "SELECT job_id, status FROM fleet_jobs WHERE work_id=?", work_id)
+    assert len(stored) == jobs and all(status == "ok" for _, status in stored), stored
+    runs = [r for r in runs_of_work(store, work_id) if r[6] == "measure"]
+    assert len({r[1] for r in runs}) == len(runs)
+    by_side: dict[tuple, list[int]] = {}
+    for _, _, test, side, index, status, _ in runs:
+        assert status == "ok", runs
+        by_side.setdefault((test, side), []).append(index)
+    assert len(by_side) == jobs * 2, by_side
+    for key, indexes in by_side.items():
+        assert sorted(indexes) == list(range(runs_per_side)), (key, indexes)
+
+
+@contextmanager
+def redis_with_aof(directory: Path):
+    """A redis-server as `fleet local` starts it (AOF, fsync every second) in `directory`: its URL."""
+    directory.mkdir(parents=True, exist_ok=True)
+    server = start_redis(free_port(), directory)
+    try:
+        yield f"redis://127.0.0.1:{server.args[server.args.index('--port') + 1]}/0"
+    finally:
+        server.terminate()
+        server.wait(timeout=120)

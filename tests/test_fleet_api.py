@@ -1,0 +1,147 @@
+"""`redline api`: a real uvicorn server receiving signed GitHub webhooks over loopback HTTP, a real
+redis-server, a real git repository for the pull request's merge base."""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import hmac
+import json
+import socket
+import subprocess
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+
+import pytest
+
+from redline.fleet import keys
+from redline.fleet.api import MAX_BODY
+from redline.server import free_port
+from tests.fleet_helpers import client, redis_with_aof, redline_process, stop, wait_for
+
+SECRET = b"webhook secret"
+LABEL = "action run:benchmarks"
+
+
+def git(repo, *arguments) -> str:
+    return subprocess.run(["git", "-C", str(repo), *arguments], check=True, capture_output=True, text=True,
+                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                               "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}).stdout.strip()
+
+
+@pytest.fixture
+def repository(tmp_path):
+    """main: A - B, feature: A - C (merge base A)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    commits = {}
+    for name, branch in (("A", "main"), ("B", "main"), ("C", "feature")):
+        if name == "C":
+            git(repo, "checkout", "-q", "-b", "feature", commits["A"])
+        (repo / "f").write_text(name)
+        git(repo, "add", "f")
+        git(repo, "commit", "-q", "-m", name)
+        commits[name] = git(repo, "rev-parse", "HEAD")
+    return repo, commits
+
+
+@pytest.fixture
+def api(tmp_path, repository):
+    repo, commits = repository
+    http_port = free_port()
+    secret = tmp_path / "secret"
+    secret.write_bytes(SECRET + b"\n")
+    log = tmp_path / "api.log"
+    with redis_with_aof(tmp_path / "aof") as url:
+        process = redline_process("api", "--redis", url, "--port", http_port, "--secret-file", secret,
+                                  "--repository", repo, "--branch", "main", "--platform", "ci", "--suite", "quick",
+                                  "--name", "set-sadd", "--runs", 3, log=log)
+
+        def listening():
+            with socket.socket() as sock:
+                return sock.connect_ex(("127.0.0.1", http_port)) == 0
+        wait_for(listening, "the webhook endpoint", timeout_s=120)
+        yield f"http://127.0.0.1:{http_port}/webhook", client(url), commits, log
+        assert stop(process, 120) == 0
+
+
+def post(endpoint: str, event: str, payload, *, delivery: str | None = None, secret: bytes = SECRET,
+         body: bytes | None = None) -> tuple[int, dict]:
+    body = body if body is not None else json.dumps(payload).encode()
+    signature = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+    request = urllib.request.Request(endpoint, data=body, method="POST", headers={
+        "X-GitHub-Event": event, "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+        "X-Hub-Signature-256": signature, "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+def oversized(endpoint: str) -> int:
+    """The status for a request announcing a body over the limit (answered before it is sent)."""
+    parts = urllib.parse.urlsplit(endpoint)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    connection.putrequest("POST", parts.path)
+    for name, value in (("Content-Length", str(MAX_BODY + 1)), ("X-GitHub-Event", "push"),
+                        ("X-GitHub-Delivery", "big"), ("X-Hub-Signature-256", "sha256=00")):
+        connection.putheader(name, value)
+    connection.endheaders()
+    status = connection.getresponse().status
+    connection.close()
+    return status
+
+
+def pr_event(commits, *, action="labeled", labels=(LABEL,), added=LABEL):
+    return {"action": action, "number": 7, "label": {"name": added},
+            "repository": {"full_name": "redis/redis", "default_branch": "main"},
+            "pull_request": {"number": 7, "labels": [{"name": name} for name in labels],
+                             "base": {"sha": commits["B"]}, "head": {"sha": commits["C"]}}}
+
+
+def push_event(commits, ref="refs/heads/main"):
+    return {"ref": ref, "before": commits["A"], "after": commits["B"],
+            "repository": {"full_name": "redis/redis", "default_branch": "main"}}
+
+
+def test_webhook_events_signatures_and_replays(api, repository):
+    endpoint, r, commits, log = api
+    repo, _ = repository
+
+    status, body = post(endpoint, "push", push_event(commits), delivery="push-1")
+    assert status == 202 and body["jobs"] == 1
+    work = r.hgetall(keys.WORK.key(work_id=body["work_id"]))
+    assert (work["source"], work["baseline"], work["comparison"]) == (
+        "push", f"git:{repo}@{commits['A']}", f"git:{repo}@{commits['B']}")
+    (_, entry), = r.xrange(keys.JOBS.key(platform="ci"))
+    job = json.loads(entry["job"])
+    assert job["test"] == "quick-set-sadd" and job["settings"]["runs"] == 3
+    assert [side["target"] for side in job["sides"]] == [work["baseline"], work["comparison"]]
+
+    assert post(endpoint, "push", push_event(commits), delivery="push-1")[0] == 409        # replayed
+    assert post(endpoint, "push", push_event(commits, "refs/heads/other"))[0] == 200       # not benchmarked
+
+    # a bad signature is refused before its delivery id is recorded: the real delivery still counts
+    assert post(endpoint, "pull_request", pr_event(commits), delivery="pr-1", secret=b"wrong")[0] == 401
+    status, body = post(endpoint, "pull_request", pr_event(commits), delivery="pr-1")
+    assert status == 202
+    work = r.hgetall(keys.WORK.key(work_id=body["work_id"]))
+    assert work["github"] == "redis/redis#7" and work["source"] == "pull_request"
+    assert work["baseline"] == f"git:{repo}@{commits['A']}"             # the merge base, not base's tip B
+    assert work["comparison"] == f"git:{repo}@{commits['C']}"
+
+    assert post(endpoint, "pull_request", pr_event(commits, action="opened", labels=()))[0] == 200
+    assert post(endpoint, "pull_request", pr_event(commits, labels=(LABEL, "x"), added="x"))[0] == 200
+    assert post(endpoint, "pull_request", pr_event(commits, action="closed"))[0] == 200
+    assert post(endpoint, "issues", {"action": "opened"})[0] == 422
+    assert post(endpoint, "ping", {"zen": "hi"})[0] == 200
+    assert oversized(endpoint) == 413
+    assert post(endpoint, "push", None, body=b"[not json")[0] == 400
+
+    assert r.zcard(keys.WORKS.key()) == 2 and r.xlen(keys.JOBS.key(platform="ci")) == 2
+    text = log.read_text()
+    assert "status=401" in text and "status=409" in text and "enqueued" in text
