@@ -10,6 +10,7 @@ mod net;
 mod options;
 mod report;
 mod resp;
+mod roles;
 mod rng;
 mod runner;
 mod slots;
@@ -36,6 +37,9 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args == [check::FLAG] {
         std::process::exit(check::serve());
+    }
+    if args.first().map(String::as_str) == Some(roles::FLAG) {
+        std::process::exit(roles::main(&args[1..]));
     }
     let cfg = match parse_args(&args) {
         Ok(c) => c,

@@ -66,8 +66,12 @@ pub fn base64(data: &[u8]) -> String {
 /// A tally's latency histogram in the standard "HISTFAA..." form: V2 compressed
 /// serialization, base64.
 pub fn encode_histogram<C: Resolution>(t: &Tally<C>) -> String {
+    encode_histogram_of(&t.histogram())
+}
+
+pub fn encode_histogram_of<C: Resolution>(h: &hdrhistogram::Histogram<C>) -> String {
     let mut bytes = Vec::new();
-    V2DeflateSerializer::new().serialize(&t.histogram(), &mut bytes).expect("histogram serialization");
+    V2DeflateSerializer::new().serialize(h, &mut bytes).expect("histogram serialization");
     base64(&bytes)
 }
 

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 pub struct RunError(pub String);
 
-fn cpu_times() -> (f64, f64) {
+pub fn cpu_times() -> (f64, f64) {
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage fills the struct we own.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };

@@ -1,0 +1,93 @@
+//! Many connections that only receive (subscribers, tracking listeners): one event loop reads
+//! them all and hands every complete value to the role's handler.
+
+use super::wire::{Inbox, Value};
+use mio::net::TcpStream;
+use mio::{Events as MioEvents, Interest, Poll, Token};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// After the stop signal, keep reading until the connections were quiet this long (messages the
+/// server sent before the end still count in the run's totals), at most DRAIN_MAX.
+const QUIET: Duration = Duration::from_millis(200);
+const DRAIN_MAX: Duration = Duration::from_secs(3);
+
+pub struct Received {
+    pub lost: u64,
+    pub error: Option<String>,
+}
+
+/// Read `conns` until `stop` is set (then drain), calling `handle(connection, value)`.
+pub fn listen<H: FnMut(usize, Value)>(conns: Vec<(std::net::TcpStream, Inbox)>, stop: Arc<AtomicBool>, handle: &mut H) -> Received {
+    let mut poll = match Poll::new() {
+        Ok(p) => p,
+        Err(e) => return Received { lost: 0, error: Some(format!("epoll: {e}")) },
+    };
+    let mut streams: Vec<(TcpStream, Inbox, bool)> = Vec::with_capacity(conns.len());
+    for (i, (s, inbox)) in conns.into_iter().enumerate() {
+        let _ = s.set_nonblocking(true);
+        let mut s = TcpStream::from_std(s);
+        if let Err(e) = poll.registry().register(&mut s, Token(i), Interest::READABLE) {
+            return Received { lost: 0, error: Some(format!("epoll register: {e}")) };
+        }
+        streams.push((s, inbox, true));
+    }
+    // bytes already read during the setup may hold complete values
+    for (i, (_, inbox, _)) in streams.iter_mut().enumerate() {
+        while let Ok(Some(v)) = inbox.next() {
+            handle(i, v);
+        }
+    }
+    let mut events = MioEvents::with_capacity(1024);
+    let mut lost = 0;
+    let mut stopping_since: Option<Instant> = None;
+    let mut last_data = Instant::now();
+    loop {
+        if stopping_since.is_none() && stop.load(Ordering::SeqCst) {
+            stopping_since = Some(Instant::now());
+        }
+        if let Some(since) = stopping_since {
+            if last_data.elapsed() >= QUIET || since.elapsed() >= DRAIN_MAX {
+                break;
+            }
+        }
+        if poll.poll(&mut events, Some(Duration::from_millis(50))).is_err() {
+            continue;
+        }
+        for ev in events.iter() {
+            let i = ev.token().0;
+            let (stream, inbox, open) = &mut streams[i];
+            if !*open {
+                continue;
+            }
+            loop {
+                match inbox.fill(stream) {
+                    Ok(0) => {
+                        *open = false;
+                        lost += 1;
+                        break;
+                    }
+                    Ok(_) => {
+                        last_data = Instant::now();
+                        loop {
+                            match inbox.next() {
+                                Ok(Some(v)) => handle(i, v),
+                                Ok(None) => break,
+                                Err(e) => return Received { lost, error: Some(e) },
+                            }
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => {
+                        *open = false;
+                        lost += 1;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    Received { lost, error: None }
+}

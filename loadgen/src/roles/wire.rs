@@ -1,0 +1,234 @@
+//! RESP2/RESP3 values for the roles: a parser over a byte buffer that says "incomplete" instead
+//! of blocking (so one parser serves blocking workers and the event loop of thousands of
+//! subscribers), the request encoder, and a blocking connection.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Simple(Vec<u8>),
+    Error(Vec<u8>),
+    Int(i64),
+    Bulk(Vec<u8>),
+    Null,
+    Array(Vec<Value>),
+    /// RESP3 out-of-band data (`>`): pub/sub messages and tracking invalidations.
+    Push(Vec<Value>),
+}
+
+impl Value {
+    pub fn bytes(&self) -> Option<&[u8]> {
+        match self {
+            Value::Simple(b) | Value::Bulk(b) => Some(b),
+            _ => None,
+        }
+    }
+    pub fn items(&self) -> Option<&[Value]> {
+        match self {
+            Value::Array(v) | Value::Push(v) => Some(v),
+            _ => None,
+        }
+    }
+    pub fn error(&self) -> Option<String> {
+        match self {
+            Value::Error(e) => Some(String::from_utf8_lossy(e).into_owned()),
+            _ => None,
+        }
+    }
+}
+
+fn line(buf: &[u8], from: usize) -> Option<(&[u8], usize)> {
+    let rest = buf.get(from..)?;
+    let at = memchr::memchr(b'\n', rest)?;
+    if at == 0 || rest[at - 1] != b'\r' {
+        return None;
+    }
+    Some((&rest[..at - 1], from + at + 1))
+}
+
+fn number(text: &[u8]) -> Result<i64, String> {
+    std::str::from_utf8(text).ok().and_then(|t| t.parse().ok()).ok_or_else(|| {
+        format!("protocol error: '{}' is not a number", String::from_utf8_lossy(text))
+    })
+}
+
+/// One value from the start of `buf`: Ok(None) when more bytes are needed, else the value and
+/// the bytes it used.
+pub fn parse(buf: &[u8]) -> Result<Option<(Value, usize)>, String> {
+    parse_at(buf, 0)
+}
+
+fn parse_at(buf: &[u8], at: usize) -> Result<Option<(Value, usize)>, String> {
+    let Some(&kind) = buf.get(at) else { return Ok(None) };
+    let Some((text, next)) = line(buf, at + 1) else { return Ok(None) };
+    let aggregate = |count: i64, pairs: bool| -> Result<Option<(Vec<Value>, usize)>, String> {
+        let n = if pairs { count * 2 } else { count };
+        let mut items = Vec::with_capacity(n.clamp(0, 1024) as usize);
+        let mut pos = next;
+        for _ in 0..n {
+            match parse_at(buf, pos)? {
+                Some((v, end)) => {
+                    items.push(v);
+                    pos = end;
+                }
+                None => return Ok(None),
+            }
+        }
+        Ok(Some((items, pos)))
+    };
+    let value = match kind {
+        b'+' => (Value::Simple(text.to_vec()), next),
+        b'-' => (Value::Error(text.to_vec()), next),
+        b':' => (Value::Int(number(text)?), next),
+        b'_' => (Value::Null, next),
+        b'#' => (Value::Int((text == b"t") as i64), next),
+        b',' | b'(' => (Value::Simple(text.to_vec()), next),
+        b'$' | b'=' | b'!' => {
+            let n = number(text)?;
+            if n < 0 {
+                (Value::Null, next)
+            } else {
+                let end = next + n as usize;
+                if buf.len() < end + 2 {
+                    return Ok(None);
+                }
+                let body = buf[next..end].to_vec();
+                if kind == b'!' {
+                    (Value::Error(body), end + 2)
+                } else {
+                    (Value::Bulk(body), end + 2)
+                }
+            }
+        }
+        b'*' | b'~' | b'>' | b'%' => {
+            let n = number(text)?;
+            if n < 0 {
+                (Value::Null, next)
+            } else {
+                match aggregate(n, kind == b'%')? {
+                    Some((items, end)) => (if kind == b'>' { Value::Push(items) } else { Value::Array(items) }, end),
+                    None => return Ok(None),
+                }
+            }
+        }
+        other => return Err(format!("protocol error: unexpected reply type byte 0x{other:02x}")),
+    };
+    Ok(Some(value))
+}
+
+pub fn encode(args: &[&[u8]], out: &mut Vec<u8>) {
+    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Bytes received but not yet parsed, shared by the blocking and the event-loop readers.
+#[derive(Default)]
+pub struct Inbox {
+    buf: Vec<u8>,
+    start: usize,
+}
+
+impl Inbox {
+    pub fn space(&mut self) -> &mut Vec<u8> {
+        if self.start > 0 && self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        } else if self.start > 1 << 16 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        &mut self.buf
+    }
+    pub fn next(&mut self) -> Result<Option<Value>, String> {
+        match parse(&self.buf[self.start..])? {
+            Some((v, used)) => {
+                self.start += used;
+                Ok(Some(v))
+            }
+            None => Ok(None),
+        }
+    }
+    /// Read once from `r` into the buffer; Ok(0) at end of stream.
+    pub fn fill(&mut self, r: &mut impl Read) -> std::io::Result<usize> {
+        let buf = self.space();
+        let len = buf.len();
+        buf.resize(len + 65536, 0);
+        let got = r.read(&mut buf[len..]);
+        buf.truncate(len + *got.as_ref().unwrap_or(&0));
+        got
+    }
+}
+
+/// A blocking connection: one request, one reply (or several requests, then their replies).
+pub struct Conn {
+    pub stream: TcpStream,
+    inbox: Inbox,
+    out: Vec<u8>,
+}
+
+impl Conn {
+    pub fn open(host: &str, port: u16) -> Result<Conn, String> {
+        let stream = TcpStream::connect((host, port)).map_err(|e| format!("cannot connect to {host}:{port}: {e}"))?;
+        let _ = stream.set_nodelay(true);
+        Ok(Conn { stream, inbox: Inbox::default(), out: Vec::new() })
+    }
+    pub fn send(&mut self, args: &[&[u8]]) -> Result<(), String> {
+        self.out.clear();
+        encode(args, &mut self.out);
+        self.stream.write_all(&self.out).map_err(|e| format!("write: {e}"))
+    }
+    pub fn read(&mut self) -> Result<Value, String> {
+        loop {
+            if let Some(v) = self.inbox.next()? {
+                return Ok(v);
+            }
+            match self.inbox.fill(&mut self.stream) {
+                Ok(0) => return Err("the server closed the connection".into()),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("read: {e}")),
+            }
+        }
+    }
+    /// One command and its reply; an error reply is an Err naming the command.
+    pub fn call(&mut self, args: &[&[u8]]) -> Result<Value, String> {
+        self.send(args)?;
+        let v = self.read()?;
+        match v.error() {
+            Some(e) => Err(format!("{} replied: {e}", String::from_utf8_lossy(args[0]))),
+            None => Ok(v),
+        }
+    }
+    pub fn into_parts(self) -> (TcpStream, Inbox) {
+        (self.stream, self.inbox)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn incomplete_then_complete() {
+        let full = b">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$5\r\nhello\r\n";
+        for cut in 0..full.len() {
+            assert_eq!(parse(&full[..cut]).unwrap(), None, "cut at {cut}");
+        }
+        let (v, used) = parse(full).unwrap().unwrap();
+        assert_eq!(used, full.len());
+        assert_eq!(v, Value::Push(vec![Value::Bulk(b"message".to_vec()), Value::Bulk(b"ch".to_vec()), Value::Bulk(b"hello".to_vec())]));
+    }
+
+    #[test]
+    fn resp3_map_null_and_errors() {
+        assert_eq!(parse(b"%1\r\n+a\r\n:1\r\n").unwrap().unwrap().0, Value::Array(vec![Value::Simple(b"a".to_vec()), Value::Int(1)]));
+        assert_eq!(parse(b"_\r\n").unwrap().unwrap().0, Value::Null);
+        assert_eq!(parse(b"*-1\r\n").unwrap().unwrap().0, Value::Null);
+        assert!(parse(b"?x\r\n").is_err());
+    }
+}
