@@ -16,6 +16,7 @@ from redline.server import Server
 from redline.server_traits import binary_traits
 from redline.topology import DEFAULT_TOPOLOGY
 from redline.suites.commands import literal_commands, used_commands
+from redline.suites import roles
 
 if TYPE_CHECKING:
     from redline.suites import TestSpec
@@ -139,13 +140,15 @@ def unsupported_reason(test: TestSpec, topology, *, managed: bool = True) -> str
         return topology.unsupported
     if not managed and topology.name != DEFAULT_TOPOLOGY:
         return f"a tcp:// target is someone else's server: redline cannot deploy {topology.name} there"
-    if test.multi_client:
-        return f"runs {len(test.clients)} clients at once; redline drives one client per test"
     if test.has_errors:
         first = next(d for d in test.diagnostics if d.severity == "error")
         return f"the suite has errors, e.g. {first.path}:{first.line}: {first.message}"
-    if test.client.tool not in CLIENT_TOOLS:
-        return f"client tool {test.client.tool!r} is not supported (redline runs memtier_benchmark command lines)"
+    for client in test.clients:
+        if client.tool in roles.NOT_YET_RUNNABLE:
+            return f"client tool {client.tool!r}: redline-load's job-queue roles are not written yet"
+        if client.tool not in CLIENT_TOOLS and not roles.is_role(client.tool):
+            return (f"client tool {client.tool!r} is not supported (redline runs memtier_benchmark command lines "
+                    f"and the roles {', '.join(roles.roles())})")
     if test.db.preload and test.db.preload.tool not in CLIENT_TOOLS:
         return f"preload tool {test.db.preload.tool!r} is not supported"
     needed, available = estimated_preload_bytes(test), available_memory_bytes()

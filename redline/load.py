@@ -15,6 +15,7 @@ from typing import Callable, Protocol
 from redline.children import spawn
 from redline.errors import RunError
 from redline.pinning import pinned
+from redline.suites import roles
 from redline.suites.memtier import without_options
 from redline.suites.owned import CLIENT_OPTIONS
 
@@ -61,11 +62,14 @@ class LoadRequest:
     warmup_s: float = 0.0
     cpus: tuple[int, ...] | None = None
     reconnect_on_error: bool = False   # lost connections reconnect and do not fail the run (preloads)
+    role: str | None = None            # another client tool redline-load plays (redline.suites.roles)
 
     def argv(self) -> list[str]:
         """Suite arguments first without the options redline owns (redline.suites.owned), redline's
         own after them (the last value of a flag wins). A duration makes every run time-based: a
         suite's request count (-n) is dropped with it."""
+        if self.role is not None:
+            return self._role_argv()
         dropped = {*CLIENT_OPTIONS, *(REQUEST_OPTIONS if self.duration_s is not None else ())}
         arguments = without_options(self.arguments, dropped)
         argv = [str(loadgen_binary()), *arguments, "--server", self.host, "--port", str(self.port),
@@ -77,6 +81,17 @@ class LoadRequest:
             argv += ["--warmup-time", _seconds_arg(self.warmup_s)]
         if self.reconnect_on_error:
             argv.append("--reconnect-on-error")
+        return argv
+
+
+    def _role_argv(self) -> list[str]:
+        """`redline-load --role TOOL` with the tool's own flags, then redline's (loadgen/role_options.tsv)."""
+        argv = [str(loadgen_binary()), "--role", self.role, *roles.without_owned(self.role, self.arguments),
+                "--server", self.host, "--port", str(self.port), "--json-out-file", str(self.json_path), "--events"]
+        if self.duration_s is not None:
+            argv += ["--window", _seconds_arg(self.duration_s)]
+        if self.warmup_s:
+            argv += ["--warmup-time", _seconds_arg(self.warmup_s)]
         return argv
 
 
@@ -92,6 +107,8 @@ class LoadResult:
     argv: list[str]
     report: dict                       # the JSON redline-load wrote
     stderr_tail: str = ""
+    groups: list[dict] | None = None   # a grouped test: every group's summary (redline.load_groups)
+    headline: str | None = None        # a grouped test: which group this result is
 
     @property
     def totals(self) -> dict:

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Callable
 
 from redline import admission, machine, state
 from redline.errors import RunError, SkipTest
-from redline.load import LoadRequest, LoadResult, NotAResult, ServerGone, run_load
+from redline.load import LoadRequest, LoadResult, NotAResult, ServerGone
+from redline.load_groups import run_test_load
 from redline.probes import WindowProbe
 from redline.run import Run
 from redline.run_plan import Observer, RunSettings, Side
@@ -138,8 +139,9 @@ class ServerRunner:
         try:
             try:
                 recorder = self._recorder(side, server, run) if run.purpose == "profile" else None
-                result = run_load(request, listener=_LoadProgress(self.observer, probe, request, recorder),
-                                  server_alive=watch, timeout_s=self._run_timeout())
+                result = run_test_load(self.test, request, server.load_arguments,
+                                       listener=_LoadProgress(self.observer, probe, request, recorder),
+                                       server_alive=watch, timeout_s=self._run_timeout())
                 if recorder is not None:
                     self.observer.phase("profile: perf script, flame graph")
                     run.profile = recorder.stop().as_json()
@@ -157,6 +159,9 @@ class ServerRunner:
             run.metrics, run.series, run.flags = _metrics(self.test, result, probe, prepared.plan)
             run.facts["state"]["memory_at_window_start"] = state.memory_figures(probe.info_start)
             run.facts["loadgen"] = result.extra
+            if result.groups:       # several clients at once (redline.load_groups): the headline is the last
+                run.facts.update(groups=result.groups, headline_group=result.headline, loadgen_argv=result.argv)
+                self.observer.note(f"headline metrics: {result.headline}, the last client (as upstream exports it)")
             run.finish("ok")
         except RunError as exc:
             run.server_log_tail = server.log_tail()

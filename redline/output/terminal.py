@@ -33,7 +33,7 @@ class _TextConsole(Console):
 
 
 def console(*, stderr: bool = False, **options) -> Console:
-    return _TextConsole(stderr=stderr, highlight=False, markup=False, **options)
+    return _TextConsole(stderr=stderr, highlight=False, markup=False, emoji=False, **options)
 
 
 def styled(*parts: str | tuple[str, str]) -> Text:

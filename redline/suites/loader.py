@@ -11,6 +11,7 @@ from .memtier import parse_client_arguments, split_command
 from .keyspace import unreachable_keyspace
 from .parallel import parallel_warnings
 from .model import DbConfig, TestSpec, ToolInvocation
+from . import roles
 from .owned import owned_command, owned_server_parameter, server_parameter_note
 from .yamlnodes import NodeReader, compose_file, line_of, suggest, type_name
 
@@ -263,13 +264,8 @@ class _SpecBuilder:
             if not isinstance(node, yaml.SequenceNode) or not node.value:
                 raise r.fatal(line_of(node), "clientconfigs must be a non-empty list of client "
                               f"configurations, got {type_name(node)}")
-            clients = [self._tool(item, item, f"clientconfigs[{index}]")
-                       for index, item in enumerate(node.value)]
-            if len(clients) > 1:
-                r.report(line_of(key_node), "warning", f"{len(clients)} concurrent clients "
-                         "(clientconfigs): redline runs one client per test, so this test is "
-                         "skipped by `redline run`; the measured client is the last one")
-            return clients
+            return [self._tool(item, item, f"clientconfigs[{index}]")
+                    for index, item in enumerate(node.value)]
         if "clientconfig" in items:
             key_node, node = items["clientconfig"]
             return [self._tool(node, key_node, "clientconfig")]
@@ -308,10 +304,17 @@ class _SpecBuilder:
                     self._drop(line, message)
                 else:
                     r.report(line, problem.severity, message)
+        elif roles.is_role(tool):
+            for problem in roles.check_arguments(tool, argv):
+                line = self._token_line(args_node, problem.token) or line_of(args_key)
+                if problem.owned:
+                    self._drop(line, f"{where}.arguments: {problem.message}")
+                else:
+                    r.report(line, problem.severity, f"{where}.arguments: {problem.message}")
         else:
-            r.report(line_of(tool_node), "warning", f"{where}.tool '{tool}' is not "
-                     f"{MEMTIER_TOOL}-compatible: redline-load cannot run it, so `redline run` "
-                     "skips this test")
+            r.report(line_of(tool_node), "warning", f"{where}.tool '{tool}' is neither "
+                     f"{MEMTIER_TOOL}-compatible nor one of redline-load's roles "
+                     f"({', '.join(roles.roles())}), so `redline run` skips this test")
         return invocation
 
     def _argv(self, node, where: str) -> list[str]:

@@ -38,12 +38,6 @@ impl Clock {
     pub fn end_window(&self) {
         self.end_ns.store(self.now_ns(), Ordering::SeqCst);
     }
-    pub fn started(&self) -> bool {
-        self.start_ns.load(Ordering::SeqCst) != NOT_YET
-    }
-    pub fn ended(&self) -> bool {
-        self.end_ns.load(Ordering::SeqCst) != NOT_YET
-    }
     /// The second of the measured window `at_ns` falls in, or None outside it.
     pub fn second_of(&self, at_ns: u64) -> Option<usize> {
         let start = self.start_ns.load(Ordering::Relaxed);
@@ -93,22 +87,6 @@ impl Meter {
             let _ = self.latency.record(us);
             let _ = self.seconds[second].1.record(us);
         }
-    }
-    pub fn merge(&mut self, o: &Meter) {
-        self.count += o.count;
-        let _ = self.latency.add(&o.latency);
-        while self.seconds.len() < o.seconds.len() {
-            self.seconds.push((0, new_histogram()));
-        }
-        for (i, (n, h)) in o.seconds.iter().enumerate() {
-            self.seconds[i].0 += n;
-            let _ = self.seconds[i].1.add(h);
-        }
-    }
-    pub fn sum<'a>(meters: impl IntoIterator<Item = &'a Meter>) -> Meter {
-        let mut m = Meter::default();
-        meters.into_iter().for_each(|o| m.merge(o));
-        m
     }
 }
 
