@@ -98,7 +98,9 @@ def check_arguments(tool: str, argv: list[str]) -> list[ArgumentProblem]:
                 "warning" if owned else "error",
                 f"{tool}: '{token}' is set by redline (dropped)" if owned else f"{tool}: unknown flag '{token}'",
                 token, owned=owned))
-            if owned and "=" not in body and table[(REDLINE_ROLE, name)].kind != "bool":
+            if not owned:
+                break           # what follows cannot be read without knowing this flag (redline-load stops too)
+            if "=" not in body and table[(REDLINE_ROLE, name)].kind != "bool":
                 index += 1
             index += 1
             continue

@@ -48,6 +48,7 @@ pub fn roles() -> Vec<&'static str> {
 }
 
 /// The parsed flags of one role: the values given, the table's defaults for the rest.
+#[derive(Debug)]
 pub struct Flags {
     pub role: String,
     given: BTreeMap<String, String>,

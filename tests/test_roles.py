@@ -1,0 +1,177 @@
+"""Client groups and redline-load's roles (issue #22), against real Debian redis-servers:
+counts that must hold exactly (messages published × subscribers = received; BLPOP pops =
+pushes − what is left), the ACL split of tracking invalidations, and every upstream suite with
+several clients or another tool through `redline run` at a short duration."""
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import start_redis_server
+from redline.load import LoadRequest, run_load
+from redline.load_groups import GroupRequest, group_durations, run_groups
+from redline.suites import load_test, roles
+
+UPSTREAM = Path("/work/shared/upstream-suites/test-suites")
+
+
+def _wait_for(condition, what: str, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _role_in_background(request: LoadRequest) -> tuple[threading.Thread, dict]:
+    out: dict = {}
+    thread = threading.Thread(target=lambda: out.update(result=run_load(request, timeout_s=60)), daemon=True)
+    thread.start()
+    return thread, out
+
+
+@pytest.fixture
+def server(tmp_path):
+    server = start_redis_server(tmp_path)
+    yield server
+    server.stop()
+
+
+def test_every_message_published_reaches_each_subscriber_of_its_channel(server, tmp_path):
+    request = LoadRequest(arguments=["-clients", "6", "-channel-minimum", "1", "-channel-maximum", "3",
+                                     "-subscriber-prefix", "ch-", "-mode", "subscribe"],
+                          host=server.host, port=server.port, json_path=tmp_path / "sub.json", duration_s=3,
+                          role="pubsub-sub-bench")
+    thread, out = _role_in_background(request)
+    client = server.client()
+    _wait_for(lambda: all(n == 2 for _, n in client.pubsub_numsub("ch-1", "ch-2", "ch-3")), "6 subscribers")
+    delivered = 0
+    for index in range(300):
+        delivered += client.publish(f"ch-{index % 3 + 1}", f"redline-ts:{int(time.time() * 1e6)}:{index}")
+    thread.join(timeout=60)
+    counts = out["result"].extra["role_counts"]
+    assert delivered == 300 * 2                          # each channel has 2 subscribers
+    assert counts["received_total"] == delivered
+    assert counts["every_subscriber_got_every_message"] is True
+    assert all(c["received"] == 200 for c in counts["per_channel"].values())
+    assert out["result"].percentile_ms("50.00") is not None     # the payloads carried their send time
+
+
+def _tracking_run(server, tmp_path, patterns: str | None, writes: int) -> dict:
+    arguments = ["--listener-count", "4", "--tracking-prefix", "bench:"]
+    if patterns:
+        arguments += ["--acl-user-patterns", patterns]
+    request = LoadRequest(arguments=arguments, host=server.host, port=server.port,
+                          json_path=tmp_path / "tracking.json", duration_s=3, role="bcast-listener")
+    thread, out = _role_in_background(request)
+    client = server.client()
+    _wait_for(lambda: client.info("clients").get("tracking_clients") == 4, "4 tracking listeners")
+    for index in range(writes):
+        client.set(f"bench:hot:{index}", "v")
+    thread.join(timeout=60)
+    assert client.acl_users() == ["default"]              # the run's ACL users are gone
+    return out["result"].extra["role_counts"]
+
+
+def test_acl_half_filtered_tracking_gets_half_the_invalidations_where_the_server_filters(server, tmp_path):
+    writes = 200
+    unfiltered = _tracking_run(server, tmp_path, None, writes)
+    half = _tracking_run(server, tmp_path, "bench:hot:*;bench:cold:*", writes)
+    assert unfiltered["invalidation_messages"] == 4 * writes       # BCAST: every listener, every write
+    hot, cold = half["by_acl_pattern"]["bench:hot:*"], half["by_acl_pattern"]["bench:cold:*"]
+    assert hot["listeners"] == cold["listeners"] == 2
+    assert hot["invalidations"] == 2 * writes
+    # Send-time ACL filtering (redis/redis#15122) drops the cold users' invalidations; a server
+    # without it (Debian's 7.0) sends them all. Either way the ratio is one of the two, not between.
+    ratio = half["invalidation_messages"] / unfiltered["invalidation_messages"]
+    filters = cold["invalidations"] == 0
+    assert ratio == pytest.approx(0.5 if filters else 1.0, abs=0.1)
+
+
+def test_blpop_consumers_pop_exactly_what_the_producer_pushed_minus_what_is_left(server, tmp_path):
+    def group(label, arguments, seconds):
+        return GroupRequest(label, LoadRequest(arguments=arguments, host=server.host, port=server.port,
+                                               json_path=tmp_path / f"{label}.json", duration_s=seconds))
+    producer = group("producer", ["--data-size", "32", "--command", "LPUSH blpop:key:1 __data__", "-c", "1", "-t", "1"], 3)
+    consumers = group("consumers", ["--command", "BLPOP blpop:key:1 0", "-c", "5", "-t", "2"], 2)
+    result = run_groups([producer, consumers])
+    client = server.client()
+    stats = client.info("commandstats")
+    pushes, pops, left = stats["cmdstat_lpush"]["calls"], stats["cmdstat_blpop"]["calls"], client.llen("blpop:key:1")
+    # every pushed element woke a consumer or is still in the list; commandstats may also count a
+    # BLPOP whose connection closed while it was blocked (at most one per consumer connection)
+    assert pushes - left <= pops <= pushes - left + 10
+    counted = result.groups[1]["ops"]
+    assert result.headline == "consumers" and counted == result.ops
+    assert 0 < counted <= pops <= counted + 10               # at most one reply per connection unread at its end
+    assert 0 < result.groups[0]["ops"] <= pushes
+
+
+def test_group_lengths_keep_the_suites_proportions():
+    test = load_test(UPSTREAM / "memtier_benchmark-Nclients-blpop-1key-rotated-pipeline-1.yml")
+    assert group_durations(test.clients, 2.0) == [pytest.approx(2.0 * 125 / 120), 2.0]
+    assert group_durations(test.clients, None) == [125.0, 120.0]
+    tracking = load_test(UPSTREAM / "memtier_benchmark-set-bcast-tracking-100-listeners.yml")
+    assert group_durations(tracking.clients, 2.0) == [2.0, 2.0]          # the listener has no length of its own
+
+
+def test_role_flags_are_checked_like_redline_load_does():
+    assert [p.message for p in roles.check_arguments("sidekiq-bench", ["--workers", "5", "--priorities", "4"])] == \
+        ["sidekiq-bench: unknown flag '--priorities'"]
+    assert roles.check_arguments("pubsub-sub-bench", ["-mode", "psubscribe"])[0].message == \
+        "pubsub-sub-bench: -mode must be subscribe or ssubscribe, got 'psubscribe'"
+    owned = roles.check_arguments("bcast-listener", ["--server", "10.0.0.1", "--listener-count", "3"])
+    assert [p.owned for p in owned] == [True]
+    assert roles.without_owned("bcast-listener", ["--server", "10.0.0.1", "--listener-count", "3"]) == \
+        ["--listener-count", "3"]
+
+
+GROUP_SUITES = sorted(path.name for path in UPSTREAM.glob("*.yml") if "clientconfigs:" in path.read_text())
+ROLE_SUITES = sorted(path.name for path in UPSTREAM.glob("*.yml")
+                     if any(f"tool: {tool}" in path.read_text() for tool in roles.NOT_YET_RUNNABLE))
+
+
+def test_the_eighteen_suites_validate(redline_cli):
+    assert len(GROUP_SUITES) == 13 and len(ROLE_SUITES) == 5
+    proc = redline_cli("suites", "validate", *[UPSTREAM / name for name in GROUP_SUITES + ROLE_SUITES])
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def _runs_by_test(store: Path) -> dict[str, dict]:
+    """Every stored run's status, error and facts by test name (the one place this file reads the store)."""
+    with sqlite3.connect(store) as db:
+        rows = db.execute("SELECT test, status, error, facts FROM runs").fetchall()
+    return {test: {"status": status, "error": error, "facts": json.loads(facts or "{}")} for test, status, error, facts in rows}
+
+
+@pytest.fixture(scope="module")
+def grouped_runs(tmp_path_factory):
+    """The 13 clientconfigs suites, unchanged, through one `redline run` of 2 s each."""
+    import os
+    import subprocess
+
+    from conftest import REDLINE
+    workdir = tmp_path_factory.mktemp("groups")
+    suites = workdir / "suites"
+    suites.mkdir()
+    for name in GROUP_SUITES:
+        shutil.copy(UPSTREAM / name, suites / name)
+    proc = subprocess.run([*REDLINE, "run", str(suites), "--duration", "2s", "--warmup", "0s"], cwd=workdir,
+                          capture_output=True, text=True, timeout=900, env={**os.environ, "COLUMNS": "200"})
+    return proc, _runs_by_test(workdir / "redline.db")
+
+
+@pytest.mark.parametrize("name", GROUP_SUITES)
+def test_each_clientconfigs_suite_runs_with_every_group_measured(grouped_runs, name):
+    proc, runs = grouped_runs
+    run = runs[name.removesuffix(".yml")]
+    assert run["status"] == "ok", (run["error"], proc.stderr[-2000:])
+    groups = run["facts"]["groups"]
+    assert len(groups) == 2 and run["facts"]["headline_group"] == groups[-1]["group"]
+    for group in groups:
+        assert group["ops"] and group["ops_per_sec"] > 0, group
