@@ -4,8 +4,10 @@
     .venv/bin/python scripts/upstream_check.py [--suites DIR] [--duration 3s] [--out docs/upstream-check.md]
 
 Each suite is run for --duration (default 3s, after a 1s warm-up) against Debian's redis-server.
-Suites this machine cannot run (other topologies, several clients at once, commands the server
-does not know, datasets larger than memory) are skipped by redline with the reason. The summary
+Suites this machine cannot run (other topologies, commands the server does not know, datasets
+larger than memory, the job-queue tools whose roles redline-load does not play yet) are skipped by
+redline with the reason; suites with several clients at once (clientconfigs) and the
+pubsub-sub-bench and bcast-listener tools run (redline.load_groups, redline-load --role). The summary
 counts, of the runnable suites, how many completed with valid results (status ok, operations
 measured, no error replies) and lists every failure with its reason. Not part of the CI run: the
 upstream preloads are large (10M keys, 10M stream entries), so it takes hours on 2 cores.
@@ -96,7 +98,7 @@ def wall_hours(stores: list[Path]) -> float:
 
 # reasons that differ only in a detail, counted as one row (each suite's own words listed below)
 REASON_GROUPS = {"runs on ": "needs another topology (replicas, cluster, io-threads; choose with --topology)",
-                 "client tool": "its client tool is not memtier_benchmark",
+                 "client tool": "its client tool is neither memtier_benchmark nor a role redline-load plays",
                  "preload tool": "its preload tool is not memtier_benchmark",
                  "its preload needs": "its preload needs more than 60% of the available memory",
                  "the suite has errors": "the suite has errors"}

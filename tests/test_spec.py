@@ -404,7 +404,7 @@ def test_only_the_upstream_mset_load_suites_have_an_unreachable_keyspace():
                        for n, size in [(10, "1000B"), (10, "100B"), (10, "10B"), (50, "100B"), (50, "10B")]}
 
 
-def test_non_memtier_and_multi_client_warn(tmp_path):
+def test_client_groups_and_roles_are_read_and_other_tools_warn(tmp_path):
     text = GOOD[:GOOD.index("clientconfig:")] + """\
 clientconfigs:
 - tool: memtier_benchmark
@@ -416,9 +416,12 @@ clientconfigs:
     assert [c.tool for c in spec.clients] == ["memtier_benchmark", "sidekiq-bench"]
     assert spec.client.tool == "sidekiq-bench" and spec.multi_client
     assert spec.client.workload is None and spec.clients[0].workload.commands == [["LPUSH", "q", "__data__"]]
-    warnings = messages(spec, "warning")
-    assert any("2 concurrent clients" in m for m in warnings)
-    assert any("'sidekiq-bench' is not memtier_benchmark-compatible" in m for m in warnings)
+    assert not messages(spec, "warning") and not messages(spec, "error")
+    bad = load_test(write(tmp_path, text.replace("--workers 50", "--workers 50 --priorities 4")))
+    assert any("sidekiq-bench: unknown flag '--priorities'" in m for m in messages(bad, "error"))
+    other = load_test(write(tmp_path, text.replace("sidekiq-bench", "mystery-bench")))
+    assert any("'mystery-bench' is neither memtier_benchmark-compatible nor one of redline-load's roles" in m
+               for m in messages(other, "warning"))
 
 
 # -- memtier arguments ---------------------------------------------------------------------------
