@@ -144,8 +144,6 @@ def unsupported_reason(test: TestSpec, topology, *, managed: bool = True) -> str
         first = next(d for d in test.diagnostics if d.severity == "error")
         return f"the suite has errors, e.g. {first.path}:{first.line}: {first.message}"
     for client in test.clients:
-        if client.tool in roles.NOT_YET_RUNNABLE:
-            return f"client tool {client.tool!r}: redline-load's job-queue roles are not written yet"
         if client.tool not in CLIENT_TOOLS and not roles.is_role(client.tool):
             return (f"client tool {client.tool!r} is not supported (redline runs memtier_benchmark command lines "
                     f"and the roles {', '.join(roles.roles())})")

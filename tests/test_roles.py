@@ -112,6 +112,34 @@ def test_blpop_consumers_pop_exactly_what_the_producer_pushed_minus_what_is_left
     assert 0 < result.groups[0]["ops"] <= pushes
 
 
+@pytest.mark.parametrize("role, flags", [
+    ("sidekiq-bench", ["--num-queues", "3"]),
+    ("celery-bench", ["--priorities", "4", "--brpop-timeout-secs", "1"]),
+    ("resque-bench", ["--num-queues", "2", "--poll-interval-ms", "5", "--idle-poll-duration-s", "1"]),
+    ("bullmq-bench", ["--num-queues", "2"]),
+])
+def test_every_enqueued_job_is_fetched_exactly_once(server, tmp_path, role, flags):
+    request = LoadRequest(arguments=["--workers", "8", "--jobs", "3000", "--warmup-jobs", "100", *flags, "--quiet"],
+                          host=server.host, port=server.port, json_path=tmp_path / "jobs.json", role=role)
+    result = run_load(request, timeout_s=120)
+    counts = result.extra["role_counts"]
+    assert counts["enqueued"] == counts["fetched"] == counts["fetched_once"] == 3100
+    assert counts["fetched_twice_or_more"] == counts["never_fetched"] == 0 and counts["exactly_once"] is True
+    assert result.ops == 3000 and result.percentile_ms("50.00") is not None    # the measured jobs, with latency
+    client = server.client()
+    assert all(client.llen(key) == 0 for key in counts["fetch_keys"])
+    if role == "resque-bench":
+        assert counts["idle_polls_per_sec"] > 0
+
+
+def test_a_job_queue_run_for_a_time_accounts_for_every_job_it_enqueued(server, tmp_path):
+    request = LoadRequest(arguments=["--workers", "4", "--jobs", "100000000", "--num-queues", "2"], host=server.host,
+                          port=server.port, json_path=tmp_path / "jobs.json", duration_s=1.5, role="sidekiq-bench")
+    counts = run_load(request, timeout_s=120).extra["role_counts"]
+    assert 0 < counts["enqueued"] < 100000000
+    assert counts["fetched"] == counts["enqueued"] and counts["exactly_once"] is True
+
+
 def test_group_lengths_keep_the_suites_proportions():
     test = load_test(UPSTREAM / "memtier_benchmark-Nclients-blpop-1key-rotated-pipeline-1.yml")
     assert group_durations(test.clients, 2.0) == [pytest.approx(2.0 * 125 / 120), 2.0]
@@ -133,7 +161,7 @@ def test_role_flags_are_checked_like_redline_load_does():
 
 GROUP_SUITES = sorted(path.name for path in UPSTREAM.glob("*.yml") if "clientconfigs:" in path.read_text())
 ROLE_SUITES = sorted(path.name for path in UPSTREAM.glob("*.yml")
-                     if any(f"tool: {tool}" in path.read_text() for tool in roles.NOT_YET_RUNNABLE))
+                     if any(f"tool: {tool}" in path.read_text() for tool in roles.JOB_QUEUE_ROLES))
 
 
 def test_the_eighteen_suites_validate(redline_cli):
@@ -151,7 +179,7 @@ def _runs_by_test(store: Path) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def grouped_runs(tmp_path_factory):
-    """The 13 clientconfigs suites, unchanged, through one `redline run` of 2 s each."""
+    """The 18 suites, unchanged, through one `redline run` of 2 s each."""
     import os
     import subprocess
 
@@ -159,19 +187,22 @@ def grouped_runs(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("groups")
     suites = workdir / "suites"
     suites.mkdir()
-    for name in GROUP_SUITES:
+    for name in GROUP_SUITES + ROLE_SUITES:
         shutil.copy(UPSTREAM / name, suites / name)
     proc = subprocess.run([*REDLINE, "run", str(suites), "--duration", "2s", "--warmup", "0s"], cwd=workdir,
                           capture_output=True, text=True, timeout=900, env={**os.environ, "COLUMNS": "200"})
     return proc, _runs_by_test(workdir / "redline.db")
 
 
-@pytest.mark.parametrize("name", GROUP_SUITES)
-def test_each_clientconfigs_suite_runs_with_every_group_measured(grouped_runs, name):
+@pytest.mark.parametrize("name", GROUP_SUITES + ROLE_SUITES)
+def test_each_suite_runs_with_every_group_measured(grouped_runs, name):
     proc, runs = grouped_runs
     run = runs[name.removesuffix(".yml")]
     assert run["status"] == "ok", (run["error"], proc.stderr[-2000:])
     groups = run["facts"]["groups"]
-    assert len(groups) == 2 and run["facts"]["headline_group"] == groups[-1]["group"]
+    assert len(groups) == len(load_test(UPSTREAM / name).clients)
+    assert run["facts"]["headline_group"] == groups[-1]["group"]
     for group in groups:
         assert group["ops"] and group["ops_per_sec"] > 0, group
+        if group["role_counts"] and "exactly_once" in group["role_counts"]:
+            assert group["role_counts"]["exactly_once"] is True, group

@@ -22,15 +22,14 @@ INT_KINDS = ("int",)
 ROLE_COMMANDS: dict[str, list[list[str]]] = {
     "pubsub-sub-bench": [["SUBSCRIBE"], ["SSUBSCRIBE"]],
     "bcast-listener": [["HELLO"], ["CLIENT", "TRACKING"], ["ACL", "SETUSER"], ["ACL", "DELUSER"]],
-    "sidekiq-bench": [["SADD"], ["LPUSH"], ["BRPOP"]],
-    "celery-bench": [["LPUSH"], ["BRPOP"], ["HSET"], ["ZADD"], ["ZREM"], ["HDEL"]],
+    "sidekiq-bench": [["SADD"], ["LPUSH"], ["BRPOP"], ["CLIENT", "UNBLOCK"]],
+    "celery-bench": [["LPUSH"], ["BRPOP"], ["HSET"], ["ZADD"], ["ZREM"], ["HDEL"], ["CLIENT", "UNBLOCK"]],
     "resque-bench": [["SADD"], ["RPUSH"], ["LPOP"]],
-    "bullmq-bench": [["EVALSHA"], ["SCRIPT", "LOAD"], ["BZPOPMIN"], ["LMOVE"], ["ZADD"], ["HSET"]],
+    # BullMQ's steps run in scripts (EVALSHA): the commands inside them are listed too
+    "bullmq-bench": [["SCRIPT", "LOAD"], ["EVALSHA"], ["BZPOPMIN"], ["HSET"], ["LPUSH"], ["ZADD"], ["RPOPLPUSH"],
+                     ["SET"], ["HGET"], ["LREM"], ["DEL"], ["CLIENT", "UNBLOCK"]],
 }
-
-
-# Roles whose flags are known but whose run is not written yet (refused at run time, skipped by run).
-NOT_YET_RUNNABLE = ("sidekiq-bench", "celery-bench", "resque-bench", "bullmq-bench")
+JOB_QUEUE_ROLES = ("sidekiq-bench", "celery-bench", "resque-bench", "bullmq-bench")
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,14 @@ impl Clock {
     pub fn start_window(&self) {
         self.start_ns.store(self.now_ns(), Ordering::SeqCst);
     }
+    /// The window's end, when it is known in advance (events recorded late still fall inside).
+    pub fn set_end(&self, at_ns: u64) {
+        self.end_ns.store(at_ns, Ordering::SeqCst);
+    }
+    pub fn window_elapsed_s(&self) -> f64 {
+        let s = self.start_ns.load(Ordering::SeqCst);
+        if s == NOT_YET { 0.0 } else { self.now_ns().saturating_sub(s) as f64 / 1e9 }
+    }
     pub fn end_window(&self) {
         self.end_ns.store(self.now_ns(), Ordering::SeqCst);
     }
@@ -87,6 +95,25 @@ impl Meter {
             let _ = self.latency.record(us);
             let _ = self.seconds[second].1.record(us);
         }
+    }
+}
+
+impl Meter {
+    pub fn merge(&mut self, o: &Meter) {
+        self.count += o.count;
+        let _ = self.latency.add(&o.latency);
+        while self.seconds.len() < o.seconds.len() {
+            self.seconds.push((0, new_histogram()));
+        }
+        for (i, (n, h)) in o.seconds.iter().enumerate() {
+            self.seconds[i].0 += n;
+            let _ = self.seconds[i].1.add(h);
+        }
+    }
+    pub fn sum<'a>(meters: impl IntoIterator<Item = &'a Meter>) -> Meter {
+        let mut m = Meter::default();
+        meters.into_iter().for_each(|o| m.merge(o));
+        m
     }
 }
 
@@ -198,8 +225,7 @@ pub fn timed_window(clock: &Clock, events: &Events, warmup_s: f64, window_s: f64
     clock.start_window();
     let start = clock.now_ns();
     let end = start + (window_s * 1e9) as u64;
-    // the end is known in advance: set it now so that events recorded late still fall inside
-    clock.end_ns.store(end, Ordering::SeqCst);
+    clock.set_end(end);
     let mut next = start + 1_000_000_000;
     while clock.now_ns() < end && !stop() {
         wait_until(clock, next.min(end), stop);

@@ -4,7 +4,7 @@
 //! - `pubsub-sub-bench`: subscribers (subscriber.rs)
 //! - `bcast-listener`: CLIENT TRACKING BCAST listeners, optionally under ACL users (tracking.rs)
 //! - `sidekiq-bench`, `celery-bench`, `resque-bench`, `bullmq-bench`: job-queue producers and
-//!   workers (jobs.rs: flags checked, not written yet)
+//!   workers speaking each library's Redis protocol (jobs.rs, the protocols in queues.rs)
 //!
 //! Every role writes memtier's JSON shape (Totals, HDR latency, per-second series) with its own
 //! counts under "redline" → "role_counts", and the same `--events` phases as memtier mode.
@@ -13,6 +13,7 @@ pub mod flags;
 pub mod jobs;
 pub mod listen;
 pub mod measure;
+pub mod queues;
 pub mod subscriber;
 pub mod tracking;
 pub mod wire;

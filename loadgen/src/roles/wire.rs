@@ -182,6 +182,14 @@ impl Conn {
         encode(args, &mut self.out);
         self.stream.write_all(&self.out).map_err(|e| format!("write: {e}"))
     }
+    /// Several commands in one write (a pipeline); read their replies with `read`.
+    pub fn send_many(&mut self, commands: &[&[&[u8]]]) -> Result<(), String> {
+        self.out.clear();
+        for args in commands {
+            encode(args, &mut self.out);
+        }
+        self.stream.write_all(&self.out).map_err(|e| format!("write: {e}"))
+    }
     pub fn read(&mut self) -> Result<Value, String> {
         loop {
             if let Some(v) = self.inbox.next()? {
