@@ -14,6 +14,7 @@ own (a tracking listener) runs as long as the headline.
 from __future__ import annotations
 
 import math
+import resource
 import threading
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
@@ -62,6 +63,7 @@ def group_durations(clients: list["ToolInvocation"], duration_s: float | None) -
 class GroupRequest:
     label: str
     request: LoadRequest
+    connections: int = 0        # memtier-mode connections (a role checks its own limit)
 
 
 def group_requests(test: "TestSpec", base: LoadRequest, arguments_for: Callable[[list[str]], list[str]]) -> list[GroupRequest]:
@@ -76,7 +78,8 @@ def group_requests(test: "TestSpec", base: LoadRequest, arguments_for: Callable[
             duration = float(math.ceil(duration - 1e-9))     # memtier's --test-time is whole seconds
         arguments = arguments_for(client.arguments) if role is None else list(client.arguments)
         out.append(GroupRequest(describe(index, client),
-                                replace(base, arguments=arguments, json_path=json_path, duration_s=duration, role=role)))
+                                replace(base, arguments=arguments, json_path=json_path, duration_s=duration, role=role),
+                                connections=client.workload.connections if client.workload else 0))
     return out
 
 
@@ -95,10 +98,28 @@ def group_summary(label: str, result: LoadResult) -> dict:
     }
 
 
+FD_MARGIN = 64     # descriptors a load generator needs besides its connections
+
+
+def raise_fd_limit(connections: int) -> None:
+    """Let a child process open `connections` sockets: raise redline's soft RLIMIT_NOFILE (its
+    children inherit it) up to the hard limit, or refuse with what is needed and what was found.
+    The roles do the same for themselves (redline-load --role)."""
+    needed = connections + FD_MARGIN
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        raise RunError(f"{connections} connections need {needed} file descriptors; the limit is {soft} "
+                       f"(hard {hard}): raise it with `ulimit -n {needed}`")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+
+
 def run_groups(groups: list[GroupRequest], *, listener: LoadListener | None = None,
                server_alive: Callable[[], bool] | None = None, timeout_s: float | None = None) -> LoadResult:
     """Every group at once; the headline (last) group's result, with `groups` holding every
     group's summary. A group that fails fails the run, named."""
+    raise_fd_limit(max(group.connections for group in groups))
     results: list[LoadResult | BaseException | None] = [None] * len(groups)
 
     def run(index: int) -> None:

@@ -140,6 +140,19 @@ def test_a_job_queue_run_for_a_time_accounts_for_every_job_it_enqueued(server, t
     assert counts["fetched"] == counts["enqueued"] and counts["exactly_once"] is True
 
 
+def test_a_role_over_the_file_descriptor_limit_says_what_it_needs(server, tmp_path):
+    import resource
+    import subprocess
+
+    from redline.load import loadgen_binary
+    low = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (100, 100))   # noqa: E731
+    proc = subprocess.run([str(loadgen_binary()), "--role", "pubsub-sub-bench", "-clients", "500", "-test-time", "1",
+                           "--port", str(server.port)], capture_output=True, text=True, timeout=60, preexec_fn=low)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("redline-load: pubsub-sub-bench: 500 connections need 564 file descriptors; "
+                                   "the limit is 100 (hard 100): raise it with `ulimit -n 564`")
+
+
 def test_group_lengths_keep_the_suites_proportions():
     test = load_test(UPSTREAM / "memtier_benchmark-Nclients-blpop-1key-rotated-pipeline-1.yml")
     assert group_durations(test.clients, 2.0) == [pytest.approx(2.0 * 125 / 120), 2.0]

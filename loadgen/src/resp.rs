@@ -298,12 +298,26 @@ pub enum Value {
     Bulk(Vec<u8>),
     Null,
     Array(Vec<Value>),
+    /// RESP3 out-of-band data (`>`): pub/sub messages, tracking invalidations.
+    Push(Vec<Value>),
 }
 
 impl Value {
     pub fn as_bytes(&self) -> Option<&[u8]> {
         match self {
             Value::Simple(b) | Value::Bulk(b) => Some(b),
+            _ => None,
+        }
+    }
+    pub fn items(&self) -> Option<&[Value]> {
+        match self {
+            Value::Array(v) | Value::Push(v) => Some(v),
+            _ => None,
+        }
+    }
+    pub fn error(&self) -> Option<String> {
+        match self {
+            Value::Error(e) => Some(String::from_utf8_lossy(e).into_owned()),
             _ => None,
         }
     }
@@ -364,7 +378,7 @@ pub fn parse_value(buf: &[u8]) -> Result<Option<(Value, usize)>, ParseError> {
                     None => Ok(None),
                 };
             }
-            Ok(Some((Value::Array(out), pos)))
+            Ok(Some((if t == b'>' { Value::Push(out) } else { Value::Array(out) }, pos)))
         }
         _ => Err(bad()),
     }

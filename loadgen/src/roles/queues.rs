@@ -105,7 +105,7 @@ impl Protocol {
         if self.library == Library::BullMq {
             for body in [BULLMQ_ADD, BULLMQ_TAKE, BULLMQ_FINISH] {
                 let sha = admin.call(&[b"SCRIPT", b"LOAD", body.as_bytes()])?;
-                self.scripts.push(String::from_utf8_lossy(sha.bytes().unwrap_or_default()).into_owned());
+                self.scripts.push(String::from_utf8_lossy(sha.as_bytes().unwrap_or_default()).into_owned());
             }
         }
         Ok(())

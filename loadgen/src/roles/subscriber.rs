@@ -85,10 +85,10 @@ pub fn run(f: &Flags, ctx: &Context) -> Result<Outcome, RoleError> {
             let subscriptions = &plan.subscriptions;
             let mut handle = |i: usize, v: Value| {
                 let Some(items) = v.items() else { return };
-                if items.len() != 3 || items[0].bytes() != Some(kind) {
+                if items.len() != 3 || items[0].as_bytes() != Some(kind) {
                     return;
                 }
-                let (Some(channel), Some(payload)) = (items[1].bytes(), items[2].bytes()) else { return };
+                let (Some(channel), Some(payload)) = (items[1].as_bytes(), items[2].as_bytes()) else { return };
                 if let Some(slot) = subscriptions[i].iter().position(|&k| channels[k].as_bytes() == channel) {
                     counts[i][slot] += 1;
                 }

@@ -33,7 +33,7 @@ impl Drop for Users {
 
 fn other_calls(admin: &mut Conn) -> Result<u64, String> {
     let v = admin.call(&[b"INFO", b"commandstats"])?;
-    let text = String::from_utf8_lossy(v.bytes().unwrap_or_default()).into_owned();
+    let text = String::from_utf8_lossy(v.as_bytes().unwrap_or_default()).into_owned();
     let mut total = 0;
     for line in text.lines() {
         let Some(rest) = line.strip_prefix("cmdstat_") else { continue };
@@ -97,7 +97,7 @@ pub fn run(f: &Flags, ctx: &Context) -> Result<Outcome, RoleError> {
             let clock = &ctx.clock;
             let mut handle = |i: usize, v: Value| {
                 let Value::Push(items) = v else { return };
-                if items.first().and_then(Value::bytes) != Some(b"invalidate".as_slice()) {
+                if items.first().and_then(Value::as_bytes) != Some(b"invalidate".as_slice()) {
                     return;
                 }
                 match items.get(1) {

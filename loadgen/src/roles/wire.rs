@@ -1,120 +1,16 @@
-//! RESP2/RESP3 values for the roles: a parser over a byte buffer that says "incomplete" instead
-//! of blocking (so one parser serves blocking workers and the event loop of thousands of
-//! subscribers), the request encoder, and a blocking connection.
+//! RESP for the roles: redline-load's value parser (resp.rs) over a buffer that says
+//! "incomplete" instead of blocking (so it serves blocking workers and the event loop of
+//! thousands of subscribers alike), the request encoder, and a blocking connection.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    Simple(Vec<u8>),
-    Error(Vec<u8>),
-    Int(i64),
-    Bulk(Vec<u8>),
-    Null,
-    Array(Vec<Value>),
-    /// RESP3 out-of-band data (`>`): pub/sub messages and tracking invalidations.
-    Push(Vec<Value>),
-}
+pub use crate::resp::Value;
 
-impl Value {
-    pub fn bytes(&self) -> Option<&[u8]> {
-        match self {
-            Value::Simple(b) | Value::Bulk(b) => Some(b),
-            _ => None,
-        }
-    }
-    pub fn items(&self) -> Option<&[Value]> {
-        match self {
-            Value::Array(v) | Value::Push(v) => Some(v),
-            _ => None,
-        }
-    }
-    pub fn error(&self) -> Option<String> {
-        match self {
-            Value::Error(e) => Some(String::from_utf8_lossy(e).into_owned()),
-            _ => None,
-        }
-    }
-}
-
-fn line(buf: &[u8], from: usize) -> Option<(&[u8], usize)> {
-    let rest = buf.get(from..)?;
-    let at = memchr::memchr(b'\n', rest)?;
-    if at == 0 || rest[at - 1] != b'\r' {
-        return None;
-    }
-    Some((&rest[..at - 1], from + at + 1))
-}
-
-fn number(text: &[u8]) -> Result<i64, String> {
-    std::str::from_utf8(text).ok().and_then(|t| t.parse().ok()).ok_or_else(|| {
-        format!("protocol error: '{}' is not a number", String::from_utf8_lossy(text))
-    })
-}
-
-/// One value from the start of `buf`: Ok(None) when more bytes are needed, else the value and
-/// the bytes it used.
+/// One value from the start of `buf` (redline-load's one RESP value parser): Ok(None) when more
+/// bytes are needed, else the value and the bytes it used.
 pub fn parse(buf: &[u8]) -> Result<Option<(Value, usize)>, String> {
-    parse_at(buf, 0)
-}
-
-fn parse_at(buf: &[u8], at: usize) -> Result<Option<(Value, usize)>, String> {
-    let Some(&kind) = buf.get(at) else { return Ok(None) };
-    let Some((text, next)) = line(buf, at + 1) else { return Ok(None) };
-    let aggregate = |count: i64, pairs: bool| -> Result<Option<(Vec<Value>, usize)>, String> {
-        let n = if pairs { count * 2 } else { count };
-        let mut items = Vec::with_capacity(n.clamp(0, 1024) as usize);
-        let mut pos = next;
-        for _ in 0..n {
-            match parse_at(buf, pos)? {
-                Some((v, end)) => {
-                    items.push(v);
-                    pos = end;
-                }
-                None => return Ok(None),
-            }
-        }
-        Ok(Some((items, pos)))
-    };
-    let value = match kind {
-        b'+' => (Value::Simple(text.to_vec()), next),
-        b'-' => (Value::Error(text.to_vec()), next),
-        b':' => (Value::Int(number(text)?), next),
-        b'_' => (Value::Null, next),
-        b'#' => (Value::Int((text == b"t") as i64), next),
-        b',' | b'(' => (Value::Simple(text.to_vec()), next),
-        b'$' | b'=' | b'!' => {
-            let n = number(text)?;
-            if n < 0 {
-                (Value::Null, next)
-            } else {
-                let end = next + n as usize;
-                if buf.len() < end + 2 {
-                    return Ok(None);
-                }
-                let body = buf[next..end].to_vec();
-                if kind == b'!' {
-                    (Value::Error(body), end + 2)
-                } else {
-                    (Value::Bulk(body), end + 2)
-                }
-            }
-        }
-        b'*' | b'~' | b'>' | b'%' => {
-            let n = number(text)?;
-            if n < 0 {
-                (Value::Null, next)
-            } else {
-                match aggregate(n, kind == b'%')? {
-                    Some((items, end)) => (if kind == b'>' { Value::Push(items) } else { Value::Array(items) }, end),
-                    None => return Ok(None),
-                }
-            }
-        }
-        other => return Err(format!("protocol error: unexpected reply type byte 0x{other:02x}")),
-    };
-    Ok(Some(value))
+    crate::resp::parse_value(buf).map_err(|e| format!("{e:?}"))
 }
 
 pub fn encode(args: &[&[u8]], out: &mut Vec<u8>) {
@@ -238,5 +134,6 @@ mod tests {
         assert_eq!(parse(b"_\r\n").unwrap().unwrap().0, Value::Null);
         assert_eq!(parse(b"*-1\r\n").unwrap().unwrap().0, Value::Null);
         assert!(parse(b"?x\r\n").is_err());
+        assert_eq!(parse(b">1\r\n:1\r\n").unwrap().unwrap().0, Value::Push(vec![Value::Int(1)]));
     }
 }
