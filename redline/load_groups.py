@@ -6,6 +6,10 @@ group's results, so the last group is the headline: its result is what the engin
 (its phases drive the window probe, its Totals give ops/s and latency), and every group's own
 numbers are kept beside it (`LoadResult.groups`, stored in the run's facts as `groups`).
 
+Roles start first: subscribers, tracking listeners and job workers connect (thousands of
+connections can take seconds on a busy machine) and announce their first phase before the
+memtier groups that feed them start, so a short run does not spend its window on their setup.
+
 Lengths keep the suite's proportions: a producer written to outlive its consumers (125 s beside
 120 s) still does under `--duration 2s` (3 s beside 2 s: memtier-mode lengths are whole seconds,
 rounded up). A group without a length of its
@@ -98,6 +102,26 @@ def group_summary(label: str, result: LoadResult) -> dict:
     }
 
 
+READY_TIMEOUT_S = 120.0     # how long a role may take to connect before the other groups start anyway
+
+
+class _Started:
+    """Passes a group's events on (to the engine's listener for the headline) and notes the
+    first phase: the group has connected and set itself up."""
+
+    def __init__(self, inner: LoadListener | None):
+        self.inner, self.ready = inner, threading.Event()
+
+    def on_phase(self, phase: str, at: float) -> None:
+        self.ready.set()
+        if self.inner is not None:
+            self.inner.on_phase(phase, at)
+
+    def on_progress(self, event: dict) -> None:
+        if self.inner is not None:
+            self.inner.on_progress(event)
+
+
 FD_MARGIN = 64     # descriptors a load generator needs besides its connections
 
 
@@ -121,18 +145,24 @@ def run_groups(groups: list[GroupRequest], *, listener: LoadListener | None = No
     group's summary. A group that fails fails the run, named."""
     raise_fd_limit(max(group.connections for group in groups))
     results: list[LoadResult | BaseException | None] = [None] * len(groups)
+    started = [_Started(listener if index == len(groups) - 1 else None) for index in range(len(groups))]
 
     def run(index: int) -> None:
-        headline = index == len(groups) - 1
         try:
-            results[index] = run_load(groups[index].request, listener=listener if headline else None,
+            results[index] = run_load(groups[index].request, listener=started[index],
                                       server_alive=server_alive, timeout_s=timeout_s)
         except BaseException as exc:      # re-raised below, in the caller's thread
             results[index] = exc
+        finally:
+            started[index].ready.set()    # a group that failed before its first phase releases the others
 
     threads = [threading.Thread(target=run, args=(index,), daemon=True) for index in range(len(groups))]
-    for thread in threads:
-        thread.start()
+    roles_first = sorted(range(len(groups)), key=lambda index: groups[index].request.role is None)
+    for index in roles_first:
+        if groups[index].request.role is None:
+            for role in (i for i in roles_first if groups[i].request.role is not None):
+                started[role].ready.wait(READY_TIMEOUT_S)
+        threads[index].start()
     for thread in threads:
         thread.join()
     headline = results[-1]

@@ -11,25 +11,28 @@ use std::time::{Duration, Instant};
 /// After the stop signal, keep reading until the connections were quiet this long (messages the
 /// server sent before the end still count in the run's totals), at most DRAIN_MAX.
 const QUIET: Duration = Duration::from_millis(200);
-const DRAIN_MAX: Duration = Duration::from_secs(3);
+const DRAIN_MAX: Duration = Duration::from_secs(10);
 
 pub struct Received {
     pub lost: u64,
     pub error: Option<String>,
+    /// The connections went quiet after the stop (false: DRAIN_MAX cut the drain short, so the
+    /// whole-run counts may miss messages still in the socket buffers).
+    pub drained: bool,
 }
 
 /// Read `conns` until `stop` is set (then drain), calling `handle(connection, value)`.
 pub fn listen<H: FnMut(usize, Value)>(conns: Vec<(std::net::TcpStream, Inbox)>, stop: Arc<AtomicBool>, handle: &mut H) -> Received {
     let mut poll = match Poll::new() {
         Ok(p) => p,
-        Err(e) => return Received { lost: 0, error: Some(format!("epoll: {e}")) },
+        Err(e) => return Received { lost: 0, error: Some(format!("epoll: {e}")), drained: false },
     };
     let mut streams: Vec<(TcpStream, Inbox, bool)> = Vec::with_capacity(conns.len());
     for (i, (s, inbox)) in conns.into_iter().enumerate() {
         let _ = s.set_nonblocking(true);
         let mut s = TcpStream::from_std(s);
         if let Err(e) = poll.registry().register(&mut s, Token(i), Interest::READABLE) {
-            return Received { lost: 0, error: Some(format!("epoll register: {e}")) };
+            return Received { lost: 0, error: Some(format!("epoll register: {e}")), drained: false };
         }
         streams.push((s, inbox, true));
     }
@@ -43,13 +46,16 @@ pub fn listen<H: FnMut(usize, Value)>(conns: Vec<(std::net::TcpStream, Inbox)>, 
     let mut lost = 0;
     let mut stopping_since: Option<Instant> = None;
     let mut last_data = Instant::now();
-    loop {
+    let drained = loop {
         if stopping_since.is_none() && stop.load(Ordering::SeqCst) {
             stopping_since = Some(Instant::now());
         }
         if let Some(since) = stopping_since {
-            if last_data.elapsed() >= QUIET || since.elapsed() >= DRAIN_MAX {
-                break;
+            if last_data.elapsed() >= QUIET {
+                break true;
+            }
+            if since.elapsed() >= DRAIN_MAX {
+                break false;
             }
         }
         if poll.poll(&mut events, Some(Duration::from_millis(50))).is_err() {
@@ -74,7 +80,7 @@ pub fn listen<H: FnMut(usize, Value)>(conns: Vec<(std::net::TcpStream, Inbox)>, 
                             match inbox.next() {
                                 Ok(Some(v)) => handle(i, v),
                                 Ok(None) => break,
-                                Err(e) => return Received { lost, error: Some(e) },
+                                Err(e) => return Received { lost, error: Some(e), drained: false },
                             }
                         }
                     }
@@ -88,6 +94,6 @@ pub fn listen<H: FnMut(usize, Value)>(conns: Vec<(std::net::TcpStream, Inbox)>, 
                 }
             }
         }
-    }
-    Received { lost, error: None }
+    };
+    Received { lost, error: None, drained }
 }

@@ -58,12 +58,17 @@ pub fn run(f: &Flags, ctx: &Context) -> Result<Outcome, RoleError> {
     ensure_fds(plan.subscriptions.len() as u64)?;
     let sharded = f.text("mode") == "ssubscribe";
     let (verb, kind): (&[u8], &[u8]) = if sharded { (b"SSUBSCRIBE", b"smessage") } else { (b"SUBSCRIBE", b"message") };
-    let mut conns = Vec::with_capacity(plan.subscriptions.len());
+    // every connection subscribes first, then the confirmations are read: one round trip for all
+    let mut pending = Vec::with_capacity(plan.subscriptions.len());
     for subs in &plan.subscriptions {
         let mut c = Conn::open(&ctx.host, ctx.port)?;
         let mut args: Vec<&[u8]> = vec![verb];
         args.extend(subs.iter().map(|&k| plan.channels[k].as_bytes()));
         c.send(&args)?;
+        pending.push(c);
+    }
+    let mut conns = Vec::with_capacity(pending.len());
+    for (mut c, subs) in pending.into_iter().zip(&plan.subscriptions) {
         for _ in subs {
             let v = c.read()?;
             if let Some(e) = v.error() {
@@ -142,6 +147,7 @@ pub fn run(f: &Flags, ctx: &Context) -> Result<Outcome, RoleError> {
             "channels": plan.channels.len(),
             "received_total": total,
             "timestamped_messages": timestamped,
+            "drained": received.drained,
             "every_subscriber_got_every_message": consistent,
             "per_channel": per_channel,
         }),

@@ -2,8 +2,9 @@
 //! counting the invalidation pushes the server sends them while other clients write. With
 //! --acl-user-patterns 'a*;b*' one ACL user per pattern is created for the run (key permission
 //! that pattern only) and removed after it; listeners are dealt round-robin over the users.
-//! Writes in the window are the server's command calls (INFO commandstats) other than the
-//! listeners' own, so invalidations per write is the fan-out each write caused.
+//! Writes are the server's command calls (INFO commandstats) other than the listeners' own, from
+//! the listeners' start to the end of the drain after the window, so invalidations per write is
+//! the fan-out each write caused even when reading fell behind during the window.
 
 use super::flags::Flags;
 use super::listen::listen;
@@ -90,8 +91,9 @@ pub fn run(f: &Flags, ctx: &Context) -> Result<Outcome, RoleError> {
     let mut by_user = vec![0u64; users.names.len().max(1)];
     let stop = Arc::new(AtomicBool::new(false));
     let cpu_start = crate::runner::cpu_times();
-    let mut calls = (0u64, 0u64);
-    let mut call_error = None;
+    // writes from the listeners' start to the end of the drain: every invalidation they caused
+    // has arrived by then, however far the listeners' reading fell behind during the window
+    let calls_before = other_calls(&mut users.admin)?;
     let received = std::thread::scope(|scope| {
         let reader = scope.spawn(|| {
             let clock = &ctx.clock;
@@ -109,20 +111,16 @@ pub fn run(f: &Flags, ctx: &Context) -> Result<Outcome, RoleError> {
             };
             listen(conns, stop.clone(), &mut handle)
         });
-        let mut edge = |which: &str| match other_calls(&mut users.admin) {
-            Ok(n) if which == "measure" => calls.0 = n,
-            Ok(n) => calls.1 = n,
-            Err(e) => call_error = Some(e),
-        };
-        timed_window(&ctx.clock, &ctx.events, ctx.warmup_s, window_s, || false, &mut edge);
+        timed_window(&ctx.clock, &ctx.events, ctx.warmup_s, window_s, || false, |_| {});
         stop.store(true, Ordering::SeqCst);
         reader.join().expect("listener thread")
     });
     let cpu_end = crate::runner::cpu_times();
-    if let Some(e) = received.error.or(call_error) {
+    if let Some(e) = received.error {
         return Err(RoleError::Run(e));
     }
-    let writes = calls.1.saturating_sub(calls.0);
+    let calls_after = other_calls(&mut users.admin)?;
+    let writes = calls_after.saturating_sub(calls_before);
     let per_user: Map<String, serde_json::Value> = users
         .names
         .iter()
@@ -130,7 +128,7 @@ pub fn run(f: &Flags, ctx: &Context) -> Result<Outcome, RoleError> {
         .zip(&by_user)
         .map(|((_, p), n)| (p.clone(), json!({"listeners": user_of.iter().filter(|u| u.map(|u| &patterns[u]) == Some(p)).count(), "invalidations": n})))
         .collect();
-    let count = meter.count;
+    let total: u64 = by_user.iter().sum();
     Ok(Outcome {
         name: "Invalidations",
         meter,
@@ -143,11 +141,12 @@ pub fn run(f: &Flags, ctx: &Context) -> Result<Outcome, RoleError> {
             "listeners": listeners,
             "tracking_prefix": prefix,
             "acl_users": patterns.len(),
-            "invalidation_messages": by_user.iter().sum::<u64>(),
+            "invalidation_messages": total,
             "invalidated_keys": keys,
             "flush_invalidations": flushes,
-            "writes_in_window": writes,
-            "invalidations_per_write": if writes > 0 { count as f64 / writes as f64 } else { 0.0 },
+            "writes": writes,
+            "drained": received.drained,
+            "invalidations_per_write": if writes > 0 { total as f64 / writes as f64 } else { 0.0 },
             "by_acl_pattern": per_user,
         }),
         latency_from: "none (invalidations carry no send time)",
