@@ -21,8 +21,21 @@ pub struct Received {
     pub drained: bool,
 }
 
+/// Read `conns` in a thread of their own through warm-up and the measured window (then drain),
+/// calling `handle(connection, value)` for every value received.
+pub fn listen_through_window<H: FnMut(usize, Value) + Send>(conns: Vec<(std::net::TcpStream, Inbox)>, ctx: &super::Context,
+                                                            window_s: f64, mut handle: H) -> Received {
+    let stop = Arc::new(AtomicBool::new(false));
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| listen(conns, stop.clone(), &mut handle));
+        super::measure::timed_window(&ctx.clock, &ctx.events, ctx.warmup_s, window_s, || false, |_| {});
+        stop.store(true, Ordering::SeqCst);
+        reader.join().expect("listener thread")
+    })
+}
+
 /// Read `conns` until `stop` is set (then drain), calling `handle(connection, value)`.
-pub fn listen<H: FnMut(usize, Value)>(conns: Vec<(std::net::TcpStream, Inbox)>, stop: Arc<AtomicBool>, handle: &mut H) -> Received {
+fn listen<H: FnMut(usize, Value)>(conns: Vec<(std::net::TcpStream, Inbox)>, stop: Arc<AtomicBool>, handle: &mut H) -> Received {
     let mut poll = match Poll::new() {
         Ok(p) => p,
         Err(e) => return Received { lost: 0, error: Some(format!("epoll: {e}")), drained: false },

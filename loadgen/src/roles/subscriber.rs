@@ -7,14 +7,12 @@
 //! that starts with `redline-ts:<unix microseconds>` also gives publish→receive latency.
 
 use super::flags::Flags;
-use super::listen::listen;
-use super::measure::{timed_window, Meter, Outcome};
+use super::listen::listen_through_window;
+use super::measure::{Meter, Outcome};
 use super::wire::{Conn, Value};
 use super::{ensure_fds, Context, RoleError, Rng};
 use crate::events::unix_now;
 use serde_json::{json, Map};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 pub const TIMESTAMP_PREFIX: &[u8] = b"redline-ts:";
 
@@ -81,33 +79,22 @@ pub fn run(f: &Flags, ctx: &Context) -> Result<Outcome, RoleError> {
     let mut counts: Vec<Vec<u64>> = plan.subscriptions.iter().map(|s| vec![0; s.len()]).collect();
     let mut meter = Meter::default();
     let mut timestamped = 0u64;
-    let stop = Arc::new(AtomicBool::new(false));
     let cpu_start = crate::runner::cpu_times();
-    let received = std::thread::scope(|scope| {
-        let reader = scope.spawn(|| {
-            let clock = &ctx.clock;
-            let channels = &plan.channels;
-            let subscriptions = &plan.subscriptions;
-            let mut handle = |i: usize, v: Value| {
-                let Some(items) = v.items() else { return };
-                if items.len() != 3 || items[0].as_bytes() != Some(kind) {
-                    return;
-                }
-                let (Some(channel), Some(payload)) = (items[1].as_bytes(), items[2].as_bytes()) else { return };
-                if let Some(slot) = subscriptions[i].iter().position(|&k| channels[k].as_bytes() == channel) {
-                    counts[i][slot] += 1;
-                }
-                let latency = sent_at_us(payload).map(|sent| {
-                    timestamped += 1;
-                    ((unix_now() * 1e6) as u64).saturating_sub(sent) * 1000
-                });
-                meter.record(clock, clock.now_ns(), latency);
-            };
-            listen(conns, stop.clone(), &mut handle)
+    let (clock, channels, subscriptions) = (&ctx.clock, &plan.channels, &plan.subscriptions);
+    let received = listen_through_window(conns, ctx, window_s, |i: usize, v: Value| {
+        let Some(items) = v.items() else { return };
+        if items.len() != 3 || items[0].as_bytes() != Some(kind) {
+            return;
+        }
+        let (Some(channel), Some(payload)) = (items[1].as_bytes(), items[2].as_bytes()) else { return };
+        if let Some(slot) = subscriptions[i].iter().position(|&k| channels[k].as_bytes() == channel) {
+            counts[i][slot] += 1;
+        }
+        let latency = sent_at_us(payload).map(|sent| {
+            timestamped += 1;
+            ((unix_now() * 1e6) as u64).saturating_sub(sent) * 1000
         });
-        timed_window(&ctx.clock, &ctx.events, ctx.warmup_s, window_s, || false, |_| {});
-        stop.store(true, Ordering::SeqCst);
-        reader.join().expect("subscriber thread")
+        meter.record(clock, clock.now_ns(), latency);
     });
     let cpu_end = crate::runner::cpu_times();
     if let Some(e) = received.error {

@@ -7,13 +7,11 @@
 //! the fan-out each write caused even when reading fell behind during the window.
 
 use super::flags::Flags;
-use super::listen::listen;
-use super::measure::{timed_window, Meter, Outcome};
+use super::listen::listen_through_window;
+use super::measure::{Meter, Outcome};
 use super::wire::{Conn, Value};
 use super::{ensure_fds, Context, RoleError};
 use serde_json::{json, Map};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 /// Commands the listeners and this role send themselves: not writes.
 const OWN_COMMANDS: [&str; 6] = ["hello", "client", "acl", "auth", "info", "ping"];
@@ -89,31 +87,22 @@ pub fn run(f: &Flags, ctx: &Context) -> Result<Outcome, RoleError> {
     let mut keys = 0u64;
     let mut flushes = 0u64;
     let mut by_user = vec![0u64; users.names.len().max(1)];
-    let stop = Arc::new(AtomicBool::new(false));
     let cpu_start = crate::runner::cpu_times();
     // writes from the listeners' start to the end of the drain: every invalidation they caused
     // has arrived by then, however far the listeners' reading fell behind during the window
     let calls_before = other_calls(&mut users.admin)?;
-    let received = std::thread::scope(|scope| {
-        let reader = scope.spawn(|| {
-            let clock = &ctx.clock;
-            let mut handle = |i: usize, v: Value| {
-                let Value::Push(items) = v else { return };
-                if items.first().and_then(Value::as_bytes) != Some(b"invalidate".as_slice()) {
-                    return;
-                }
-                match items.get(1) {
-                    Some(Value::Array(k)) => keys += k.len() as u64,
-                    _ => flushes += 1,
-                }
-                by_user[user_of[i].unwrap_or(0)] += 1;
-                meter.record(clock, clock.now_ns(), None);
-            };
-            listen(conns, stop.clone(), &mut handle)
-        });
-        timed_window(&ctx.clock, &ctx.events, ctx.warmup_s, window_s, || false, |_| {});
-        stop.store(true, Ordering::SeqCst);
-        reader.join().expect("listener thread")
+    let clock = &ctx.clock;
+    let received = listen_through_window(conns, ctx, window_s, |i: usize, v: Value| {
+        let Value::Push(items) = v else { return };
+        if items.first().and_then(Value::as_bytes) != Some(b"invalidate".as_slice()) {
+            return;
+        }
+        match items.get(1) {
+            Some(Value::Array(k)) => keys += k.len() as u64,
+            _ => flushes += 1,
+        }
+        by_user[user_of[i].unwrap_or(0)] += 1;
+        meter.record(clock, clock.now_ns(), None);
     });
     let cpu_end = crate::runner::cpu_times();
     if let Some(e) = received.error {
