@@ -1,0 +1,43 @@
+"""A callgrind dump of the measured window → the per-operation metrics.
+
+    instructions_per_op          Ir of the whole server process over the window ÷ operations
+    instructions_per_op_command  Ir inside the command-execution function (Redis's, Valkey's and
+                                 KeyDB's `call()`), inclusive of everything it calls ÷ operations
+    est_cycles_per_op            (Ir + 10 × L1 misses + 100 × LL misses) ÷ operations, where
+                                 L1 misses = I1mr + D1mr + D1mw and LL misses = ILmr + DLmr + DLmw
+                                 (the usual callgrind/KCachegrind estimate, no branch term)
+"""
+
+from __future__ import annotations
+
+from redline.instructions.callgrind_file import CallgrindDump
+
+COMMAND_FUNCTION = "call"
+L1_MISSES = ("I1mr", "D1mr", "D1mw")
+LL_MISSES = ("ILmr", "DLmr", "DLmw")
+L1_MISS_CYCLES, LL_MISS_CYCLES = 10, 100
+
+
+def estimated_cycles(dump: CallgrindDump) -> int | None:
+    """Ir + 10 × L1 misses + 100 × LL misses; None without the cache simulation's events."""
+    if not all(event in dump.events for event in (*L1_MISSES, *LL_MISSES)):
+        return None
+    return (dump.total("Ir") + L1_MISS_CYCLES * sum(dump.total(e) for e in L1_MISSES)
+            + LL_MISS_CYCLES * sum(dump.total(e) for e in LL_MISSES))
+
+
+def window_metrics(dump: CallgrindDump, ops: int, command_function: str = COMMAND_FUNCTION) -> dict[str, float | None]:
+    """The three per-operation metrics and the raw window totals behind them."""
+    if ops <= 0:
+        return {"instructions_per_op": None, "instructions_per_op_command": None, "est_cycles_per_op": None}
+    command = dump.inclusive(command_function)
+    cycles = estimated_cycles(dump)
+    return {
+        "instructions_per_op": dump.total("Ir") / ops,
+        "instructions_per_op_command": command / ops if command is not None else None,
+        "est_cycles_per_op": cycles / ops if cycles is not None else None,
+        "window_instructions": float(dump.total("Ir")),
+        "window_l1_misses": float(sum(dump.total(e) for e in L1_MISSES)),
+        "window_ll_misses": float(sum(dump.total(e) for e in LL_MISSES)),
+        "command_calls": float(dump.calls_of(command_function)),
+    }
