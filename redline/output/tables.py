@@ -42,7 +42,7 @@ def results_table(records: list[Run], *, width: int = 200) -> tuple[Table, list[
     notes (flags, failures) to print under it. Below 120 columns only the main metrics fit."""
     prefix = common_prefix(sorted({r.key for r in records}))
     wide = width >= 120
-    shown = metrics.table_metrics(wide=wide)
+    shown = metrics.table_metrics(wide=wide, measure=metrics.measure_of(r.metrics for r in records))
     columns = (["runs"] if wide else []) + [m.label for m in shown] + ["hits"]
     title = "redline results (median of runs)" + (f", tests {prefix}…" if prefix else "")
     table = Table(title=title, title_justify="left")
