@@ -8,6 +8,9 @@ loading a snapshot and preparing a dataset cost seconds rather than minutes. Bef
 after the warm-up `zero` empties the counters, and after the fixed number of measured requests
 `dump` writes exactly that window's costs to a new numbered file.
 
+Each run switches instrumentation off and on again first, which clears callgrind's cache
+simulation: the second run on a server starts as cold as the first.
+
 These are callgrind's monitor commands, sent with `vgdb` (the program `callgrind_control` itself
 calls; calling it directly saves a Perl start and a process listing per command). vgdb returns
 once the server executed the command: it is delivered the next time the server runs (redis
@@ -69,7 +72,11 @@ class CallgrindControl:
                            f"{said[-1] if said else f'vgdb exit {proc.returncode}'}")
         return proc.stdout
 
-    def instrumentation_on(self) -> None:
+    def instrumentation_restart(self) -> None:
+        """Instrumentation off (if it was on) and on again: callgrind then starts from a cleared
+        cache simulation, so every run's simulated caches start equally cold, whatever ran before
+        on this server."""
+        self._monitor("instrumentation", "off")
         self._monitor("instrumentation", "on")
 
     def zero(self) -> None:

@@ -125,7 +125,7 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
     test's load (its duration and request count are replaced); `plan` the test's request count
     when an earlier run decided it. Every load phase is a separate redline-load, so each zero
     and dump happens while no request is in flight."""
-    control.instrumentation_on()
+    control.instrumentation_restart()
     once = replace(request, duration_s=None, warmup_s=0.0)
 
     def send(per_connection: int, expected_per_op: float | None, name: str,

@@ -108,7 +108,7 @@ def noise_floor_table(floors: dict[str, dict[str, float | str]], metrics) -> Tab
         table.add_column(metric, justify="right")
     for test, by_metric in floors.items():
         table.add_row(test, *(f"{value:.1f}%" if isinstance(value, float) else f"– ({value})"
-                              for value in (by_metric[metric] for metric in metrics)))
+                              for value in (by_metric.get(metric, "not measured") for metric in metrics)))
     return table
 
 
