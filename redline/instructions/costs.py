@@ -27,7 +27,7 @@ LL_MISSES = ("ILmr", "DLmr", "DLmw")
 L1_MISS_CYCLES, LL_MISS_CYCLES = 10, 100
 
 
-def _request_driven(dump: CallgrindDump, event: str) -> int:
+def request_driven(dump: CallgrindDump, event: str = "Ir") -> int:
     """The window's count of `event` without the time-driven function's inclusive share."""
     return dump.total(event) - (dump.inclusive(TIME_DRIVEN_FUNCTION, event) or 0)
 
@@ -37,8 +37,8 @@ def estimated_cycles(dump: CallgrindDump) -> int | None:
     simulation's events."""
     if not all(event in dump.events for event in (*L1_MISSES, *LL_MISSES)):
         return None
-    return (_request_driven(dump, "Ir") + L1_MISS_CYCLES * sum(_request_driven(dump, e) for e in L1_MISSES)
-            + LL_MISS_CYCLES * sum(_request_driven(dump, e) for e in LL_MISSES))
+    return (request_driven(dump, "Ir") + L1_MISS_CYCLES * sum(request_driven(dump, e) for e in L1_MISSES)
+            + LL_MISS_CYCLES * sum(request_driven(dump, e) for e in LL_MISSES))
 
 
 def window_metrics(dump: CallgrindDump, ops: int, command_function: str = COMMAND_FUNCTION) -> dict[str, float | None]:
@@ -48,7 +48,7 @@ def window_metrics(dump: CallgrindDump, ops: int, command_function: str = COMMAN
     command = dump.inclusive(command_function)
     cycles = estimated_cycles(dump)
     return {
-        "instructions_per_op": _request_driven(dump, "Ir") / ops,
+        "instructions_per_op": request_driven(dump, "Ir") / ops,
         "instructions_per_op_command": command / ops if command is not None else None,
         "est_cycles_per_op": cycles / ops if cycles is not None else None,
         "window_instructions": float(dump.total("Ir")),

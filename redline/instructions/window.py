@@ -26,7 +26,7 @@ from typing import Callable
 from redline.errors import RunError
 from redline.instructions.callgrind import CallgrindControl
 from redline.instructions.callgrind_file import CallgrindDump, parse_callgrind
-from redline.instructions.costs import window_metrics
+from redline.instructions.costs import request_driven, window_metrics
 from redline.load import LoadListener, LoadRequest, LoadResult, run_load
 
 # The window holds at least this many instructions: ~3-8 s under callgrind with cache simulation,
@@ -141,14 +141,16 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
 
     probe = send(PROBE_PER_CONNECTION, plan.estimate_per_op if plan else None, "probe")
     probe_dump = _dumped(control)
-    warmup = send(WARMUP_PER_CONNECTION, plan.estimate_per_op if plan else probe_dump.total("Ir") / max(probe.ops or 1, 1),
+    probe_cost = request_driven(probe_dump)
+    warmup = send(WARMUP_PER_CONNECTION, plan.estimate_per_op if plan else probe_cost / max(probe.ops or 1, 1),
                   "warmup")
     warmup_dump = _dumped(control)          # also zeroes the counters: the window starts here
-    # the marginal cost of a request: probe and warm-up open and close the same connections
+    # the marginal cost of a request (serverCron left out, as in the metrics): probe and warm-up
+    # open and close the same connections
     extra_ops = (warmup.ops or 0) - (probe.ops or 0)
-    marginal = (warmup_dump.total("Ir") - probe_dump.total("Ir")) / extra_ops if extra_ops > 0 else 0.0
+    marginal = (request_driven(warmup_dump) - probe_cost) / extra_ops if extra_ops > 0 else 0.0
     if marginal <= 0:
-        marginal = warmup_dump.total("Ir") / max(warmup.ops or 1, 1)
+        marginal = request_driven(warmup_dump) / max(warmup.ops or 1, 1)
     if plan is None:
         plan = choose_requests(marginal, _connections(warmup), window_instructions)
     measured = send(plan.per_connection, plan.estimate_per_op, "window", _Phases(listener))
