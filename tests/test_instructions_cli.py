@@ -7,6 +7,7 @@ what is skipped)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -18,7 +19,7 @@ from redline.instructions.runner import InstructionsRunner
 from redline.instructions.verdict import spread_pct
 from redline.instructions.visibility import visibility_warnings
 from redline.run_plan import Observer, RunSettings, Side
-from redline.suites import SpecError, builtin_suites_dir, load_test
+from redline.suites import builtin_suites_dir, load_test
 from redline.targets import parse_target
 from redline.topology import parse_topology
 
@@ -45,7 +46,10 @@ def test_aa_gives_no_verdict_and_appendonly_is_a_regression_of_set_only(tmp_path
         runs = [r for r in document["runs"] if f"-{command}-" in r["test"] and r["status"] == "ok"]
         assert len(runs) == 4 and all(r["ops_per_sec"] is None for r in runs)      # no timed figure under valgrind
         values = [r["instructions_per_op"] for r in runs]
-        assert spread_pct(values) <= 2.0, (command, values)
+        # GET on a restored keyspace: 0.1-0.2% measured; SET on an empty server 0.8-2.0%: its hash table
+        # grows during the window and serverCron's active rehashing (1 ms per run, wall-clock time) takes
+        # a varying share of the rehash work off the commands (docs/measure-instructions.md)
+        assert spread_pct(values) <= (2.0 if command == "get" else 3.0), (command, values)
         requests = {r["facts"]["instructions"]["requests"] for r in runs}
         assert len(requests) == 1 and {r["ops"] for r in runs} == requests     # one fixed count per test
 
@@ -91,8 +95,11 @@ def test_usage_errors_and_the_suite_key(tmp_path, redline_cli):
     assert RunSettings().measure_for(test) == "instructions"
     assert RunSettings(measure="time").measure_for(test) == "time"            # the command line wins
     suite.write_text(base + "redline:\n  measure: cycles\n")
-    with pytest.raises(SpecError, match=r"s.yml:\d+.*redline.measure must be time or instructions"):
-        load_test(suite)
+    errors = [str(d) for d in load_test(suite).diagnostics if d.severity == "error"]
+    assert len(errors) == 1 and re.search(r"s.yml:\d+: error: redline.measure must be time or instructions, "
+                                          r"got 'cycles'", errors[0]), errors
+    proc = redline_cli("run", suite, check_exit=2)     # a suite with errors: refused before anything runs
+    assert "redline.measure must be time or instructions" in proc.stderr, proc.stderr
 
 
 def test_what_callgrind_cannot_see_is_said_and_what_it_cannot_measure_is_skipped(tmp_path):
