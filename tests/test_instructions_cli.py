@@ -55,9 +55,10 @@ def test_aa_gives_no_verdict_and_appendonly_is_a_regression_of_set_only(tmp_path
 
     proc = redline_cli("compare", "quick", "--name", "string-(set|get)-100B-pipeline-1$", *SMALL, "--runs", "2",
                        "--comparison-config", "appendonly=yes", "--json", aof, "--store", db,
-                       "--fail-on-regression", timeout=600)
+                       "--fail-on-regression", "--profile", timeout=600)
     assert proc.returncode == 3, proc.stderr[-2000:]
-    by = _by_command(json.loads(aof.read_text())["comparisons"])
+    document = json.loads(aof.read_text())
+    by = _by_command(document["comparisons"])
     set_instructions = by[("set", "instructions_per_op")]
     assert set_instructions["verdict"] == "regression" and 40 < set_instructions["delta_pct"] < 100, set_instructions
     # a GET writes nothing to the AOF: its command cost is unchanged, the whole process within a few %
@@ -66,6 +67,13 @@ def test_aa_gives_no_verdict_and_appendonly_is_a_regression_of_set_only(tmp_path
     get_command = by[("get", "instructions_per_op_command")]
     assert get_command["verdict"] != "regression" and abs(get_command["delta_pct"]) < 2, get_command
     assert abs(by[("get", "instructions_per_op")]["delta_pct"]) < 5, by[("get", "instructions_per_op")]
+    # the profile runs: callgrind's call graph as a flame graph, through the perf profiles' path
+    profiles = [r["profile"] for r in document["runs"] if r["purpose"] == "profile"]
+    assert len(profiles) == 4 and all(p["event"] == "instructions (callgrind)" for p in profiles)
+    assert all(Path(p["folded_path"]).is_file() and Path(p["callgrind_path"]).is_file() for p in profiles)
+    set_profiles = [r["profile"] for r in document["runs"] if r["purpose"] == "profile" and "-set-" in r["test"]]
+    assert all("setCommand" in Path(p["svg_path"]).read_text() for p in set_profiles)
+    assert Path(set_instructions["diff_flamegraph"]).is_file() and set_instructions["moved_symbols"]
     stored = sqlite3.connect(db).execute("SELECT verdict FROM comparisons WHERE metric='instructions_per_op' "
                                          "AND test LIKE '%-set-%' ORDER BY rowid DESC").fetchone()
     assert stored == ("regression",)

@@ -2,7 +2,8 @@
 requests between a zero and a dump of callgrind's counters.
 
     probe      1 request per connection, counters dumped
-    warm-up    4 requests per connection (buffers, the simulated caches), counters dumped: the
+    warm-up    4 requests per connection (2 when the probe's requests cost over a million
+               instructions each; buffers, the simulated caches), counters dumped: the
                difference of the two dumps over the difference of their requests is the cost of
                one request without the connections' accept and close, from which the test's
                request count is chosen (once per test, for every run and side)
@@ -35,6 +36,7 @@ WINDOW_INSTRUCTIONS = 150_000_000
 MIN_PER_CONNECTION = 2
 MAX_REQUESTS = 500_000
 PROBE_PER_CONNECTION, WARMUP_PER_CONNECTION = 1, 4
+COSTLY_REQUEST = 1_000_000          # instructions: above this the warm-up sends 2 per connection, not 4
 SLOWEST_INSTRUCTIONS_PER_S = 1_000_000      # under callgrind on a busy machine: for time limits only
 LOAD_GRACE_S = 300.0
 
@@ -142,8 +144,9 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
     probe = send(PROBE_PER_CONNECTION, plan.estimate_per_op if plan else None, "probe")
     probe_dump = _dumped(control)
     probe_cost = request_driven(probe_dump)
-    warmup = send(WARMUP_PER_CONNECTION, plan.estimate_per_op if plan else probe_cost / max(probe.ops or 1, 1),
-                  "warmup")
+    probe_per_op = probe_cost / max(probe.ops or 1, 1)
+    warmup_size = WARMUP_PER_CONNECTION if probe_per_op < COSTLY_REQUEST else 2
+    warmup = send(warmup_size, plan.estimate_per_op if plan else probe_per_op, "warmup")
     warmup_dump = _dumped(control)          # also zeroes the counters: the window starts here
     # the marginal cost of a request (serverCron left out, as in the metrics): probe and warm-up
     # open and close the same connections

@@ -101,7 +101,8 @@ def print_profiles(console: Console, records: list[Run], top: int = 5) -> None:
 def noise_floor_table(floors: dict[str, dict[str, float | str]], metrics) -> Table:
     """`calibrate`'s answer: per test and metric the % change an identical comparison can show
     (or why there is none)."""
-    table = Table(title="noise floor on this machine (A/A, % change an identical comparison can show)",
+    table = Table(title="noise floor on this machine (A/A, % change an identical comparison can show; "
+                        "for instruction counts the spread of all runs)",
                   title_justify="left")
     table.add_column("test")
     for metric in metrics:
