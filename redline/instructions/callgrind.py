@@ -1,15 +1,15 @@
 """A server process under valgrind's callgrind: how it is started and how its counters are
-zeroed and dumped around the measured requests.
+emptied and written around the measured requests.
 
 The server starts with instrumentation off (`--instr-atstart=no`): valgrind runs it
 uninstrumented, several times faster than under callgrind's cache simulation, so starting,
-loading a snapshot and preparing a dataset cost seconds rather than minutes. Before the warm-up
-`instrumentation on` switches the simulation on (the warm-up then warms the simulated caches too);
-after the warm-up `zero` empties the counters, and after the fixed number of measured requests
-`dump` writes exactly that window's costs to a new numbered file.
-
-Each run switches instrumentation off and on again first, which clears callgrind's cache
-simulation: the second run on a server starts as cold as the first.
+loading a snapshot and preparing a dataset cost seconds rather than minutes (the other way to
+keep preparation out of the counts, `--collect-atstart=no`, simulates everything from the start
+and cannot be switched on by a monitor command). Each run switches instrumentation off and on
+again before its probe and warm-up (which clears callgrind's cache simulation: the second run on
+a server starts as cold as the first); `dump` after the warm-up writes and empties the counters,
+and `dump` after the fixed number of measured requests writes exactly that window's costs to a
+new numbered file (redline.instructions.window).
 
 These are callgrind's monitor commands, sent with `vgdb` (the program `callgrind_control` itself
 calls; calling it directly saves a Perl start and a process listing per command). vgdb returns
@@ -78,9 +78,6 @@ class CallgrindControl:
         on this server."""
         self._monitor("instrumentation", "off")
         self._monitor("instrumentation", "on")
-
-    def zero(self) -> None:
-        self._monitor("zero")
 
     def dump(self) -> Path:
         """Write the counters since the last zero or dump to a new file and return it (the

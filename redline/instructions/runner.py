@@ -6,8 +6,6 @@ deterministic profile (redline.instructions.profile) instead of a perf recording
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from redline.errors import RunError
 from redline.instructions.callgrind import control_of, under_callgrind
 from redline.instructions.profile import callgrind_profile
@@ -20,9 +18,6 @@ from redline.run_plan import Side
 from redline.server_runner import ServerRunner, _LoadProgress
 from redline.topology import CpuPlan
 from redline.watch import ServerWatch
-
-if TYPE_CHECKING:
-    pass
 
 KEPT_FROM_THE_LOAD = ("keyspace_hits", "keyspace_misses", "used_memory_bytes", "ops", "measured_s", "errors")
 
@@ -57,9 +52,6 @@ class InstructionsRunner(ServerRunner):
             self.observer.note(f"⚠ {warning}")
         return description + "; servers run under valgrind --tool=callgrind (20-50x slower)"
 
-    def _run_timeout(self) -> float:
-        return super()._run_timeout() * 50
-
     def _drive(self, side: Side, run: Run, request: LoadRequest, probe: WindowProbe,
                watch: ServerWatch) -> LoadResult:
         self.observer.phase("callgrind: probe, warm-up, measured requests")
@@ -68,7 +60,10 @@ class InstructionsRunner(ServerRunner):
                                 listener=_LoadProgress(self.observer, probe, request), server_alive=watch)
         self.request_plan = self.request_plan or window.plan
         self.window = window
+        run.facts["loadgen_argv"] = window.load.argv          # the measured requests' own command line
+        run.facts["warmup_s"] = None                           # the warm-up is a request count here
         run.facts["instructions"] = {**window.plan.as_dict(), "this_run_estimate_per_op": round(window.marginal_per_op, 1),
+                                     "warmup_requests_per_connection": window.warmup_per_connection,
                                      "valgrind": "callgrind --cache-sim=yes", "dump_events": list(window.dump.events)}
         if run.purpose == "profile":
             self.observer.phase("profile: callgrind call graph, flame graph")

@@ -95,21 +95,7 @@ class WindowResult:
     plan: RequestPlan
     metrics: dict[str, float | None]
     marginal_per_op: float       # this run's probe/warm-up estimate (the plan may be an earlier run's)
-
-
-class _Phases:
-    """Forwards only the measured load's events (the window probe marks its start and end there)."""
-
-    def __init__(self, listener: LoadListener | None):
-        self.listener = listener
-
-    def on_phase(self, phase: str, at: float) -> None:
-        if self.listener is not None:
-            self.listener.on_phase(phase, at)
-
-    def on_progress(self, event: dict) -> None:
-        if self.listener is not None:
-            self.listener.on_progress(event)
+    warmup_per_connection: int
 
 
 def _connections(result: LoadResult) -> int:
@@ -130,23 +116,23 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
     control.instrumentation_restart()
     once = replace(request, duration_s=None, warmup_s=0.0)
 
-    def send(per_connection: int, expected_per_op: float | None, name: str,
+    def send(per_connection: int, expected: tuple[float, int] | None, name: str,
              events: LoadListener | None = None) -> LoadResult:
-        if expected_per_op:
-            timeout = LOAD_GRACE_S + per_connection * (plan.connections if plan else 1) * expected_per_op \
-                / SLOWEST_INSTRUCTIONS_PER_S
+        """One load phase; `expected` (instructions per request, connections) bounds its time."""
+        if expected:
+            timeout = LOAD_GRACE_S + per_connection * expected[1] * expected[0] / SLOWEST_INSTRUCTIONS_PER_S
         else:
             timeout = 4 * LOAD_GRACE_S
         phase_request = replace(once, requests=per_connection,
                                 json_path=Path(str(request.json_path) + f".{name}.json"))
         return run_load(phase_request, listener=events, server_alive=server_alive, timeout_s=timeout)
 
-    probe = send(PROBE_PER_CONNECTION, plan.estimate_per_op if plan else None, "probe")
+    probe = send(PROBE_PER_CONNECTION, (plan.estimate_per_op, plan.connections) if plan else None, "probe")
     probe_dump = _dumped(control)
     probe_cost = request_driven(probe_dump)
     probe_per_op = probe_cost / max(probe.ops or 1, 1)
     warmup_size = WARMUP_PER_CONNECTION if probe_per_op < COSTLY_REQUEST else 2
-    warmup = send(warmup_size, plan.estimate_per_op if plan else probe_per_op, "warmup")
+    warmup = send(warmup_size, (probe_per_op, _connections(probe)), "warmup")
     warmup_dump = _dumped(control)          # also zeroes the counters: the window starts here
     # the marginal cost of a request (serverCron left out, as in the metrics): probe and warm-up
     # open and close the same connections
@@ -156,13 +142,15 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
         marginal = request_driven(warmup_dump) / max(warmup.ops or 1, 1)
     if plan is None:
         plan = choose_requests(marginal, _connections(warmup), window_instructions)
-    measured = send(plan.per_connection, plan.estimate_per_op, "window", _Phases(listener))
+    measured = send(plan.per_connection, (max(plan.estimate_per_op, marginal), plan.connections), "window",
+                    listener)
     dump = parse_callgrind(control.dump())
     ops = measured.ops or 0
     if ops != plan.requests:
         raise RunError(f"the measured window completed {ops} of {plan.requests} requests")
     return WindowResult(load=measured, dump=dump, plan=plan,
-                        metrics=window_metrics(dump, ops, command_function), marginal_per_op=marginal)
+                        metrics=window_metrics(dump, ops, command_function), marginal_per_op=marginal,
+                        warmup_per_connection=warmup_size)
 
 
 def _dumped(control: CallgrindControl) -> CallgrindDump:
