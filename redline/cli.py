@@ -188,6 +188,9 @@ def _measurement_defaults(args) -> None:
     if instructions and args.duration is not None:
         raise UsageError("--duration does not apply to --measure instructions: each run sends a fixed number "
                          "of requests (see --window-instructions)")
+    if instructions:
+        from redline.instructions.callgrind import find_valgrind
+        find_valgrind()                     # one line and exit 1 before anything starts when it is missing
     if args.runs is None:
         args.runs = INSTRUCTION_RUNS if instructions else args.time_runs
     if hasattr(args, "max_runs") and args.max_runs is None:
