@@ -225,7 +225,8 @@ def local_engine(store, *, observers: Sequence[Observer] = (), sinks: Sequence[R
     cpus = cpus if cpus is not None else available_cpus()
 
     def runners(test, topology, sides, settings, observer, workdir):
-        return runner_class(settings.measure_for(test))(test, topology, sides, settings, observer=observer, cpus=cpus,
-                                                        workdir=workdir, artifacts=lambda run: store.artifact_dir(run.run_id))
+        runner = runner_class(settings.measure_for(test))      # timed, or under callgrind
+        return runner(test, topology, sides, settings, observer=observer, cpus=cpus, workdir=workdir,
+                      artifacts=lambda run: store.artifact_dir(run.run_id))
 
     return Engine(runners=runners, sinks=[store, *sinks], observers=observers)

@@ -41,7 +41,7 @@ class InstructionsRunner(ServerRunner):
                     "does not run")
         if self.topology.cluster or self.topology.replicas:
             return (f"--measure instructions counts one server process; {self.topology.name} runs "
-                    f"{self.topology.primaries + self.topology.primaries * self.topology.replicas} (measure it by time)")
+                    f"{len(self.topology.roles())} (measure it by time)")
         return None
 
     def plan(self) -> str:
@@ -62,7 +62,8 @@ class InstructionsRunner(ServerRunner):
         self.window = window
         run.facts["loadgen_argv"] = window.load.argv          # the measured requests' own command line
         run.facts["warmup_s"] = None                           # the warm-up is a request count here
-        run.facts["instructions"] = {**window.plan.as_dict(), "this_run_estimate_per_op": round(window.marginal_per_op, 1),
+        run.facts["instructions"] = {**window.plan.as_dict(),
+                                     "this_run_estimate_per_op": round(window.marginal_per_op, 1),
                                      "warmup_requests_per_connection": window.warmup_per_connection,
                                      "valgrind": "callgrind --cache-sim=yes", "dump_events": list(window.dump.events)}
         if run.purpose == "profile":
