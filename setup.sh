@@ -8,7 +8,8 @@ say() { printf '\033[1msetup:\033[0m %s\n' "$*" >&2; }
 # Debian packages: the servers redline measures, perf, build tools, Python.
 APT_PACKAGES=(redis-server redis-tools linux-perf build-essential pkg-config git
               python3 python3-venv util-linux procps ca-certificates openssl
-              chromium)   # chromium: tests render flame graphs headless and look at them
+              chromium    # chromium: tests render flame graphs headless and look at them
+              valgrind)   # valgrind: --measure instructions runs the server under callgrind
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -37,8 +37,21 @@ def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", type=regex, metavar="REGEX", help="keep the tests whose name matches REGEX")
 
 
+COMPARE_MAX_RUNS = 15
+INSTRUCTION_RUNS = 3       # --measure instructions: near-deterministic runs need few (docs/measure-instructions.md)
+
+
 def add_measurement_arguments(parser: argparse.ArgumentParser, *, default_runs: int) -> None:
-    parser.add_argument("--runs", type=positive_int, default=default_runs, help=f"runs per test (default {default_runs})")
+    parser.add_argument("--runs", type=positive_int, default=None,
+                        help=f"runs per test (default {default_runs}; {INSTRUCTION_RUNS} with --measure instructions)")
+    parser.set_defaults(time_runs=default_runs)
+    parser.add_argument("--measure", choices=(metrics.TIME, metrics.INSTRUCTIONS), default=None,
+                        help="time (default; a suite may say `redline: measure: instructions`): throughput, latency, "
+                             "CPU per op; instructions: the server under valgrind's callgrind, a fixed request count, "
+                             "instructions and estimated cycles per op (docs/measure-instructions.md)")
+    parser.add_argument("--window-instructions", type=positive_int, metavar="N",
+                        help="--measure instructions: size the fixed request count for a window of at least N "
+                             "instructions (default 150000000)")
     parser.add_argument("--duration", type=whole_seconds, metavar="TIME",
                         help="measured time per run in whole seconds, replacing the suite's --test-time "
                              "(e.g. 10s, 2m)")
@@ -97,8 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--comparison-config", action="append", default=[], metavar="NAME=VALUE",
                          help="server configuration for the comparison (repeatable)")
     add_measurement_arguments(compare, default_runs=7)
-    compare.add_argument("--max-runs", type=positive_int, default=15,
-                         help="inconclusive tests get more runs, up to this many per side (default 15)")
+    compare.add_argument("--max-runs", type=positive_int, default=None,
+                         help=f"inconclusive tests get more runs, up to this many per side (default {COMPARE_MAX_RUNS}; "
+                              "with --measure instructions: --runs)")
     compare.add_argument("--fail-on-regression", action="store_true",
                          help="exit 3 when a regression survives Benjamini–Hochberg false-discovery control "
                               "(exit 1, as always, when a run failed)")
@@ -165,6 +179,24 @@ def _command(name: str):
     return call
 
 
+def _measurement_defaults(args) -> None:
+    """Defaults that depend on --measure: the run count (and compare's --max-runs: no adaptive extra
+    runs under callgrind); --duration means nothing when a run sends a fixed number of requests."""
+    if not hasattr(args, "time_runs"):
+        return
+    instructions = args.measure == metrics.INSTRUCTIONS
+    if instructions and args.duration is not None:
+        raise UsageError("--duration does not apply to --measure instructions: each run sends a fixed number "
+                         "of requests (see --window-instructions)")
+    if instructions:
+        from redline.instructions.callgrind import find_valgrind
+        find_valgrind()                     # one line and exit 1 before anything starts when it is missing
+    if args.runs is None:
+        args.runs = INSTRUCTION_RUNS if instructions else args.time_runs
+    if hasattr(args, "max_runs") and args.max_runs is None:
+        args.max_runs = args.runs if instructions else COMPARE_MAX_RUNS
+
+
 def _terminate(signum, frame):
     """SIGTERM ends a run like Ctrl-C: the current run is marked interrupted, servers are stopped."""
     raise KeyboardInterrupt
@@ -175,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     try:
         args = build_parser().parse_args(argv)
+        _measurement_defaults(args)
         if not getattr(args, "func", None):
             build_parser().print_help()
             return 2

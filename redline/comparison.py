@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from redline import metrics, state
+from redline.instructions.verdict import MIN_RUNS as INSTRUCTION_MIN_RUNS, deterministic_verdict
 from redline.run import Run
 from redline.stats import (MetricComparison, Verdict, benjamini_hochberg, compare_metric,
                            confidence_per_look, needs_more_runs)
@@ -100,19 +101,29 @@ def _states_by_side(records: list[Run]) -> dict[str, list[dict | None]]:
 
 def compare_test(test: str, records: list[Run], noise_floors: dict[tuple[str, str], float], *,
                  confidence: float = 0.95) -> list[TestComparison]:
+    """Verdicts per compared metric of one test: timed runs by the rank statistics of redline.stats;
+    runs under callgrind (--measure instructions) by the near-deterministic rule of
+    redline.instructions.verdict, on their own metrics only (never against timed ones)."""
     out = []
     states = _states_by_side(records)
     refusal = state.state_refusal(states)
     flags = [flag for flag in (state.memory_flag(states),) if flag]
-    for metric, higher_is_better in COMPARED_METRICS.items():
-        baseline, comparison, paired = _values(records, metric)
-        if min(len(baseline), len(comparison)) < MIN_RUNS:
-            out.append(TestComparison(test, metric, None, note=f"too few successful runs "
-                                      f"({len(baseline)} baseline, {len(comparison)} comparison; need {MIN_RUNS})"))
+    instructions = metrics.measure_of(r.metrics for r in records if r.status == "ok") == metrics.INSTRUCTIONS
+    least = INSTRUCTION_MIN_RUNS if instructions else MIN_RUNS
+    for metric in metrics.compared(metrics.INSTRUCTIONS if instructions else metrics.TIME):
+        baseline, comparison, paired = _values(records, metric.name)
+        if min(len(baseline), len(comparison)) < least:
+            out.append(TestComparison(test, metric.name, None, note=f"too few successful runs "
+                                      f"({len(baseline)} baseline, {len(comparison)} comparison; need {least})"))
             continue
-        result = compare_metric(baseline, comparison, paired=paired, higher_is_better=higher_is_better,
-                                noise_floor_pct=noise_floors.get((test, metric)), confidence=confidence)
-        out.append(TestComparison(test, metric, result, state_refusal=refusal, state_flags=flags))
+        floor = noise_floors.get((test, metric.name))
+        if instructions:
+            result = deterministic_verdict(baseline, comparison, higher_is_better=metric.higher_is_better,
+                                           aa_spread_pct=floor)
+        else:
+            result = compare_metric(baseline, comparison, paired=paired, higher_is_better=metric.higher_is_better,
+                                    noise_floor_pct=floor, confidence=confidence)
+        out.append(TestComparison(test, metric.name, result, state_refusal=refusal, state_flags=flags))
     return out
 
 

@@ -221,11 +221,12 @@ def local_engine(store, *, observers: Sequence[Observer] = (), sinks: Sequence[R
     """The engine on this machine's real servers, storing into `store` (first) and `sinks`; profiles
     are kept in the store's artifact directory."""
     from redline.pinning import available_cpus
-    from redline.server_runner import ServerRunner
+    from redline.server_runner import runner_class
     cpus = cpus if cpus is not None else available_cpus()
 
     def runners(test, topology, sides, settings, observer, workdir):
-        return ServerRunner(test, topology, sides, settings, observer=observer, cpus=cpus, workdir=workdir,
-                            artifacts=lambda run: store.artifact_dir(run.run_id))
+        runner = runner_class(settings.measure_for(test))      # timed, or under callgrind
+        return runner(test, topology, sides, settings, observer=observer, cpus=cpus, workdir=workdir,
+                      artifacts=lambda run: store.artifact_dir(run.run_id))
 
     return Engine(runners=runners, sinks=[store, *sinks], observers=observers)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 JOB_FORMAT = 1
 BUILTIN = "builtin:"
 # The RunSettings a job carries (its topology is the job's own).
-SETTINGS = ("runs", "duration_s", "warmup_s", "scale", "profile", "snapshots")
+SETTINGS = ("runs", "duration_s", "warmup_s", "scale", "profile", "snapshots", "measure", "window_instructions")
 
 
 def suite_reference(path: Path) -> str:

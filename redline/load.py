@@ -63,20 +63,24 @@ class LoadRequest:
     cpus: tuple[int, ...] | None = None
     reconnect_on_error: bool = False   # lost connections reconnect and do not fail the run (preloads)
     role: str | None = None            # another client tool redline-load plays (redline.suites.roles)
+    requests: int | None = None        # a fixed request count per connection instead of a duration (-n)
 
     def argv(self) -> list[str]:
         """Suite arguments first without the options redline owns (redline.suites.owned), redline's
         own after them (the last value of a flag wins). A duration makes every run time-based: a
-        suite's request count (-n) is dropped with it."""
+        suite's request count (-n) is dropped with it; a request count drops the suite's duration."""
         if self.role is not None:
             return self._role_argv()
-        dropped = {*CLIENT_OPTIONS, *(REQUEST_OPTIONS if self.duration_s is not None else ())}
+        dropped = {*CLIENT_OPTIONS, *(REQUEST_OPTIONS if self.duration_s is not None or self.requests else ()),
+                   *(DURATION_OPTIONS if self.requests else ())}
         arguments = without_options(self.arguments, dropped)
         argv = [str(loadgen_binary()), *arguments, "--server", self.host, "--port", str(self.port),
                 "--json-out-file", str(self.json_path), "--events", "--hide-histogram",
                 f"--print-percentiles={PERCENTILES}"]
         if self.duration_s is not None:
             argv += ["--test-time", _seconds_arg(self.duration_s)]
+        if self.requests:
+            argv += ["--requests", str(self.requests)]
         if self.warmup_s:
             argv += ["--warmup-time", _seconds_arg(self.warmup_s)]
         if self.reconnect_on_error:
@@ -96,6 +100,7 @@ class LoadRequest:
 
 
 REQUEST_OPTIONS = ("requests",)
+DURATION_OPTIONS = ("test-time",)
 
 
 def _seconds_arg(seconds: float) -> str:

@@ -19,8 +19,15 @@ def _percent(value: float | None) -> str:
     return "–" if value is None else f"{value:.0%}"
 
 
+def _grouped(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.0f}"
+
+
 def _plain(value: float | None) -> str:
     return "–" if value is None else f"{value:g}"
+
+
+TIME, INSTRUCTIONS = "time", "instructions"      # the two ways of measuring (--measure); never compared with each other
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,7 @@ class Metric:
     short: str | None = None           # label where space is short (narrow verdict table)
     progress: str | None = None        # the live line after each run: "{} ops/s"
     format: Callable[[float | None], str] = _plain
+    measure: str = TIME                # TIME: a timed run's metric; INSTRUCTIONS: a run under callgrind
 
     @property
     def higher_is_better(self) -> bool:
@@ -62,12 +70,37 @@ REGISTRY: tuple[Metric, ...] = (
     Metric("ops", "ops", "ops"),
     Metric("measured_s", "measured s", "s"),
     Metric("errors", "errors", "replies"),
+    # --measure instructions (redline/instructions, docs/measure-instructions.md): callgrind's counts
+    # over exactly the measured requests
+    Metric("instructions_per_op", "instr/op", "instructions", better="lower", compared=True, table="narrow",
+           short="instr/op", progress="{} instr/op", format=_grouped, measure=INSTRUCTIONS),
+    Metric("instructions_per_op_command", "instr/op in call()", "instructions", better="lower", compared=True,
+           table="narrow", short="in call()", progress="{} in call()", format=_grouped, measure=INSTRUCTIONS),
+    Metric("est_cycles_per_op", "est. cycles/op", "cycles", better="lower", compared=True, table="narrow",
+           short="cycles/op", progress="est. {} cycles/op", format=_grouped, measure=INSTRUCTIONS),
+    Metric("window_instructions", "window instructions", "instructions", measure=INSTRUCTIONS),
+    Metric("window_l1_misses", "window L1 misses", "misses", measure=INSTRUCTIONS),
+    Metric("window_ll_misses", "window LL misses", "misses", measure=INSTRUCTIONS),
+    Metric("command_calls", "call() entries", "calls", measure=INSTRUCTIONS),
+    Metric("window_cron_instructions", "serverCron instructions", "instructions", measure=INSTRUCTIONS),
+    Metric("cron_calls", "serverCron runs", "calls", measure=INSTRUCTIONS),
 )
 
 BY_NAME = {metric.name: metric for metric in REGISTRY}
 NAMES = tuple(BY_NAME)
-COMPARED = tuple(metric for metric in REGISTRY if metric.compared)
+COMPARED = tuple(metric for metric in REGISTRY if metric.compared and metric.measure == TIME)
 
 
-def table_metrics(*, wide: bool) -> tuple[Metric, ...]:
-    return tuple(m for m in REGISTRY if m.table == "narrow" or (wide and m.table == "wide"))
+def compared(measure: str = TIME) -> tuple[Metric, ...]:
+    """The metrics compare judges (and calibrate calibrates) in one way of measuring."""
+    return tuple(metric for metric in REGISTRY if metric.compared and metric.measure == measure)
+
+
+def measure_of(runs_metrics) -> str:
+    """INSTRUCTIONS when any of these runs' metric dicts holds a callgrind count, else TIME."""
+    return INSTRUCTIONS if any(m.get("instructions_per_op") is not None for m in runs_metrics) else TIME
+
+
+def table_metrics(*, wide: bool, measure: str = TIME) -> tuple[Metric, ...]:
+    return tuple(m for m in REGISTRY
+                 if m.measure == measure and (m.table == "narrow" or (wide and m.table == "wide")))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from redline.metrics import TIME
 from redline.run import Run
 from redline.targets import Target
 from redline.topology import DEFAULT_TOPOLOGY, TopologySpec, parse_topology
@@ -31,6 +32,14 @@ class RunSettings:
     profile: bool = False                # one extra, profiled run per test and side after the measured ones
     topologies: tuple[TopologySpec, ...] = field(default_factory=lambda: (parse_topology(DEFAULT_TOPOLOGY),))
     snapshots: bool = True               # restore prepared datasets from the RDB snapshot cache
+    # "time" or "instructions" (the server under callgrind, a fixed request count: redline.instructions);
+    # None: each test's own `redline: measure`, else time
+    measure: str | None = None
+    window_instructions: int | None = None   # --measure instructions: the window's size (None: the default)
+
+    def measure_for(self, test: TestSpec) -> str:
+        """How `test` is measured: the session's --measure, else the suite's `redline: measure`, else time."""
+        return self.measure or test.extensions.get("measure") or TIME
 
 
 class Observer:

@@ -11,6 +11,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import redis
 
@@ -63,6 +64,9 @@ class ServerSettings:
     workdir: Path | None = None
     seed_rdb: Path | None = None          # start from this RDB file (a restored dataset snapshot)
     start_timeout_s: float = 20.0         # until PING answers (a seeded server loads its data first)
+    # a command-line prefix the server runs under, given the server's workdir (valgrind for
+    # --measure instructions: redline.instructions.callgrind.valgrind_prefix)
+    launcher: Callable[[Path], list[str]] | None = None
 
 
 class Server:
@@ -177,6 +181,8 @@ class ManagedServer(Server):
         conf = self._write_config(port)
         self.log_path.write_text("")
         argv = [str(self.settings.binary), str(conf)]
+        if self.settings.launcher is not None:
+            argv = [*self.settings.launcher(self.workdir), *argv]
         if self.settings.cpus:
             argv = pinned(argv, self.settings.cpus)
         with open(self.console_path, "wb") as console:

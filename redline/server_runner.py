@@ -15,6 +15,7 @@ from redline import admission, machine, state
 from redline.errors import RunError, SkipTest
 from redline.load import LoadRequest, LoadResult, NotAResult, ServerGone
 from redline.load_groups import run_test_load
+from redline.metrics import INSTRUCTIONS
 from redline.probes import WindowProbe
 from redline.run import Run
 from redline.run_plan import Observer, RunSettings, Side
@@ -135,17 +136,9 @@ class ServerRunner:
         run.facts = {**prepared.facts, "machine": machine.facts(), "loadgen_argv": request.argv(),
                      "warmup_s": settings.warmup_s,
                      "state": {**prepared.facts["state"], "at_run_start": state.at_run_start(server)}}
-        recorder = None
         try:
             try:
-                recorder = self._recorder(side, server, run) if run.purpose == "profile" else None
-                result = run_test_load(self.test, request, server.load_arguments,
-                                       listener=_LoadProgress(self.observer, probe, request, recorder),
-                                       server_alive=watch, timeout_s=self._run_timeout())
-                if recorder is not None:
-                    self.observer.phase("profile: perf script, flame graph")
-                    run.profile = recorder.stop().as_json()
-                    recorder = None
+                result = self._drive(side, run, request, probe, watch)
             except ServerHung as hung:
                 prepared.hung = True
                 raise RunError(f"the server stopped answering during the run: {hung.reason}; "
@@ -156,7 +149,7 @@ class ServerRunner:
                                + (f": {reason}" if reason else ""))
             except NotAResult as exc:
                 raise RunError(_why_not_a_result(exc, probe)) from exc
-            run.metrics, run.series, run.flags = _metrics(self.test, result, probe, prepared.plan)
+            run.metrics, run.series, run.flags = self._results(result, probe, prepared.plan)
             run.facts["state"]["memory_at_window_start"] = state.memory_figures(probe.info_start)
             run.facts["loadgen"] = result.extra
             if result.groups:       # several clients at once (redline.load_groups): the headline is the last
@@ -168,8 +161,27 @@ class ServerRunner:
             run.finish("failed", error=str(exc))
         finally:
             probe.close()
+
+    def _drive(self, side: Side, run: Run, request: LoadRequest, probe: WindowProbe,
+               watch: ServerWatch) -> LoadResult:
+        """The load of one run (and, for a profile run, perf around its window)."""
+        recorder = self._recorder(side, self.ready_sides[side].server, run) if run.purpose == "profile" else None
+        try:
+            result = run_test_load(self.test, request, self.ready_sides[side].server.load_arguments,
+                                   listener=_LoadProgress(self.observer, probe, request, recorder),
+                                   server_alive=watch, timeout_s=self._run_timeout())
+            if recorder is not None:
+                self.observer.phase("profile: perf script, flame graph")
+                run.profile = recorder.stop().as_json()
+                recorder = None
+            return result
+        finally:
             if recorder is not None:         # the run failed or was interrupted: perf's output is not used
                 recorder.abort()
+
+    def _results(self, result: LoadResult, probe: WindowProbe, plan: CpuPlan):
+        """The run's metrics, per-second series and flags."""
+        return _metrics(self.test, result, probe, plan)
 
     def _run_timeout(self) -> float:
         """Generous: the run's own length plus two minutes (a run that hangs must not hang redline)."""
@@ -184,6 +196,14 @@ class ServerRunner:
         from redline.profile import Recorder   # perf tooling is only needed with --profile
         return Recorder(pids=server.pids(), binary=side.target.binary, workdir=self.artifacts(run),
                         title=f"{self.test.name} — {side.target.label}")
+
+
+def runner_class(measure: str) -> type[ServerRunner]:
+    """The runner for a way of measuring: timed, or under callgrind (--measure instructions)."""
+    if measure == INSTRUCTIONS:
+        from redline.instructions.runner import InstructionsRunner
+        return InstructionsRunner
+    return ServerRunner
 
 
 def _metrics(test: TestSpec, result: LoadResult, probe: WindowProbe, plan: CpuPlan):

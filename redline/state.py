@@ -128,9 +128,10 @@ class ServerStates:
     before a run when the plan restarts per run."""
 
     def __init__(self, test: TestSpec, topology: TopologySpec, settings: RunSettings, plan: StatePlan, *,
-                 observer: Observer, cpus: list[int], workdir: Path):
+                 observer: Observer, cpus: list[int], workdir: Path, under=None):
         self.test, self.topology, self.settings, self.plan = test, topology, settings, plan
         self.observer, self.cpus, self.workdir = observer, cpus, workdir
+        self.under = under       # servers run under a tool (redline.topology.deploy's `under`)
 
     def start(self, side: Side) -> Prepared:
         """SkipTest when this server cannot run the test; RunError when it fails to get there."""
@@ -205,7 +206,7 @@ class ServerStates:
         else:
             server = deploy(self.topology, binary=target.binary, cpu_plan=cpu_plan,
                             config={**self.test.db.configuration_parameters, **target.config},
-                            progress=self.observer.detail, seed_rdb=seed_rdb)
+                            progress=self.observer.detail, seed_rdb=seed_rdb, under=self.under)
         with _stopped_on_failure(server):
             admission.check_server_can_run(self.test, server)
         return server

@@ -47,6 +47,7 @@ __all__ = [
     "mann_whitney_pvalue",
     "MIN_TAU_PCT",
     "confidence_per_look",
+    "decide_verdict",
 ]
 
 #: The smallest practical threshold: changes below 2% are never called regressions.
@@ -340,6 +341,9 @@ def _decide(*, delta_pct: float, ci_low_pct: float, ci_high_pct: float, tau_pct:
     if -tau_pct < ci_low_pct and ci_high_pct < tau_pct:
         return Verdict.NO_CHANGE
     return Verdict.INCONCLUSIVE
+
+
+decide_verdict = _decide     # the verdict from an estimate, its interval and τ (also used by redline.instructions.verdict)
 
 
 def _min_detectable_pct(*, estimate: float, low: float, high: float, tau_pct: float) -> float:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from redline.commands.session import check_before_starting, execute_session, measured_runs_by_test, \
     session_exit_code, target_from
-from redline.comparison import COMPARED_METRICS
+from redline import metrics
+from redline.instructions.verdict import MIN_RUNS as INSTRUCTION_MIN_RUNS, spread_pct
 from redline.run_plan import Side
 from redline.output import terminal
 from redline.output.json_file import write_runs_json
@@ -17,20 +18,35 @@ def calibrate_command(args) -> int:
     sides = [Side(target, "baseline"), Side(target, "comparison")]
     session = execute_session(args, kind="calibrate", sides=sides, tests=check_before_starting(args, sides))
     floors: dict[str, dict[str, float | str]] = {}
+    shown: dict[str, None] = {}
     for test, records in measured_runs_by_test(session.records).items():
         floors[test] = {}
-        for metric in COMPARED_METRICS:
+        measure = metrics.measure_of(r.metrics for r in records if r.status == "ok")
+        for metric in (m.name for m in metrics.compared(measure)):
+            shown[metric] = None
             a = [r.metrics[metric] for r in records if r.side == "baseline" and r.status == "ok" and r.metrics.get(metric)]
             b = [r.metrics[metric] for r in records if r.side == "comparison" and r.status == "ok" and r.metrics.get(metric)]
             try:
-                floor = noise_floor_pct(a, b)
+                floor = _floor(measure, a, b)
             except ValueError as exc:
                 floors[test][metric] = str(exc)
                 continue
             session.store.save_noise_floor(test=test, metric=metric, floor_pct=floor,
                                            runs=min(len(a), len(b)), target=target.label)
             floors[test][metric] = floor
-    terminal.console().print(noise_floor_table(floors, COMPARED_METRICS))
+    terminal.console().print(noise_floor_table(floors, list(shown)))
     if args.json:
         write_runs_json(args.json, [r for r in session.records if r.purpose == "measure"])
     return session_exit_code(session)
+
+
+def _floor(measure: str, a: list[float], b: list[float]) -> float:
+    """Timed runs: the A/A change (redline.stats.noise_floor_pct). Runs under callgrind: the A/A
+    spread, (max − min) ÷ median of every run of both sides, which the instructions verdict rule
+    multiplies into its threshold (redline.instructions.verdict)."""
+    if measure == metrics.INSTRUCTIONS:
+        if min(len(a), len(b)) < INSTRUCTION_MIN_RUNS:
+            raise ValueError(f"too few A/A runs for a spread ({len(a)} + {len(b)}); use at least "
+                             f"{INSTRUCTION_MIN_RUNS} per side")
+        return spread_pct(a + b)
+    return noise_floor_pct(a, b)

@@ -131,7 +131,8 @@ def execute_session(args, *, kind: str, sides: list[Side], tests: list, max_runs
         sides = ready_sides(sides, observer)
         print_plan(console, f"{kind}: {len(tests)} tests × {args.runs} runs", sides, topologies)
         settings = RunSettings(runs=args.runs, duration_s=args.duration, warmup_s=args.warmup, scale=args.scale,
-                               profile=args.profile, topologies=topologies, snapshots=args.snapshots)
+                               profile=args.profile, topologies=topologies, snapshots=args.snapshots,
+                               measure=args.measure, window_instructions=args.window_instructions)
         jobs = jobs_for(tests, sides, settings, max_runs=max_runs, lone_p_value=lone_p_value)
         store = Store(args.store)            # recovers what a killed redline left in the store …
         remove_abandoned_workdirs()          # … and in the temp directory

@@ -6,15 +6,16 @@ from redline import metrics
 from redline.comparison import TestComparison
 from redline.run import Run
 from redline.output.numbers import format_number
-from redline.output.verdicts import WORDS, explain, moves, sorted_comparisons, summary_sentence
+from redline.output.verdicts import WORDS, explain, interval_label, moves, sorted_comparisons, summary_sentence
 
 
 def comparison_markdown(comparisons: list[TestComparison], records: list[Run], *, baseline: str,
              comparison: str) -> str:
     tests = len({c.test for c in comparisons})
+    shown = metrics.compared(metrics.measure_of(r.metrics for r in records))
     lines = [f"**redline**: {summary_sentence(comparisons, tests)}", "",
              f"Baseline `{baseline}` vs comparison `{comparison}`, runs interleaved A B B A on one machine.", "",
-             "| test | metric | baseline | comparison | Δ | 95% CI | p | verdict |",
+             f"| test | metric | baseline | comparison | Δ | {interval_label(comparisons)} | p | verdict |",
              "|---|---|---:|---:|---:|---:|---:|---|"]
     for c in sorted_comparisons(comparisons):
         r = c.result
@@ -28,12 +29,16 @@ def comparison_markdown(comparisons: list[TestComparison], records: list[Run], *
               "the interval excludes 0, |Δ| ≥ τ = max(2%, 2 × the test's A/A noise floor) and the change survives "
               "Benjamini–Hochberg false-discovery control (5%) over every test and metric here; *no change*: the "
               "interval lies inside ±τ; *inconclusive*: the data cannot tell (the smallest detectable change is "
-              "given). For ops/sec higher is better; for latency and server CPU µs/op lower is better.", "",
+              "given). For ops/sec higher is better; for latency and server CPU µs/op lower is better. "
+              "Metrics counted under valgrind (instructions_per_op, instructions_per_op_command, est_cycles_per_op; "
+              "lower is better) are judged by another rule: Δ is the change of medians, the interval every "
+              "cross-side ratio of runs, τ = max(1%, 3 × the A/A spread), no p-value "
+              "(docs/measure-instructions.md).", "",
               "<details><summary>Every run</summary>", "",
-              "| test | side | run | status | " + " | ".join(m.label for m in metrics.COMPARED) + " |",
-              "|---|---|---:|---|" + "---:|" * len(metrics.COMPARED)]
+              "| test | side | run | status | " + " | ".join(m.label for m in shown) + " |",
+              "|---|---|---:|---|" + "---:|" * len(shown)]
     for r in records:
         lines.append(f"| {r.test} | {r.side} | {r.run_index + 1} | {r.status} | "
-                     + " | ".join(format_number(r.metrics.get(m.name)) for m in metrics.COMPARED) + " |")
+                     + " | ".join(format_number(r.metrics.get(m.name)) for m in shown) + " |")
     lines += ["", "</details>", ""]
     return "\n".join(lines)

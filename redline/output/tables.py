@@ -42,7 +42,7 @@ def results_table(records: list[Run], *, width: int = 200) -> tuple[Table, list[
     notes (flags, failures) to print under it. Below 120 columns only the main metrics fit."""
     prefix = common_prefix(sorted({r.key for r in records}))
     wide = width >= 120
-    shown = metrics.table_metrics(wide=wide)
+    shown = metrics.table_metrics(wide=wide, measure=metrics.measure_of(r.metrics for r in records))
     columns = (["runs"] if wide else []) + [m.label for m in shown] + ["hits"]
     title = "redline results (median of runs)" + (f", tests {prefix}…" if prefix else "")
     table = Table(title=title, title_justify="left")
@@ -101,14 +101,15 @@ def print_profiles(console: Console, records: list[Run], top: int = 5) -> None:
 def noise_floor_table(floors: dict[str, dict[str, float | str]], metrics) -> Table:
     """`calibrate`'s answer: per test and metric the % change an identical comparison can show
     (or why there is none)."""
-    table = Table(title="noise floor on this machine (A/A, % change an identical comparison can show)",
+    table = Table(title="noise floor on this machine (A/A, % change an identical comparison can show; "
+                        "for instruction counts the spread of all runs)",
                   title_justify="left")
     table.add_column("test")
     for metric in metrics:
         table.add_column(metric, justify="right")
     for test, by_metric in floors.items():
         table.add_row(test, *(f"{value:.1f}%" if isinstance(value, float) else f"– ({value})"
-                              for value in (by_metric[metric] for metric in metrics)))
+                              for value in (by_metric.get(metric, "not measured") for metric in metrics)))
     return table
 
 

@@ -48,6 +48,13 @@ def _reason(c: TestComparison) -> str:
     return f"{r.effect_words}; τ {r.tau_pct:.1f}%"
 
 
+def interval_label(comparisons: list[TestComparison]) -> str:
+    """What the interval column holds: a 95% confidence interval, or — for runs under callgrind,
+    judged by redline.instructions.verdict — the range of every cross-side ratio of runs."""
+    counted = {m.name for m in metrics.compared(metrics.INSTRUCTIONS)}
+    return "run range" if comparisons and all(c.metric in counted for c in comparisons) else "95% CI"
+
+
 def terminal_table(comparisons: list[TestComparison], *, width: int = 200) -> Table:
     """Significant first. Below 140 columns the medians, p-value and explanation are left out
     (they are in the markdown and JSON outputs)."""
@@ -55,7 +62,8 @@ def terminal_table(comparisons: list[TestComparison], *, width: int = 200) -> Ta
     prefix = common_prefix(sorted({c.test for c in comparisons}))
     table = Table(title="redline compare: comparison vs baseline" + (f", tests {prefix}…" if prefix else ""),
                   title_justify="left")
-    columns = ["test", "metric"] + (["baseline", "comparison"] if wide else []) + ["Δ", "95% CI"] \
+    interval = interval_label(comparisons)
+    columns = ["test", "metric"] + (["baseline", "comparison"] if wide else []) + ["Δ", interval] \
         + (["p"] if wide else []) + ["verdict"] + (["why"] if wide else [])
     for column in columns:
         table.add_column(column, justify="left" if column in ("test", "metric", "verdict", "why") else "right",
@@ -68,7 +76,7 @@ def terminal_table(comparisons: list[TestComparison], *, width: int = 200) -> Ta
                  "baseline": format_number(r.baseline_median if r else None),
                  "comparison": format_number(r.comparison_median if r else None),
                  "Δ": f"{r.delta_pct:+.1f}%" if r else "–",
-                 "95% CI": f"[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]" if r else "–",
+                 interval: f"[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]" if r else "–",
                  "p": f"{r.p_value:.3f}" if r else "–",
                  "verdict": Text(WORDS[c.verdict], style=style), "why": explain(c)}
         table.add_row(*(cells[column] for column in columns))
@@ -98,5 +106,6 @@ def summary_sentence(comparisons: list[TestComparison], tests: int) -> str:
     parts = [f"{counts[v]} {WORDS[v] if counts[v] == 1 else plural[v]}"
              for v in (Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.INCONCLUSIVE) if counts[v]]
     if not parts:
-        return f"No change in any of {tests} tests: every metric's 95% interval lies inside its threshold."
+        interval = "range of runs" if interval_label(comparisons) == "run range" else "95% interval"
+        return f"No change in any of {tests} tests: every metric's {interval} lies inside its threshold."
     return f"{', '.join(parts)} across {tests} tests × {len({c.metric for c in comparisons})} metrics."

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import yaml
 
+from redline.metrics import INSTRUCTIONS, TIME
+
 from .errors import Diagnostic, SpecError
 from .memtier import parse_client_arguments, split_command
 from .keyspace import unreachable_keyspace
@@ -43,7 +45,8 @@ TOOL_IGNORED = {
 }
 
 # redline's own top-level block: key -> kind.
-EXTENSION_KEYS = {"dataset-scale": "positive number", "expect-misses": "boolean"}
+EXTENSION_KEYS = {"dataset-scale": "positive number", "expect-misses": "boolean", "measure": "measure"}
+MEASURES = (TIME, INSTRUCTIONS)           # how the test is measured (as `--measure`)
 
 
 def load_test(path: Path) -> TestSpec:
@@ -144,6 +147,13 @@ class _SpecBuilder:
                              f"redline.{key} must be above 0, got {number:g}")
                 elif number is not None:
                     out[key] = number
+            elif kind == "measure":
+                text = r.string(value_node, f"redline.{key}")
+                if text is not None and text not in MEASURES:
+                    r.report(line_of(value_node), "error",
+                             f"redline.{key} must be {' or '.join(MEASURES)}, got {text!r}")
+                elif text is not None:
+                    out[key] = text
             else:
                 flag = r.boolean(value_node, f"redline.{key}")
                 if flag is not None:

@@ -189,13 +189,16 @@ def _node_config(spec: TopologySpec, config: dict[str, str], workdir: Path) -> d
 
 def deploy(spec: TopologySpec, *, binary: Path, config: dict[str, str], cpu_plan: CpuPlan,
            progress: Progress | None = None, attach_replicas: bool = True,
-           seed_rdb: Path | None = None) -> Deployment:
+           seed_rdb: Path | None = None,
+           under: Callable[[ServerSettings], ServerSettings] | None = None) -> Deployment:
     """Start every server of `spec` pinned as `cpu_plan` says, form the cluster or attach the
     replicas, and return the running deployment. Nothing is left running when this raises.
 
     `attach_replicas=False` starts the replicas empty and unattached; call
     `attach_replicas_now(deployment)` after preloading the primary to time a full sync of the data.
-    `seed_rdb` (standalone and replicated topologies): the primary starts from this RDB file."""
+    `seed_rdb` (standalone and replicated topologies): the primary starts from this RDB file.
+    `under`: how each server's settings change to run it under a tool (--measure instructions:
+    redline.instructions.callgrind.under_callgrind)."""
     if seed_rdb is not None and spec.cluster:
         raise UsageError(f"{spec.name}: a cluster cannot start from one RDB snapshot")
     if spec.unsupported:
@@ -224,6 +227,8 @@ def deploy(spec: TopologySpec, *, binary: Path, config: dict[str, str], cpu_plan
                                       cpus=tuple(cpus), workdir=workdir)
             if seed_rdb is not None and role == roles[0]:
                 settings.seed_rdb, settings.start_timeout_s = seed_rdb, SEEDED_START_TIMEOUT_S
+            if under is not None:
+                settings = under(settings)
             servers.append(_start_node(settings, role=role, cluster=spec.cluster))
         deployment = Deployment(spec=spec, servers=servers, roles=roles, cpu_plan=cpu_plan, workdir=root)
         if spec.cluster:

@@ -1,0 +1,83 @@
+"""The engine's test runner for `--measure instructions`: the real runner (redline.server_runner)
+with every server under callgrind and each run's load replaced by a callgrind window
+(redline.instructions.window): a fixed request count, decided once per test and shared by every
+run and side, its cost counted by callgrind. A profile run's window also gives the run's
+deterministic profile (redline.instructions.profile) instead of a perf recording."""
+
+from __future__ import annotations
+
+from redline.errors import RunError
+from redline.instructions.callgrind import control_of, under_callgrind
+from redline.instructions.profile import callgrind_profile
+from redline.instructions.visibility import visibility_warnings
+from redline.instructions.window import WINDOW_INSTRUCTIONS, RequestPlan, WindowResult, measure_window
+from redline.load import LoadRequest, LoadResult
+from redline.probes import WindowProbe
+from redline.run import Run
+from redline.run_plan import Side
+from redline.server_runner import ServerRunner, _LoadProgress
+from redline.topology import CpuPlan
+from redline.watch import ServerWatch
+
+KEPT_FROM_THE_LOAD = ("keyspace_hits", "keyspace_misses", "used_memory_bytes", "ops", "measured_s", "errors")
+
+
+class InstructionsRunner(ServerRunner):
+    """ServerRunner under callgrind (see the module docstring)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.request_plan: RequestPlan | None = None      # decided by the test's first window
+        self.window: WindowResult | None = None
+        self.warnings: list[str] = []
+
+    def skip_reason(self) -> str | None:
+        reason = super().skip_reason()
+        if reason:
+            return reason
+        remote = [side.target.label for side in self.sides if not side.target.managed]
+        if remote:
+            return (f"--measure instructions runs the server under valgrind; {remote[0]} is a server redline "
+                    "does not run")
+        if self.topology.cluster or self.topology.replicas:
+            return (f"--measure instructions counts one server process; {self.topology.name} runs "
+                    f"{len(self.topology.roles())} (measure it by time)")
+        return None
+
+    def plan(self) -> str:
+        description = super().plan()
+        self.states.under = under_callgrind
+        self.warnings = visibility_warnings(self.test, self.topology)
+        for warning in self.warnings:
+            self.observer.note(f"⚠ {warning}")
+        return description + "; servers run under valgrind --tool=callgrind (20-50x slower)"
+
+    def _drive(self, side: Side, run: Run, request: LoadRequest, probe: WindowProbe,
+               watch: ServerWatch) -> LoadResult:
+        self.observer.phase("callgrind: probe, warm-up, measured requests")
+        window = measure_window(control_of(self.ready_sides[side].server), request, plan=self.request_plan,
+                                window_instructions=self.settings.window_instructions or WINDOW_INSTRUCTIONS,
+                                listener=_LoadProgress(self.observer, probe, request), server_alive=watch)
+        self.request_plan = self.request_plan or window.plan
+        self.window = window
+        run.facts["loadgen_argv"] = window.load.argv          # the measured requests' own command line
+        run.facts["warmup_s"] = None                           # the warm-up is a request count here
+        run.facts["instructions"] = {**window.plan.as_dict(),
+                                     "this_run_estimate_per_op": round(window.marginal_per_op, 1),
+                                     "warmup_requests_per_connection": window.warmup_per_connection,
+                                     "valgrind": "callgrind --cache-sim=yes", "dump_events": list(window.dump.events)}
+        if run.purpose == "profile":
+            self.observer.phase("profile: callgrind call graph, flame graph")
+            run.profile = callgrind_profile(window.dump, self.artifacts(run), ops=window.load.ops or 0,
+                                            title=f"{self.test.name} — {side.target.label} (instructions)")
+        return window.load
+
+    def _results(self, result: LoadResult, probe: WindowProbe, plan: CpuPlan):
+        """Callgrind's counts, and of the load's own figures only those time does not colour."""
+        if self.window is None or self.window.load is not result:
+            raise RunError("internal: no callgrind window for this run")
+        timed, series, flags = super()._results(result, probe, plan)
+        metrics = {name: timed.get(name) for name in KEPT_FROM_THE_LOAD}
+        metrics.update(self.window.metrics)
+        flags = [flag for flag in flags if flag != "client saturated its core"] + self.warnings
+        return metrics, {}, flags

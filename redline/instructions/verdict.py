@@ -1,0 +1,81 @@
+"""The verdict rule for near-deterministic metrics (instructions and estimated cycles per
+operation), where two or three runs per side agree to a fraction of a percent.
+
+The rank statistics of redline.stats need 5+ runs per side and assume the spread is worth
+testing; here the spread is small and measured directly:
+
+    spread      the larger of: each side's range (max − min) ÷ median in this comparison, and
+                the test's A/A spread from `redline calibrate --measure instructions` when stored
+    τ           max(1%, 3 × spread)
+    interval    every cross-side ratio: [min(B) ÷ max(A) − 1, max(B) ÷ min(A) − 1]
+    change      median(B) ÷ median(A) − 1
+
+    regression / improvement   the interval excludes 0 (every B run beyond every A run) and
+                               |change| ≥ τ
+    no change                  the interval lies inside ±τ
+    inconclusive               anything else; or fewer than 2 runs on a side; or a spread above
+                               5% (not near-deterministic: measure time instead, or look for
+                               what varies between runs)
+
+The false-verdict rate on A/A is simulated in scripts/simulate_instructions_verdict.py
+(docs/measure-instructions.md has the table) and measured on real A/A runs in the tests.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from redline.stats import MetricComparison, Verdict, decide_verdict
+
+MIN_EFFECT_PCT = 1.0
+SPREAD_FACTOR = 3.0
+MAX_SPREAD_PCT = 5.0
+MIN_RUNS = 2
+
+
+def spread_pct(values: Sequence[float]) -> float:
+    """(max − min) ÷ median, in %; 0 for fewer than two values."""
+    if len(values) < 2:
+        return 0.0
+    return (max(values) - min(values)) / statistics.median(values) * 100.0
+
+
+def _words(baseline: Sequence[float], comparison: Sequence[float], higher_is_better: bool) -> str:
+    higher = sum(1 for b in baseline for c in comparison if c > b)
+    lower = sum(1 for b in baseline for c in comparison if c < b)
+    worse = lower if higher_is_better else higher
+    total = len(baseline) * len(comparison)
+    if worse in (0, total) and higher + lower == total:
+        return f"comparison {'costlier' if worse else 'cheaper'} in all {total} run pairs"
+    return f"comparison costlier in {worse} of {total} run pairs"
+
+
+def deterministic_verdict(baseline: Sequence[float], comparison: Sequence[float], *,
+                          higher_is_better: bool = False, aa_spread_pct: float | None = None) -> MetricComparison:
+    """The rule above for one metric; values must be positive."""
+    base = [float(v) for v in baseline if v and v > 0]
+    comp = [float(v) for v in comparison if v and v > 0]
+    if not base or not comp:
+        raise ValueError(f"need positive values on both sides, got {len(base)} baseline and {len(comp)} comparison")
+    spread = max(spread_pct(base), spread_pct(comp), aa_spread_pct or 0.0)
+    tau = max(MIN_EFFECT_PCT, SPREAD_FACTOR * spread)
+    base_median, comp_median = statistics.median(base), statistics.median(comp)
+    change = (comp_median / base_median - 1) * 100.0
+    low, high = (min(comp) / max(base) - 1) * 100.0, (max(comp) / min(base) - 1) * 100.0
+    if min(len(base), len(comp)) < MIN_RUNS or spread > MAX_SPREAD_PCT:
+        verdict = Verdict.INCONCLUSIVE
+    else:
+        verdict = decide_verdict(delta_pct=change, ci_low_pct=low, ci_high_pct=high, tau_pct=tau,
+                                 higher_is_better=higher_is_better)
+    decided = verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+    return MetricComparison(
+        baseline_median=base_median, comparison_median=comp_median, delta_pct=change,
+        ci_low_pct=low, ci_high_pct=high,
+        # not a test's p-value: 0 when the rule decided a change, 1 otherwise (false-discovery
+        # control over the session keeps every decided change; the rule's own rate is in the docs)
+        p_value=0.0 if decided else 1.0,
+        verdict=verdict, tau_pct=tau,
+        min_detectable_pct=max(tau, abs(high - change), abs(change - low)),
+        n_baseline=len(base), n_comparison=len(comp), paired=False,
+        effect_words=_words(base, comp, higher_is_better), higher_is_better=higher_is_better)

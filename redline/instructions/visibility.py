@@ -1,0 +1,36 @@
+"""What callgrind cannot see, said before a test is measured in instructions: it counts the
+server's user-space instructions, one thread at a time. System calls, the kernel's network stack,
+waiting and contention are not counted, so a test whose effect lives there (pipelining saves
+round trips and system calls; large values are copied by the kernel; io-threads run concurrently)
+shows little or nothing of it here."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from redline.suites import TestSpec
+    from redline.topology import TopologySpec
+
+LARGE_VALUE_BYTES = 16 * 1024
+
+
+def _workload(test: TestSpec):
+    return getattr(test.client, "workload", None)
+
+
+def visibility_warnings(test: TestSpec, topology: TopologySpec) -> list[str]:
+    """One sentence per reason this test's effect may be invisible to instruction counts."""
+    warnings = []
+    workload = _workload(test)
+    pipeline = getattr(workload, "pipeline", 1) or 1
+    if pipeline > 1:
+        warnings.append(f"pipeline {pipeline}: what pipelining saves is mostly system calls and network round "
+                        "trips, which callgrind does not count; compare it by time")
+    size = getattr(workload, "data_size", None) or 0
+    if size >= LARGE_VALUE_BYTES:
+        warnings.append(f"{size:,}-byte values: the kernel's copies of them are not counted; compare it by time")
+    if topology.io_threads:
+        warnings.append(f"{topology.name}: valgrind runs one thread at a time, so io-threads' concurrency is "
+                        "invisible and their counts meaningless; compare it by time")
+    return warnings

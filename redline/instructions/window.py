@@ -1,0 +1,162 @@
+"""One measured run of a server under callgrind: a probe, a warm-up, then exactly the measured
+requests between a zero and a dump of callgrind's counters.
+
+    probe      1 request per connection, counters dumped
+    warm-up    4 requests per connection (2 when the probe's requests cost over a million
+               instructions each; buffers, the simulated caches), counters dumped: the
+               difference of the two dumps over the difference of their requests is the cost of
+               one request without the connections' accept and close, from which the test's
+               request count is chosen (once per test, for every run and side)
+    window     the fixed request count, counters dumped
+
+Every run does all three, so every run of every side reaches its window the same way. The
+window holds the measured requests plus the connections' accept and close (the same in every
+run) and whatever the event loop and `serverCron` did meanwhile: cron runs `hz` times per
+wall-clock second, and under callgrind a second holds fewer requests when the machine is busy,
+so its share per operation moves with the machine's load. `instructions_per_op_command` (inside
+`call()`) does not contain it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+from redline.errors import RunError
+from redline.instructions.callgrind import CallgrindControl
+from redline.instructions.callgrind_file import CallgrindDump, parse_callgrind
+from redline.instructions.costs import request_driven, window_metrics
+from redline.load import LoadListener, LoadRequest, LoadResult, run_load
+
+# The window holds at least this many instructions: ~3-8 s under callgrind with cache simulation,
+# 30+ serverCron calls at hz 10, so a cron run more or less moves the total by well under 1%.
+WINDOW_INSTRUCTIONS = 150_000_000
+MIN_PER_CONNECTION = 2
+MAX_REQUESTS = 500_000
+PROBE_PER_CONNECTION, WARMUP_PER_CONNECTION = 1, 4
+COSTLY_REQUEST = 1_000_000          # instructions: above this the warm-up sends 2 per connection, not 4
+SLOWEST_INSTRUCTIONS_PER_S = 1_000_000      # under callgrind on a busy machine: for time limits only
+LOAD_GRACE_S = 300.0
+
+
+@dataclass(frozen=True)
+class RequestPlan:
+    """How many requests a test's runs send, decided once per test and recorded with each run."""
+
+    per_connection: int          # redline-load -n (requests per connection)
+    connections: int
+    estimate_per_op: float       # instructions per request (probe and warm-up) when it was decided
+    window_instructions: int     # the target the count was chosen for
+
+    @property
+    def requests(self) -> int:
+        return self.per_connection * self.connections
+
+    def as_dict(self) -> dict:
+        return {"requests": self.requests, "requests_per_connection": self.per_connection,
+                "connections": self.connections,
+                "estimated_instructions_per_op": round(self.estimate_per_op, 1),
+                "window_instructions_target": self.window_instructions,
+                "rule": f"at least {self.window_instructions:,} instructions and {MIN_PER_CONNECTION} requests "
+                        f"per connection, at most {MAX_REQUESTS:,} requests; per-connection count rounded "
+                        "up to 1, 1.5, 2, 3, 5 or 7.5 × 10^k"}
+
+
+NICE_STEPS = (1, 1.5, 2, 3, 5, 7.5, 10)
+
+
+def _nice_up(value: float) -> int:
+    """The smallest of 1, 1.5, 2, 3, 5, 7.5 × 10^k at or above `value`: sessions whose estimates
+    differ by a few percent send the same count."""
+    value = max(1.0, value)
+    power = 10 ** math.floor(math.log10(value))
+    for step in NICE_STEPS:
+        if step * power >= value - 1e-9:
+            return math.ceil(step * power)
+    return int(10 * power)
+
+
+def choose_requests(estimate_per_op: float, connections: int,
+                    window_instructions: int = WINDOW_INSTRUCTIONS) -> RequestPlan:
+    """The request count for a window of at least `window_instructions` at `estimate_per_op`."""
+    connections = max(1, connections)
+    wanted = window_instructions / max(estimate_per_op, 1.0) / connections
+    cap = max(MIN_PER_CONNECTION, MAX_REQUESTS // connections)
+    per_connection = min(max(MIN_PER_CONNECTION, _nice_up(wanted)), cap)
+    return RequestPlan(per_connection, connections, estimate_per_op, window_instructions)
+
+
+@dataclass
+class WindowResult:
+    load: LoadResult             # the measured requests as redline-load reported them
+    dump: CallgrindDump          # callgrind's costs of exactly that window
+    plan: RequestPlan
+    metrics: dict[str, float | None]
+    marginal_per_op: float       # this run's probe/warm-up estimate (the plan may be an earlier run's)
+    warmup_per_connection: int
+
+
+def _connections(result: LoadResult) -> int:
+    opened = (result.extra.get("connections") or {}).get("opened")
+    if not opened:
+        raise RunError("redline-load reported no opened connection in the probe")
+    return int(opened)
+
+
+def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: RequestPlan | None = None,
+                   window_instructions: int = WINDOW_INSTRUCTIONS, listener: LoadListener | None = None,
+                   server_alive: Callable[[], bool] | None = None,
+                   command_function: str = "call") -> WindowResult:
+    """Probe, warm-up and the measured window on the server `control` commands. `request` is the
+    test's load (its duration and request count are replaced); `plan` the test's request count
+    when an earlier run decided it. Every load phase is a separate redline-load, so each zero
+    and dump happens while no request is in flight."""
+    control.instrumentation_restart()
+    once = replace(request, duration_s=None, warmup_s=0.0)
+
+    def send(per_connection: int, expected: tuple[float, int] | None, name: str,
+             events: LoadListener | None = None) -> LoadResult:
+        """One load phase; `expected` (instructions per request, connections) bounds its time."""
+        if expected:
+            timeout = LOAD_GRACE_S + per_connection * expected[1] * expected[0] / SLOWEST_INSTRUCTIONS_PER_S
+        else:
+            timeout = 4 * LOAD_GRACE_S
+        phase_request = replace(once, requests=per_connection,
+                                json_path=Path(str(request.json_path) + f".{name}.json"))
+        return run_load(phase_request, listener=events, server_alive=server_alive, timeout_s=timeout)
+
+    probe = send(PROBE_PER_CONNECTION, (plan.estimate_per_op, plan.connections) if plan else None, "probe")
+    probe_dump = _dumped(control)
+    probe_cost = request_driven(probe_dump)
+    probe_per_op = probe_cost / max(probe.ops or 1, 1)
+    warmup_size = WARMUP_PER_CONNECTION if probe_per_op < COSTLY_REQUEST else 2
+    warmup = send(warmup_size, (probe_per_op, _connections(probe)), "warmup")
+    warmup_dump = _dumped(control)          # also zeroes the counters: the window starts here
+    # the marginal cost of a request (serverCron left out, as in the metrics): probe and warm-up
+    # open and close the same connections
+    extra_ops = (warmup.ops or 0) - (probe.ops or 0)
+    marginal = (request_driven(warmup_dump) - probe_cost) / extra_ops if extra_ops > 0 else 0.0
+    if marginal <= 0:
+        marginal = request_driven(warmup_dump) / max(warmup.ops or 1, 1)
+    if plan is None:
+        plan = choose_requests(marginal, _connections(warmup), window_instructions)
+    measured = send(plan.per_connection, (max(plan.estimate_per_op, marginal), plan.connections), "window",
+                    listener)
+    dump = parse_callgrind(control.dump())
+    ops = measured.ops or 0
+    if ops != plan.requests:
+        raise RunError(f"the measured window completed {ops} of {plan.requests} requests")
+    return WindowResult(load=measured, dump=dump, plan=plan,
+                        metrics=window_metrics(dump, ops, command_function), marginal_per_op=marginal,
+                        warmup_per_connection=warmup_size)
+
+
+def _dumped(control: CallgrindControl) -> CallgrindDump:
+    """The counters since the last dump (then zeroed); the file itself is not kept."""
+    path = control.dump()
+    try:
+        return parse_callgrind(path)
+    finally:
+        path.unlink(missing_ok=True)

@@ -1,0 +1,183 @@
+"""--measure instructions (issue #21): callgrind dumps, the request-count rule, the verdict rule
+(pure logic, on hand-written dumps and values) and, with Debian's valgrind and redis-server, real
+windows: A/A spread, appendonly's cost on SET and not on GET, the flame graph."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from redline.instructions.callgrind import control_of, under_callgrind
+from redline.instructions.callgrind_file import parse_callgrind
+from redline.instructions.costs import estimated_cycles, window_metrics
+from redline.instructions.folded import folded_stacks
+from redline.instructions.profile import callgrind_profile
+from redline.instructions.verdict import deterministic_verdict, spread_pct
+from redline.instructions.window import MAX_REQUESTS, MIN_PER_CONNECTION, choose_requests, measure_window
+from redline.errors import RunError
+from redline.load import LoadRequest, run_load
+from redline.server import ManagedServer, ServerSettings
+from redline.stats import Verdict
+
+REDIS_SERVER = Path("/usr/bin/redis-server")
+
+# main → aeMain → call (twice: once from processCommand, once recursively from call itself) → setCommand
+DUMP = """# callgrind format
+version: 1
+creator: callgrind-3.19.0
+positions: line
+events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
+summary: 1000 300 200 10 20 5 1 2 3
+
+ob=/usr/bin/redis-server
+fn=aeMain
+0 150 10 10
+cfn=call
+calls=4 0
+0 700 200 150 8 15 4 1 2 3
+cfn=serverCron
+calls=1 0
+0 150 50
+
+fn=call
+0 300 100 50 2 5 1
+cfn=call
+calls=1 0
+0 120 40 20
+cfn=setCommand
+calls=4 0
+0 400 100 100 6 10 3 1 2 3
+
+fn=setCommand
+0 400 100 100 6 10 3 1 2 3
+
+fn=serverCron
+0 150 50
+"""
+
+
+def _dump(tmp_path: Path, text: str = DUMP):
+    path = tmp_path / "callgrind.out.1.1"
+    path.write_text(text)
+    return parse_callgrind(path)
+
+
+def test_dump_totals_self_costs_and_inclusive_cost_counting_recursion_once(tmp_path):
+    dump = _dump(tmp_path)
+    assert dump.total("Ir") == 1000 and dump.total("DLmw") == 3
+    assert dump.self_cost["aeMain"][0] == 150 and dump.self_cost["setCommand"][:3] == [400, 100, 100]
+    assert dump.inclusive("call") == 700            # the recursive call's 120 is inside the 700 already
+    assert dump.calls_of("call") == 4 and dump.calls_of("setCommand") == 4
+    assert dump.inclusive("noSuchFunction") is None
+    # Ir + 10 × (I1mr + D1mr + D1mw) + 100 × (ILmr + DLmr + DLmw), serverCron's 150 instructions left out
+    assert estimated_cycles(dump) == 850 + 10 * 35 + 100 * 6
+    metrics = window_metrics(dump, ops=4)
+    # serverCron (time-driven: hz per wall-clock second) is left out of the per-op figures
+    assert metrics["instructions_per_op"] == (1000 - 150) / 4 and metrics["instructions_per_op_command"] == 175
+    assert metrics["est_cycles_per_op"] == (850 + 350 + 600) / 4
+    assert metrics["window_cron_instructions"] == 150 and metrics["cron_calls"] == 1
+
+
+def test_a_file_that_is_not_a_callgrind_dump_is_refused_with_its_line(tmp_path):
+    with pytest.raises(RunError, match=r"callgrind.out.1.1:2: a cost line before the events"):
+        _dump(tmp_path, "# callgrind format\n0 12 13\n")
+    with pytest.raises(RunError, match="not a complete callgrind dump"):
+        _dump(tmp_path, "events: Ir\nfn=main\n0 5\n")
+
+
+def test_folded_stacks_keep_every_instruction_and_split_shared_callees_by_cost(tmp_path):
+    stacks = folded_stacks(_dump(tmp_path))
+    assert sum(stacks.values()) == 1000
+    assert stacks["aeMain;call;setCommand"] == 400
+    assert stacks["aeMain;serverCron"] == 150
+    assert stacks["aeMain;call"] == 300          # its own cost; the recursive arc stays in the frame
+    assert stacks["aeMain"] == 150
+
+
+def test_request_count_rule():
+    cheap = choose_requests(5_000, connections=50)
+    assert cheap.requests * 5_000 >= 150_000_000 and cheap.per_connection == 750
+    assert choose_requests(5_200, connections=50).per_connection == cheap.per_connection   # a few % apart: same
+    costly = choose_requests(3_400_000, connections=50)
+    assert costly.per_connection == MIN_PER_CONNECTION
+    assert choose_requests(10, connections=1).requests == MAX_REQUESTS
+    assert "150,000,000 instructions" in cheap.as_dict()["rule"]
+
+
+def test_verdict_rule_on_near_deterministic_values():
+    same = deterministic_verdict([6000, 6012], [6006, 5996])
+    assert same.verdict == Verdict.NO_CHANGE and same.tau_pct == 1.0
+    slower = deterministic_verdict([6000, 6012, 6003], [9900, 9950, 9890])
+    assert slower.verdict == Verdict.REGRESSION and slower.delta_pct == pytest.approx(65.0, abs=0.2)
+    faster = deterministic_verdict([6000, 6012], [5700, 5710])
+    assert faster.verdict == Verdict.IMPROVEMENT
+    overlapping = deterministic_verdict([6000, 6100], [6090, 6200])     # B spreads 1.8% → τ 5.4%; 1.6% apart
+    assert overlapping.verdict == Verdict.NO_CHANGE and overlapping.tau_pct == pytest.approx(3 * spread_pct([6090, 6200]))
+    calibrated = deterministic_verdict([6000, 6001], [6120, 6121], aa_spread_pct=1.0)   # +2% but A/A spread 1%
+    assert calibrated.verdict == Verdict.NO_CHANGE and calibrated.tau_pct == 3.0
+    near_tau = deterministic_verdict([6000, 6060], [6150, 6200])          # τ 3%, +2.4%, interval reaches 3.3%
+    assert near_tau.verdict == Verdict.INCONCLUSIVE
+    assert deterministic_verdict([6000], [9000]).verdict == Verdict.INCONCLUSIVE          # one run: spread unknown
+    assert deterministic_verdict([6000, 6600], [9000, 9900]).verdict == Verdict.INCONCLUSIVE   # 10% spread
+
+
+# -- real valgrind, real redis-server -----------------------------------------------------------------
+needs_valgrind = pytest.mark.skipif(not shutil.which("valgrind") or not REDIS_SERVER.exists(),
+                                    reason="needs valgrind and /usr/bin/redis-server (setup.sh installs both)")
+PRELOAD = "--ratio 1:0 -n allkeys --key-pattern P:P --key-minimum 1 --key-maximum 20000 --data-size 100 -c 4 -t 1 --pipeline 50"
+LOADS = {
+    "SET": "--ratio 1:0 --data-size 100 --key-pattern R:R --key-minimum 1 --key-maximum 20000 --distinct-client-seed -c 10 -t 1",
+    "GET": "--ratio 0:1 --key-pattern R:R --key-minimum 1 --key-maximum 20000 --distinct-client-seed -c 10 -t 1",
+}
+WINDOW = 20_000_000          # instructions: ~1 s under callgrind, enough for a test
+
+
+def _measure(tmp_path: Path, name: str, plans: dict | None = None, **config: str) -> dict:
+    """A fresh server under callgrind, 20K keys preloaded, then a SET and a GET window (with the
+    request counts of `plans`, as the runs of one test share theirs); the SET window's profile
+    in tmp_path/name (made while the dump is still in the server's work directory)."""
+    server = ManagedServer(under_callgrind(ServerSettings(binary=REDIS_SERVER, config=config))).start()
+    try:
+        run_load(LoadRequest(PRELOAD.split(), server.host, server.port, tmp_path / f"{name}-preload.json"))
+        control = control_of(server)
+        windows = {command: measure_window(control, LoadRequest(arguments.split(), server.host, server.port,
+                                                                tmp_path / f"{name}-{command}.json"),
+                                           window_instructions=WINDOW, plan=(plans or {}).get(command))
+                   for command, arguments in LOADS.items()}
+        windows["profile"] = callgrind_profile(windows["SET"].dump, tmp_path / name, title="SET under callgrind",
+                                               ops=windows["SET"].load.ops)
+        return windows
+    finally:
+        server.stop()
+
+
+@needs_valgrind
+def test_real_windows_aa_spread_appendonly_and_the_flame_graph(tmp_path):
+    first = _measure(tmp_path, "a1")
+    plans = {command: first[command].plan for command in LOADS}
+    second, aof = _measure(tmp_path, "a2", plans), _measure(tmp_path, "aof", plans, appendonly="yes")
+    for command in LOADS:
+        a, b = first[command], second[command]
+        assert a.plan.requests == a.load.ops and a.metrics["command_calls"] == a.plan.requests
+        for metric, most in (("instructions_per_op", 2.0), ("instructions_per_op_command", 0.5),
+                             ("est_cycles_per_op", 3.0)):
+            assert spread_pct([a.metrics[metric], b.metrics[metric]]) <= most, (command, metric, a.metrics, b.metrics)
+        assert 0 < a.metrics["instructions_per_op_command"] < a.metrics["instructions_per_op"]
+        # A/A through the verdict rule: no change claimed
+        verdict = deterministic_verdict([a.metrics["instructions_per_op"]], [b.metrics["instructions_per_op"]])
+        assert verdict.verdict not in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+    set_ratio = aof["SET"].metrics["instructions_per_op"] / first["SET"].metrics["instructions_per_op"]
+    get_ratio = aof["GET"].metrics["instructions_per_op"] / first["GET"].metrics["instructions_per_op"]
+    assert set_ratio > 1.3, set_ratio              # the issue measured +68%: every SET is written to the AOF
+    assert abs(get_ratio - 1) < 0.05, get_ratio     # a GET writes nothing
+    set_runs = [first["SET"].metrics["instructions_per_op"], second["SET"].metrics["instructions_per_op"]]
+    assert deterministic_verdict(set_runs, [aof["SET"].metrics["instructions_per_op"]] * 2).verdict == Verdict.REGRESSION
+
+    profile = first["profile"]
+    svg = Path(profile["svg_path"]).read_text()
+    assert "<svg" in svg and "call" in svg and "setCommand" in svg
+    assert profile["instructions"] == first["SET"].dump.total("Ir")
+    assert any(entry["symbol"] == "call" for entry in profile["top_total"])
+    assert Path(profile["callgrind_path"]).stat().st_size > 0

@@ -1,0 +1,130 @@
+"""`--measure instructions` through the command line, on Debian's redis-server under valgrind:
+A/A gives no verdict and a spread of at most 2%; appendonly=yes is a regression of SET's
+instructions per operation (the issue measured +68%) and not of GET's; calibrate stores the A/A
+spread that compare then uses; plus the parts that need no server (the suite key, the warnings,
+what is skipped)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from redline import metrics
+from redline.instructions.runner import InstructionsRunner
+from redline.instructions.verdict import spread_pct
+from redline.instructions.visibility import visibility_warnings
+from redline.run_plan import Observer, RunSettings, Side
+from redline.suites import builtin_suites_dir, load_test
+from redline.targets import parse_target
+from redline.topology import parse_topology
+
+needs_valgrind = pytest.mark.skipif(not shutil.which("valgrind") or not Path("/usr/bin/redis-server").exists(),
+                                    reason="needs valgrind and /usr/bin/redis-server (setup.sh installs both)")
+SMALL = ("--measure", "instructions", "--window-instructions", "20000000")
+INSTRUCTION_METRICS = {m.name for m in metrics.compared(metrics.INSTRUCTIONS)}
+
+
+def _by_command(comparisons: list[dict]) -> dict:
+    return {("set" if "-set-" in c["test"] else "get", c["metric"]): c for c in comparisons}
+
+
+@needs_valgrind
+def test_aa_gives_no_verdict_and_appendonly_is_a_regression_of_set_only(tmp_path, redline_cli):
+    aa, aof, db = tmp_path / "aa.json", tmp_path / "aof.json", tmp_path / "r.db"
+    redline_cli("compare", "quick", "--name", "string-(set|get)-100B-pipeline-1$", *SMALL, "--runs", "2",
+                "--json", aa, "--store", db, check_exit=0, timeout=600)
+    document = json.loads(aa.read_text())
+    assert {c["metric"] for c in document["comparisons"]} == INSTRUCTION_METRICS     # never the timed ones
+    assert not [c for c in document["comparisons"] if c["verdict"] in ("regression", "improvement")], \
+        document["comparisons"]
+    for command in ("set", "get"):
+        runs = [r for r in document["runs"] if f"-{command}-" in r["test"] and r["status"] == "ok"]
+        assert len(runs) == 4 and all(r["ops_per_sec"] is None for r in runs)      # no timed figure under valgrind
+        values = [r["instructions_per_op"] for r in runs]
+        # GET on a restored keyspace: 0.1-0.2% measured; SET on an empty server 0.8-2.0%: its hash table
+        # grows during the window and serverCron's active rehashing (1 ms per run, wall-clock time) takes
+        # a varying share of the rehash work off the commands (docs/measure-instructions.md)
+        assert spread_pct(values) <= (2.0 if command == "get" else 3.0), (command, values)
+        requests = {r["facts"]["instructions"]["requests"] for r in runs}
+        assert len(requests) == 1 and {r["ops"] for r in runs} == requests     # one fixed count per test
+
+    proc = redline_cli("compare", "quick", "--name", "string-(set|get)-100B-pipeline-1$", *SMALL, "--runs", "2",
+                       "--comparison-config", "appendonly=yes", "--json", aof, "--store", db,
+                       "--fail-on-regression", "--profile", timeout=600)
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    document = json.loads(aof.read_text())
+    by = _by_command(document["comparisons"])
+    set_instructions = by[("set", "instructions_per_op")]
+    assert set_instructions["verdict"] == "regression" and 40 < set_instructions["delta_pct"] < 100, set_instructions
+    # a GET writes nothing to the AOF: its command cost is unchanged, the whole process within a few %
+    # (measured: -0.6% and +1.5% in two sessions; both sides prepare their keyspace here, since an AOF
+    # cannot be snapshotted, and the event loop around the commands moves by that much)
+    get_command = by[("get", "instructions_per_op_command")]
+    assert get_command["verdict"] != "regression" and abs(get_command["delta_pct"]) < 2, get_command
+    assert abs(by[("get", "instructions_per_op")]["delta_pct"]) < 5, by[("get", "instructions_per_op")]
+    # the profile runs: callgrind's call graph as a flame graph, through the perf profiles' path
+    profiles = [r["profile"] for r in document["runs"] if r["purpose"] == "profile"]
+    assert len(profiles) == 4 and all(p["event"] == "instructions (callgrind)" for p in profiles)
+    assert all(Path(p["folded_path"]).is_file() and Path(p["callgrind_path"]).is_file() for p in profiles)
+    set_profiles = [r["profile"] for r in document["runs"] if r["purpose"] == "profile" and "-set-" in r["test"]]
+    assert all("setCommand" in Path(p["svg_path"]).read_text() for p in set_profiles)
+    assert Path(set_instructions["diff_flamegraph"]).is_file() and set_instructions["moved_symbols"]
+    stored = sqlite3.connect(db).execute("SELECT verdict FROM comparisons WHERE metric='instructions_per_op' "
+                                         "AND test LIKE '%-set-%' ORDER BY rowid DESC").fetchone()
+    assert stored == ("regression",)
+
+
+@needs_valgrind
+def test_calibrate_stores_the_aa_spread(tmp_path, redline_cli):
+    db = tmp_path / "r.db"
+    proc = redline_cli("calibrate", "quick", "--name", "string-get-100B-pipeline-1$", *SMALL, "--runs", "2",
+                       "--store", db, check_exit=0, timeout=600)
+    floors = dict(sqlite3.connect(db).execute("SELECT metric, floor_pct FROM noise_floors").fetchall())
+    assert set(floors) == INSTRUCTION_METRICS and all(0 <= v <= 2.0 for v in floors.values()), floors
+    assert "instructions_per_op" in proc.stdout
+
+
+def test_usage_errors_and_the_suite_key(tmp_path, redline_cli):
+    proc = redline_cli("run", "--measure", "instructions", "--duration", "3s", check_exit=2)
+    assert "--duration does not apply to --measure instructions" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = redline_cli("run", "--measure", "cycles", check_exit=2)
+    assert "invalid choice: 'cycles'" in proc.stderr
+    suite = tmp_path / "s.yml"
+    base = (builtin_suites_dir() / "quick" / "string-get-100B-pipeline-1.yml").read_text()
+    suite.write_text(base + "redline:\n  measure: instructions\n")
+    test = load_test(suite)
+    assert test.extensions["measure"] == "instructions"
+    assert RunSettings().measure_for(test) == "instructions"
+    assert RunSettings(measure="time").measure_for(test) == "time"            # the command line wins
+    suite.write_text(base + "redline:\n  measure: cycles\n")
+    errors = [str(d) for d in load_test(suite).diagnostics if d.severity == "error"]
+    assert len(errors) == 1 and re.search(r"s.yml:\d+: error: redline.measure must be time or instructions, "
+                                          r"got 'cycles'", errors[0]), errors
+    proc = redline_cli("run", suite, check_exit=2)     # a suite with errors: refused before anything runs
+    assert "redline.measure must be time or instructions" in proc.stderr, proc.stderr
+
+
+def test_what_callgrind_cannot_see_is_said_and_what_it_cannot_measure_is_skipped(tmp_path):
+    quick = builtin_suites_dir() / "quick"
+    pipelined = load_test(quick / "string-get-100B-pipeline-10.yml")
+    plain = load_test(quick / "string-get-100B-pipeline-1.yml")
+    standalone = parse_topology("oss-standalone")
+    assert visibility_warnings(plain, standalone) == []
+    assert any("pipeline 10" in w and "system calls" in w for w in visibility_warnings(pipelined, standalone))
+    assert any("one thread at a time" in w for w in visibility_warnings(plain, parse_topology("oss-standalone-04-io-threads")))
+
+    def skip(topology: str, target: str = "bin:/usr/bin/redis-server") -> str | None:
+        runner = InstructionsRunner(plain, parse_topology(topology), [Side(parse_target(target, {}, None))],
+                                    RunSettings(measure="instructions"), observer=Observer(), cpus=[0, 1],
+                                    workdir=tmp_path, artifacts=lambda run: tmp_path)
+        return runner.skip_reason()
+
+    assert skip("oss-standalone") is None
+    assert "counts one server process" in skip("oss-cluster-3-primaries")
+    assert "does not run" in skip("oss-standalone", "tcp://127.0.0.1:6379")
