@@ -71,3 +71,22 @@ COMPARED = tuple(metric for metric in REGISTRY if metric.compared)
 
 def table_metrics(*, wide: bool) -> tuple[Metric, ...]:
     return tuple(m for m in REGISTRY if m.table == "narrow" or (wide and m.table == "wide"))
+
+
+@dataclass(frozen=True)
+class PerSecond:
+    """A per-second series of the measured window (the store's `series` table)."""
+    name: str                          # the key in the series table
+    label: str
+    unit: str
+    scale: float = 1.0                 # stored value × scale = value in `unit`
+
+
+# Written by the load generator (ops, p50, p99 each second) and the server CPU probe.
+SERIES: tuple[PerSecond, ...] = (
+    PerSecond("ops", "ops/sec", "ops/s"),
+    PerSecond("p50_ms", "p50 ms", "ms"),
+    PerSecond("p99_ms", "p99 ms", "ms"),
+    PerSecond("server_cpu_util", "server CPU", "% of a core", scale=100.0),
+)
+SERIES_BY_NAME = {series.name: series for series in SERIES}

@@ -42,6 +42,8 @@ def compare_command(args) -> int:
     session.store.save_comparisons(session.session_id, [c.as_json() for c in comparisons])
     out = terminal.console()
     out.print(verdicts.terminal_table(comparisons, width=out.width))
+    for line in verdicts.name_legend(comparisons, width=out.width):
+        out.print(line)
     out.print(verdicts.summary_sentence(comparisons, len(by_test)))
     for line in verdicts.profile_lines(comparisons):
         out.print(line)

@@ -6,29 +6,35 @@ from redline import metrics
 from redline.comparison import TestComparison
 from redline.run import Run
 from redline.output.numbers import format_number
-from redline.output.verdicts import WORDS, explain, moves, sorted_comparisons, summary_sentence
+from redline.output.verdicts import WORDS, cells, explain, moves, sorted_comparisons, summary_sentence
+
+
+# What the verdict table's columns and words mean (markdown emphasis; the HTML report shows it too).
+LEGEND = ("Legend: Δ is the Hodges–Lehmann estimate of comparison vs baseline; the 95% interval is "
+          "distribution-free (Wilcoxon signed-rank over interleaved pairs). *regression*/*improvement*: "
+          "the interval excludes 0, |Δ| ≥ τ = max(2%, 2 × the test's A/A noise floor) and the change survives "
+          "Benjamini–Hochberg false-discovery control (5%) over every test and metric here; *no change*: the "
+          "interval lies inside ±τ; *inconclusive*: the data cannot tell (the smallest detectable change is "
+          "given). For ops/sec higher is better; for latency and server CPU µs/op lower is better.")
+
+
+def sides_sentence(baseline: str, comparison: str, quote=lambda text: f"`{text}`") -> str:
+    return f"Baseline {quote(baseline)} vs comparison {quote(comparison)}, runs interleaved A B B A on one machine."
 
 
 def comparison_markdown(comparisons: list[TestComparison], records: list[Run], *, baseline: str,
              comparison: str) -> str:
     tests = len({c.test for c in comparisons})
     lines = [f"**redline**: {summary_sentence(comparisons, tests)}", "",
-             f"Baseline `{baseline}` vs comparison `{comparison}`, runs interleaved A B B A on one machine.", "",
+             sides_sentence(baseline, comparison), "",
              "| test | metric | baseline | comparison | Δ | 95% CI | p | verdict |",
              "|---|---|---:|---:|---:|---:|---:|---|"]
     for c in sorted_comparisons(comparisons):
-        r = c.result
-        lines.append(f"| {c.test} | {c.metric} | {format_number(r.baseline_median if r else None)} | "
-                     f"{format_number(r.comparison_median if r else None)} | {f'{r.delta_pct:+.1f}%' if r else '–'} | "
-                     f"{f'[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]' if r else '–'} | "
-                     f"{f'{r.p_value:.3f}' if r else '–'} | **{WORDS[c.verdict]}** {explain(c)}"
+        n = cells(c)
+        lines.append(f"| {c.test} | {c.metric} | {n['baseline']} | {n['comparison']} | {n['Δ']} | {n['95% CI']} | "
+                     f"{n['p']} | **{WORDS[c.verdict]}** {explain(c)}"
                      + (f"; moved: {moves(c)}" if c.significant and c.moved_symbols else "") + " |")
-    lines += ["", "Legend: Δ is the Hodges–Lehmann estimate of comparison vs baseline; the 95% interval is "
-              "distribution-free (Wilcoxon signed-rank over interleaved pairs). *regression*/*improvement*: "
-              "the interval excludes 0, |Δ| ≥ τ = max(2%, 2 × the test's A/A noise floor) and the change survives "
-              "Benjamini–Hochberg false-discovery control (5%) over every test and metric here; *no change*: the "
-              "interval lies inside ±τ; *inconclusive*: the data cannot tell (the smallest detectable change is "
-              "given). For ops/sec higher is better; for latency and server CPU µs/op lower is better.", "",
+    lines += ["", LEGEND, "",
               "<details><summary>Every run</summary>", "",
               "| test | side | run | status | " + " | ".join(m.label for m in metrics.COMPARED) + " |",
               "|---|---|---:|---|" + "---:|" * len(metrics.COMPARED)]
