@@ -61,6 +61,8 @@ class Browser:
         self._buffer = b""
         self._next_id = 0
         self._events: list[dict] = []
+        self._contexts: dict[str, tuple[str | None, int]] = {}     # frame id → (session, its page's context)
+        self._frames: dict[str, str] = {}                          # session of a frame in its own process → url
         self.observed = Observed()
         self.width, self.height = width, height
         target = self.call("Target.createTarget", url="about:blank")["targetId"]
@@ -124,8 +126,10 @@ class Browser:
             self.observed.console_errors.append("log: " + params["entry"].get("text", ""))
         elif method == "Network.requestWillBeSent":
             self.observed.requests.append(params["request"]["url"])
-        elif method == "Target.attachedToTarget":          # a frame in its own process (a flame graph)
-            self._events.append(event)
+        elif method == "Runtime.executionContextCreated":
+            context = params["context"]
+            if (context.get("auxData") or {}).get("isDefault"):
+                self._contexts[context["auxData"]["frameId"]] = (event.get("sessionId"), context["id"])
         else:
             self._events.append(event)
 
@@ -142,6 +146,7 @@ class Browser:
         attached = [e for e in self._events if e.get("method") == "Target.attachedToTarget"]
         self._events = [e for e in self._events if e.get("method") != "Target.attachedToTarget"]
         for event in attached:
+            self._frames[event["params"]["sessionId"]] = event["params"]["targetInfo"].get("url", "")
             try:
                 self._watch(event["params"]["sessionId"])
             except CdpError:         # the frame is gone already (the page moved on)
@@ -162,7 +167,8 @@ class Browser:
         result = self.call("Runtime.evaluate", session=self.session, expression=expression, returnByValue=True,
                            awaitPromise=True, timeout_s=timeout_s)
         if "exceptionDetails" in result:
-            raise CdpError(f"{expression}: {result['exceptionDetails'].get('text')}")
+            details = result["exceptionDetails"]
+            raise CdpError(f"{expression}: {details.get('exception', {}).get('description') or details.get('text')}")
         return result["result"].get("value")
 
     def wait_for(self, expression: str, *, timeout_s: float = 60, poll_s: float = 0.02) -> None:
@@ -182,22 +188,21 @@ class Browser:
         self.pump(0.3)
 
     def evaluate_in_frame(self, url_prefix: str, expression: str):
-        """Evaluate in the first frame whose address starts with `url_prefix` (a flame graph's
-        blob: frame, which the page itself may not read)."""
-        frames, tree = [], [self.call("Page.getFrameTree", session=self.session)["frameTree"]]
-        while tree:
-            node = tree.pop()
-            frames.append(node["frame"])
-            tree.extend(node.get("childFrames", []))
-        frame = next((f for f in frames if f.get("url", "").startswith(url_prefix)), None)
-        if frame is None:
+        """Evaluate in the page's own script context of the first frame whose address starts with
+        `url_prefix` (a flame graph's blob: frame: its own process, which the report may not read)."""
+        for session, context in self._contexts.values():
+            if session in self._frames:
+                href = self.call("Runtime.evaluate", session=session, expression="location.href", contextId=context,
+                                 returnByValue=True)["result"].get("value", "")
+                if href.startswith(url_prefix):
+                    break
+        else:
             raise CdpError(f"no frame at {url_prefix}…")
-        context = self.call("Page.createIsolatedWorld", session=self.session, frameId=frame["id"],
-                            worldName="redline-test")["executionContextId"]
-        result = self.call("Runtime.evaluate", session=self.session, expression=expression, contextId=context,
+        result = self.call("Runtime.evaluate", session=session, expression=expression, contextId=context,
                            returnByValue=True, awaitPromise=True)
         if "exceptionDetails" in result:
-            raise CdpError(f"{expression}: {result['exceptionDetails'].get('text')}")
+            details = result["exceptionDetails"]
+            raise CdpError(f"{expression}: {details.get('exception', {}).get('description') or details.get('text')}")
         return result["result"].get("value")
 
     def screenshot(self, png: Path) -> Path:

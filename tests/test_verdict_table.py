@@ -5,7 +5,7 @@ them in full. Pure layout: the comparisons are computed by redline.stats on made
 import random
 
 from redline import metrics
-from redline.comparison import TestComparison
+from redline.comparison import TestComparison as Comparison
 from redline.output import terminal, verdicts
 from redline.stats import compare_metric
 
@@ -17,7 +17,7 @@ UPSTREAM = ["memtier_benchmark-1Mkeys-geo-geodist-pipeline-10", "memtier_benchma
             "memtier_benchmark-1Mkeys-hash-hgetall-50-fields-100B-values"]
 
 
-def comparisons_of(tests: list[str], seed: int = 1) -> list[TestComparison]:
+def comparisons_of(tests: list[str], seed: int = 1) -> list[Comparison]:
     """Every compared metric of every test; the second test regresses in server CPU only, so
     sorting rows by verdict alone would pull its rows apart."""
     rng = random.Random(seed)
@@ -28,7 +28,7 @@ def comparisons_of(tests: list[str], seed: int = 1) -> list[TestComparison]:
             base = [100 * rng.uniform(0.99, 1.01) for _ in range(8)]
             comp = [v * slower * rng.uniform(0.99, 1.01) for v in base]
             result = compare_metric(base, comp, paired=True, higher_is_better=m.higher_is_better)
-            out.append(TestComparison(test, m.name, result, survives_fdr=True, comparisons_in_session=20))
+            out.append(Comparison(test, m.name, result, survives_fdr=True, comparisons_in_session=20))
     return out
 
 

@@ -81,7 +81,17 @@
   document.querySelectorAll("details.flame").forEach(function (details) {
     details.addEventListener("toggle", function () { if (details.open) openFlame(details); });
   });
-  start().then(function () {
-    document.querySelectorAll("details.flame[open]").forEach(openFlame);
+  start().then(function () {     // an open flame graph is unpacked when it comes near the screen
+    const open = document.querySelectorAll("details.flame[open]");
+    if (!("IntersectionObserver" in window)) return open.forEach(openFlame);
+    const near = new IntersectionObserver(function (entries) {
+      entries.forEach(function (entry) {
+        if (entry.isIntersecting) {
+          near.unobserve(entry.target);
+          openFlame(entry.target);
+        }
+      });
+    }, {rootMargin: "300px 0px"});
+    open.forEach(function (d) { near.observe(d); });
   });
 })();

@@ -20,8 +20,10 @@ ASSETS = resources.files("redline.output.html")
 _SVG_HEIGHT = re.compile(rb'<svg[^>]*?\sheight="(\d+)"')
 # inferno remembers zoom and search in the page's address (history.replaceState); inside a frame
 # whose address is a blob: that is refused, so the frame keeps them to itself
-_KEEP_STATE_IN_FRAME = (b'<script type="text/ecmascript"><![CDATA[try { history.replaceState(null, null, '
-                        b'location.href); } catch (e) { history.replaceState = function () {}; }]]></script>')
+_KEEP_STATE_IN_FRAME = (b'<script type="text/ecmascript"><![CDATA[(function () { var replace = '
+                        b'history.replaceState.bind(history); history.replaceState = function (s, t, u) { '
+                        b'try { replace(s, t, u); } catch (e) { /* a blob: frame keeps its address */ } }; })();'
+                        b']]></script>')
 
 
 def text(value) -> str:
