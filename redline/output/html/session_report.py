@@ -15,9 +15,9 @@ from redline import history, metrics
 from redline.comparison import TestComparison
 from redline.output.html import plots
 from redline.output.html.page import Page, facts_table, table, text
-from redline.output.html.source import ReportRun, SessionData
+from redline.output.html.source import SessionData
 from redline.output.markdown import LEGEND, sides_sentence
-from redline.output.numbers import format_number
+from redline.run import Run
 from redline.output.verdicts import WORDS, by_test, cells, explain, moves, sorted_comparisons, summary_sentence
 
 
@@ -44,9 +44,9 @@ def session_page(data: SessionData) -> Page:
     return page
 
 
-def _tests(data: SessionData) -> dict[str, list[ReportRun]]:
+def _tests(data: SessionData) -> dict[str, list[Run]]:
     """Every test (and topology) of the session with its runs, in the order they ran."""
-    grouped: dict[str, list[ReportRun]] = defaultdict(list)
+    grouped: dict[str, list[Run]] = defaultdict(list)
     for run in data.runs:
         grouped[run.key].append(run)
     return dict(grouped)
@@ -66,7 +66,7 @@ def _first_facts(data: SessionData) -> dict:
                 next((r.facts for r in data.runs if r.facts), {}))
 
 
-def _summary(data: SessionData, tests: dict[str, list[ReportRun]]) -> str:
+def _summary(data: SessionData, tests: dict[str, list[Run]]) -> str:
     machine = data.machine or {}
     facts = _first_facts(data)
     pinning = facts.get("pinning") or {}
@@ -102,7 +102,7 @@ def _median(values: list[float | None]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _results_table(data: SessionData, tests: dict[str, list[ReportRun]]) -> str:
+def _results_table(data: SessionData, tests: dict[str, list[Run]]) -> str:
     shown = metrics.table_metrics(wide=True)
     rows = []
     for i, (key, runs) in enumerate(tests.items()):
@@ -135,11 +135,11 @@ def _warnings(data: SessionData) -> str:
 
 # -- per test ------------------------------------------------------------------------------------
 
-def _run_hover(r: ReportRun) -> str:
+def _run_hover(r: Run) -> str:
     return f"run {r.run_index + 1}{f' · {r.side}' if r.side else ''} · {when(r.started_at)}"
 
 
-def _test_block(page: Page, data: SessionData, key: str, runs: list[ReportRun],
+def _test_block(page: Page, data: SessionData, key: str, runs: list[Run],
                 comparisons: list[TestComparison]) -> str:
     measured = [r for r in runs if r.purpose == "measure"]
     ok = [r for r in measured if r.status == "ok"]
@@ -174,7 +174,7 @@ def _test_block(page: Page, data: SessionData, key: str, runs: list[ReportRun],
     return "".join(parts)
 
 
-def _spread_panels(ok: list[ReportRun]) -> list[plots.Panel]:
+def _spread_panels(ok: list[Run]) -> list[plots.Panel]:
     sides = list(dict.fromkeys(r.side for r in ok))
     return [plots.Panel(f"{m.label}" + ("" if m.unit in m.label else f" ({m.unit})"),
                         [(side, side or "runs", [r.metrics.get(m.name) for r in ok if r.side == side],
@@ -182,13 +182,13 @@ def _spread_panels(ok: list[ReportRun]) -> list[plots.Panel]:
             for m in metrics.COMPARED]
 
 
-def _interleaved_panels(measured: list[ReportRun]) -> list[tuple[str, list[plots.Point]]]:
+def _interleaved_panels(measured: list[Run]) -> list[tuple[str, list[plots.Point]]]:
     return [(m.label, [plots.Point(order + 1, r.side, r.metrics.get(m.name), _run_hover(r))
                        for order, r in enumerate(measured) if r.status == "ok" and r.metrics.get(m.name) is not None])
             for m in metrics.COMPARED]
 
 
-def _timeline(ok: list[ReportRun]) -> dict | None:
+def _timeline(ok: list[Run]) -> dict | None:
     panels = []
     for s in metrics.SERIES:
         lines = [plots.Line(r.side, _run_hover(r), [v * s.scale for v in r.series[s.name]])
@@ -215,7 +215,7 @@ def _metric_label(name: str) -> str:
     return metric.label if metric else name
 
 
-def _profiles(page: Page, runs: list[ReportRun], comparisons: list[TestComparison]) -> str:
+def _profiles(page: Page, runs: list[Run], comparisons: list[TestComparison]) -> str:
     parts = []
     diff = next((c for c in comparisons if c.diff_flamegraph), None)
     if diff:
@@ -242,7 +242,7 @@ def _profiles(page: Page, runs: list[ReportRun], comparisons: list[TestCompariso
 
 # -- compare -------------------------------------------------------------------------------------
 
-def _compare_sections(page: Page, data: SessionData, tests: dict[str, list[ReportRun]]) -> None:
+def _compare_sections(page: Page, data: SessionData, tests: dict[str, list[Run]]) -> None:
     comparisons = data.comparisons
     baseline, comparison = data.side_label("baseline") or "?", data.side_label("comparison") or "?"
     lead = (f'<p class="lead"><b>redline</b>: {text(summary_sentence(comparisons, len({c.test for c in comparisons})))}</p>'
@@ -277,7 +277,7 @@ def _forest(page: Page, comparisons: list[TestComparison]) -> str:
     return note + page.figure(plots.forest(rows), height=110 + 22 * len(rows))
 
 
-def _verdict_table(comparisons: list[TestComparison], tests: dict[str, list[ReportRun]]) -> str:
+def _verdict_table(comparisons: list[TestComparison], tests: dict[str, list[Run]]) -> str:
     anchors = {runs[0].test: anchor_of(i) for i, runs in enumerate(tests.values())}
     rows = []
     for c in sorted_comparisons(comparisons):
