@@ -16,6 +16,7 @@
   }
 
   const figures = JSON.parse(document.getElementById("redline-figures").textContent);
+  const PRINT_WIDTH = 700;       // px: A4 or Letter with the browser's default margins
   const config = {displaylogo: false, responsive: true, showSendToCloud: false, showLink: false};
 
   function draw(element) {
@@ -61,7 +62,16 @@
       drawAll();
       shown();
     }
-    window.addEventListener("beforeprint", drawAll);
+    // a printed page is narrower than the screen: every plot drawn, at the paper's width
+    window.addEventListener("beforeprint", function () {
+      drawAll();
+      document.querySelectorAll(".plot").forEach(function (p) { window.Plotly.relayout(p, {width: PRINT_WIDTH}); });
+    });
+    window.addEventListener("afterprint", function () {
+      document.querySelectorAll(".plot").forEach(function (p) {
+        window.Plotly.relayout(p, {width: null, autosize: true});
+      });
+    });
     document.body.dataset.plotly = "ready";
   }
 

@@ -169,7 +169,7 @@ def interleaved(panels: list[tuple[str, list[Point]]]) -> dict:
                          "showlegend": i == 0, "hovertext": [p.hover for p in mine], "hoverinfo": "text+y",
                          "xaxis": f"x{s}", "yaxis": f"y{s}", "line": {"color": SIDE_COLOURS.get(side), "width": 1},
                          "marker": {"color": SIDE_COLOURS.get(side), "size": 6}})
-        layout[f"xaxis{s}"] = _axis(domain=domain, anchor=f"y{s}", dtick=2)
+        layout[f"xaxis{s}"] = _axis(domain=domain, anchor=f"y{s}", nticks=6)
         layout[f"yaxis{s}"] = _axis(anchor=f"x{s}")
         layout.setdefault("annotations", []).append(
             {"text": f"<b>{title}</b>", "xref": "paper", "yref": "paper", "x": sum(domain) / 2, "y": 1.0,
