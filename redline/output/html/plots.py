@@ -82,14 +82,14 @@ class Line:
 
 
 def timeline(panels: list[tuple[str, list[Line]]], *, warmup_s: float) -> dict:
-    """Per-second values of each run, one panel per series, stacked with a shared time axis; the
-    warm-up before the measured window (not recorded) shaded."""
+    """Per-second values of each run (at the end of their second), one panel per series, stacked
+    with a shared time axis; the warm-up before the measured window (not recorded) shaded."""
     data, layout = [], _layout(shapes=[], annotations=[])
     domains = _rows(len(panels), gap=0.05)
     for i, ((title, lines), domain) in enumerate(zip(panels, domains)):
         s = _suffix(i)
         for line in lines:
-            data.append({"type": "scatter", "mode": "lines+markers", "x": list(range(len(line.values))),
+            data.append({"type": "scatter", "mode": "lines+markers", "x": list(range(1, len(line.values) + 1)),
                          "y": line.values, "name": line.name, "hovertemplate": f"{line.name}<br>second %{{x}}: "
                          "%{y:.4g}<extra></extra>", "xaxis": f"x{s}", "yaxis": f"y{s}",
                          "line": {"color": SIDE_COLOURS.get(line.side, "#555"), "width": 1.2},
@@ -106,7 +106,8 @@ def timeline(panels: list[tuple[str, list[Line]]], *, warmup_s: float) -> dict:
         layout["annotations"].append({"text": f"warm-up {warmup_s:g} s (excluded, not recorded)", "xref": "x",
                                       "yref": "paper", "x": -warmup_s / 2, "y": 1.0, "yanchor": "bottom",
                                       "showarrow": False, "font": {"size": 10, "color": "#666"}})
-        layout["xaxis"]["range"] = [-warmup_s - 0.3, max((len(l.values) for _, ls in panels for l in ls), default=1)]
+    seconds = max((len(line.values) for _, lines in panels for line in lines), default=1)
+    layout["xaxis"]["range"] = [-warmup_s - 0.3, seconds + 0.5]
     layout["margin"]["t"] = 44
     return {"data": data, "layout": layout}
 
