@@ -107,7 +107,7 @@ def timeline(panels: list[tuple[str, list[Line]]], *, warmup_s: float) -> dict:
                                       "yref": "paper", "x": -warmup_s / 2, "y": 1.0, "yanchor": "bottom",
                                       "showarrow": False, "font": {"size": 10, "color": "#666"}})
     seconds = max((len(line.values) for _, lines in panels for line in lines), default=1)
-    layout["xaxis"]["range"] = [-warmup_s - 0.3, seconds + 0.5]
+    layout["xaxis"]["range"] = [-warmup_s - 0.3 if warmup_s > 0 else 0.5, seconds + 0.5]
     layout["margin"]["t"] = 44
     return {"data": data, "layout": layout}
 
