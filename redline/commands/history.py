@@ -24,7 +24,7 @@ def history_command(args) -> int:
     all_series = history.analysed_series(store, metric=args.metric, pattern=pattern, p_threshold=args.p_value)
     if not all_series:
         raise UsageError(f"no stored runs with {args.metric}" + (f" for --name {args.name!r}" if args.name else ""))
-    out = terminal.console(emoji=False)  # a target like bin:x:y is not an emoji
+    out = terminal.console()             # no emoji either: a target like bin:x:y is not one
     out.print(history_table(all_series, metric=args.metric, p_value=args.p_value))
     for line in history_lines(all_series):
         out.print(line)
