@@ -65,6 +65,8 @@ def add_measurement_arguments(parser: argparse.ArgumentParser, *, default_runs: 
     parser.add_argument("--no-snapshots", dest="snapshots", action="store_false",
                         help="always prepare datasets from scratch instead of restoring cached RDB snapshots")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write every run as JSON to FILE")
+    parser.add_argument("--html", type=Path, metavar="FILE",
+                        help="write the session's self-contained HTML report to FILE (as `redline report`)")
     parser.add_argument("--topology", action="append", metavar="NAME",
                         help="oss-standalone (default), oss-standalone-NN-io-threads, oss-cluster-NN-primaries, "
                              "oss-standalone-NN-replicas; repeatable; tests that do not list it are skipped")
@@ -162,6 +164,20 @@ def build_parser() -> argparse.ArgumentParser:
     rts.add_argument("--store", type=store_path, default=Path("redline.db"), metavar="PATH")
     add_placement_arguments(rts)
     rts.set_defaults(func=_command("export"))
+
+    report = commands.add_parser("report", help="one self-contained HTML file: a session's report, or --history")
+    report.add_argument("session", nargs="?", default=None, type=session_id, metavar="SESSION",
+                        help="session id or 'latest' (default)")
+    report.add_argument("--history", action="store_true",
+                        help="every series (test × topology × target) over its sessions, with change points")
+    report.add_argument("--name", type=regex, metavar="REGEX", help="with --history: only tests whose name matches")
+    report.add_argument("--metric", metavar="M", help=f"with --history: the metric (default ops_per_sec; any of "
+                                                      f"{', '.join(metrics.NAMES)})")
+    report.add_argument("--p-value", type=positive_float, default=0.001,
+                        help="with --history: change-point significance (default 0.001)")
+    report.add_argument("--store", type=store_path, default=Path("redline.db"), metavar="PATH")
+    report.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help="the HTML file to write")
+    report.set_defaults(func=_command("report"))
 
     add_build_parser(commands)
 

@@ -4,7 +4,7 @@ redline.stats; this module only decides what is compared with what)."""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from redline import metrics, state
@@ -68,6 +68,18 @@ class TestComparison:
         else:
             out.update({k: None for k in keys})
         return out
+
+    @classmethod
+    def from_json(cls, detail: dict) -> "TestComparison":
+        """The comparison as stored (`as_json`, the store's comparisons.detail) read back."""
+        has_result = "tau_pct" in detail          # every MetricComparison field is stored with a result
+        result = MetricComparison(**{f.name: detail[f.name] for f in fields(MetricComparison)}) \
+            if has_result else None
+        return cls(detail["test"], detail["metric"], result, note=detail.get("note"),
+                   survives_fdr=bool(detail.get("survives_fdr")),
+                   comparisons_in_session=detail.get("comparisons_in_session") or 1,
+                   moved_symbols=detail.get("moved_symbols"), diff_flamegraph=detail.get("diff_flamegraph"),
+                   state_refusal=detail.get("state_refusal"), state_flags=list(detail.get("state_flags") or []))
 
 
 def _values(records: list[Run], metric: str) -> tuple[list[float], list[float], bool]:

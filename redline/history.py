@@ -66,6 +66,16 @@ def load_series(rows, pattern: re.Pattern | None) -> list[Series]:
     return [found[key] for key in sorted(found)]
 
 
+def analysed_series(store, *, metric: str, pattern: re.Pattern | None, p_threshold: float) -> list[Series]:
+    """Every stored series of `metric` (on this machine) whose test matches, with its change points
+    (the minimum effect from the test's calibrated noise floor, where there is one)."""
+    all_series = load_series(store.history(metric), pattern)
+    floors = store.noise_floors()
+    for series in all_series:
+        analyse(series, p_threshold=p_threshold, noise_floor_pct=floors.get((series.test, metric)))
+    return all_series
+
+
 def _identity(row) -> dict | None:
     if row["identity"]:
         return json.loads(row["identity"])

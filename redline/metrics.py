@@ -104,3 +104,22 @@ def measure_of(runs_metrics) -> str:
 def table_metrics(*, wide: bool, measure: str = TIME) -> tuple[Metric, ...]:
     return tuple(m for m in REGISTRY
                  if m.measure == measure and (m.table == "narrow" or (wide and m.table == "wide")))
+
+
+@dataclass(frozen=True)
+class PerSecond:
+    """A per-second series of the measured window (the store's `series` table)."""
+    name: str                          # the key in the series table
+    label: str
+    unit: str
+    scale: float = 1.0                 # stored value × scale = value in `unit`
+
+
+# Written by the load generator (ops, p50, p99 each second) and the server CPU probe.
+SERIES: tuple[PerSecond, ...] = (
+    PerSecond("ops", "ops/sec", "ops/s"),
+    PerSecond("p50_ms", "p50 ms", "ms"),
+    PerSecond("p99_ms", "p99 ms", "ms"),
+    PerSecond("server_cpu_util", "server CPU", "% of a core", scale=100.0),
+)
+SERIES_BY_NAME = {series.name: series for series in SERIES}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from redline.commands.report import html_if_asked
 from redline.commands.session import check_before_starting, execute_session, measured_runs_by_test, \
     session_exit_code, target_from
 from redline import metrics
@@ -37,6 +38,7 @@ def calibrate_command(args) -> int:
     terminal.console().print(noise_floor_table(floors, list(shown)))
     if args.json:
         write_runs_json(args.json, [r for r in session.records if r.purpose == "measure"])
+    html_if_asked(args, session)
     return session_exit_code(session)
 
 

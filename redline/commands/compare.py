@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from redline.commands.report import html_if_asked
 from redline.commands.session import (DEFAULT_TOPOLOGY, check_before_starting, execute_session,
                                       measured_runs_by_test, session_exit_code, target_from)
 from redline.comparison import (COMPARED_METRICS, apply_false_discovery_control, attach_profiles, compare_test,
@@ -42,6 +43,8 @@ def compare_command(args) -> int:
     session.store.save_comparisons(session.session_id, [c.as_json() for c in comparisons])
     out = terminal.console()
     out.print(verdicts.terminal_table(comparisons, width=out.width))
+    for line in verdicts.name_legend(comparisons, width=out.width):
+        out.print(line)
     out.print(verdicts.summary_sentence(comparisons, len(by_test)))
     for line in verdicts.profile_lines(comparisons):
         out.print(line)
@@ -51,6 +54,7 @@ def compare_command(args) -> int:
                                                          comparison=comparison.target.label))
     if args.json:
         write_comparison_json(args.json, comparisons, session.records)
+    html_if_asked(args, session)
     regressions = [c for c in comparisons if c.verdict == Verdict.REGRESSION]
     code = session_exit_code(session, regressions=len(regressions) if args.fail_on_regression else 0)
     return export.finish(session.store, session.session_id, code) if export else code

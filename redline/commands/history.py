@@ -21,13 +21,10 @@ def history_command(args) -> int:
         raise UsageError(f"no result store at {args.store}")
     pattern = re.compile(args.name) if args.name else None     # checked by the argument parser
     store = Store(args.store)
-    all_series = history.load_series(store.history(args.metric), pattern)
+    all_series = history.analysed_series(store, metric=args.metric, pattern=pattern, p_threshold=args.p_value)
     if not all_series:
         raise UsageError(f"no stored runs with {args.metric}" + (f" for --name {args.name!r}" if args.name else ""))
-    floors = store.noise_floors()
-    for series in all_series:
-        history.analyse(series, p_threshold=args.p_value, noise_floor_pct=floors.get((series.test, args.metric)))
-    out = terminal.console(emoji=False)  # a target like bin:x:y is not an emoji
+    out = terminal.console()             # no emoji either: a target like bin:x:y is not one
     out.print(history_table(all_series, metric=args.metric, p_value=args.p_value))
     for line in history_lines(all_series):
         out.print(line)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from redline.commands.report import html_if_asked
 from redline.commands.session import check_before_starting, execute_session, session_exit_code, target_from
 from redline.export.sink import live_export
 from redline.run_plan import Side
@@ -22,5 +23,6 @@ def run_command(args) -> int:
     print_profiles(out, [r for r in session.records if r.purpose == "profile"])
     if args.json:
         write_runs_json(args.json, measured)
+    html_if_asked(args, session)
     code = session_exit_code(session)
     return export.finish(session.store, session.session_id, code) if export else code

@@ -31,7 +31,7 @@ EXIT_FAILED_RUNS = 1      # a run failed: the session's results are incomplete
 EXIT_REGRESSION = 3       # compare --fail-on-regression found a false-discovery-controlled regression
 
 
-OUTPUT_FLAGS = ("json", "markdown")     # every file a measuring command writes besides the store
+OUTPUT_FLAGS = ("json", "markdown", "html")     # every file a measuring command writes besides the store
 
 
 def check_before_starting(args, sides: list[Side]) -> list:

@@ -6,7 +6,24 @@ from redline import metrics
 from redline.comparison import TestComparison
 from redline.run import Run
 from redline.output.numbers import format_number
-from redline.output.verdicts import WORDS, explain, interval_label, moves, sorted_comparisons, summary_sentence
+from redline.output.verdicts import WORDS, cells, explain, interval_label, moves, sorted_comparisons, summary_sentence
+
+
+# What the verdict table's columns and words mean (markdown emphasis; the HTML report shows it too).
+LEGEND = ("Legend: Δ is the Hodges–Lehmann estimate of comparison vs baseline; the 95% interval is "
+          "distribution-free (Wilcoxon signed-rank over interleaved pairs). *regression*/*improvement*: "
+          "the interval excludes 0, |Δ| ≥ τ = max(2%, 2 × the test's A/A noise floor) and the change survives "
+          "Benjamini–Hochberg false-discovery control (5%) over every test and metric here; *no change*: the "
+          "interval lies inside ±τ; *inconclusive*: the data cannot tell (the smallest detectable change is "
+          "given). For ops/sec higher is better; for latency and server CPU µs/op lower is better. "
+          "Metrics counted under valgrind (instructions_per_op, instructions_per_op_command, est_cycles_per_op; "
+          "lower is better) are judged by another rule: Δ is the change of medians, the interval every "
+          "cross-side ratio of runs, τ = max(1%, 3 × the A/A spread), no p-value "
+          "(docs/measure-instructions.md).")
+
+
+def sides_sentence(baseline: str, comparison: str, quote=lambda text: f"`{text}`") -> str:
+    return f"Baseline {quote(baseline)} vs comparison {quote(comparison)}, runs interleaved A B B A on one machine."
 
 
 def comparison_markdown(comparisons: list[TestComparison], records: list[Run], *, baseline: str,
@@ -14,26 +31,15 @@ def comparison_markdown(comparisons: list[TestComparison], records: list[Run], *
     tests = len({c.test for c in comparisons})
     shown = metrics.compared(metrics.measure_of(r.metrics for r in records))
     lines = [f"**redline**: {summary_sentence(comparisons, tests)}", "",
-             f"Baseline `{baseline}` vs comparison `{comparison}`, runs interleaved A B B A on one machine.", "",
+             sides_sentence(baseline, comparison), "",
              f"| test | metric | baseline | comparison | Δ | {interval_label(comparisons)} | p | verdict |",
              "|---|---|---:|---:|---:|---:|---:|---|"]
     for c in sorted_comparisons(comparisons):
-        r = c.result
-        lines.append(f"| {c.test} | {c.metric} | {format_number(r.baseline_median if r else None)} | "
-                     f"{format_number(r.comparison_median if r else None)} | {f'{r.delta_pct:+.1f}%' if r else '–'} | "
-                     f"{f'[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]' if r else '–'} | "
-                     f"{f'{r.p_value:.3f}' if r else '–'} | **{WORDS[c.verdict]}** {explain(c)}"
+        n = cells(c)
+        lines.append(f"| {c.test} | {c.metric} | {n['baseline']} | {n['comparison']} | {n['Δ']} | {n['95% CI']} | "
+                     f"{n['p']} | **{WORDS[c.verdict]}** {explain(c)}"
                      + (f"; moved: {moves(c)}" if c.significant and c.moved_symbols else "") + " |")
-    lines += ["", "Legend: Δ is the Hodges–Lehmann estimate of comparison vs baseline; the 95% interval is "
-              "distribution-free (Wilcoxon signed-rank over interleaved pairs). *regression*/*improvement*: "
-              "the interval excludes 0, |Δ| ≥ τ = max(2%, 2 × the test's A/A noise floor) and the change survives "
-              "Benjamini–Hochberg false-discovery control (5%) over every test and metric here; *no change*: the "
-              "interval lies inside ±τ; *inconclusive*: the data cannot tell (the smallest detectable change is "
-              "given). For ops/sec higher is better; for latency and server CPU µs/op lower is better. "
-              "Metrics counted under valgrind (instructions_per_op, instructions_per_op_command, est_cycles_per_op; "
-              "lower is better) are judged by another rule: Δ is the change of medians, the interval every "
-              "cross-side ratio of runs, τ = max(1%, 3 × the A/A spread), no p-value "
-              "(docs/measure-instructions.md).", "",
+    lines += ["", LEGEND, "",
               "<details><summary>Every run</summary>", "",
               "| test | side | run | status | " + " | ".join(m.label for m in shown) + " |",
               "|---|---|---:|---|" + "---:|" * len(shown)]

@@ -55,11 +55,91 @@ def interval_label(comparisons: list[TestComparison]) -> str:
     return "run range" if comparisons and all(c.metric in counted for c in comparisons) else "95% CI"
 
 
+def by_test(comparisons: list[TestComparison]) -> list[TestComparison]:
+    """A test's rows together, metrics in the registry's order; the tests ordered as
+    `sorted_comparisons` orders their most significant row (so regressions still come first)."""
+    first = {}
+    for rank, c in enumerate(sorted_comparisons(comparisons)):
+        first.setdefault(c.test, rank)
+    place = {name: i for i, name in enumerate(metrics.NAMES)}
+    return sorted(comparisons, key=lambda c: (first[c.test], place.get(c.metric, len(place)), c.metric))
+
+
+def cells(c: TestComparison) -> dict[str, str]:
+    """The numbers of one verdict row as every table shows them."""
+    r = c.result
+    return {"baseline": format_number(r.baseline_median if r else None),
+            "comparison": format_number(r.comparison_median if r else None),
+            "Δ": f"{r.delta_pct:+.1f}%" if r else "–",
+            "95% CI": f"[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]" if r else "–",
+            "p": f"{r.p_value:.3f}" if r else "–"}
+
+
+ELLIPSIS = "…"
+LEAST_NAME = 12          # a name column is never narrower than this
+
+
+def short_names(tests: list[str], budget: int) -> dict[str, str]:
+    """Each test's name in at most `budget` characters, keeping the distinctive tail: a long name
+    loses its head up to a '-' ("…geodist-pipeline-10"); names whose tails would be the same keep
+    the first word that tells them apart ("get…pipeline-10", "set…pipeline-10")."""
+    tails = {name: _tail(name, budget) for name in tests}
+    out = dict(tails)
+    for name in tests:
+        same = [other for other in tests if other != name and tails[other] == tails[name]]
+        if same:
+            out[name] = _distinct_word_and_tail(name, budget, same)
+    return out
+
+
+def _tail(name: str, budget: int) -> str:
+    """'…' and the last words of `name` that fit (a word is cut only when one word is too long)."""
+    if len(name) <= budget:
+        return name
+    tail = name[-(budget - 1):]
+    cut = tail.find("-")
+    if 0 <= cut < len(tail) // 2:
+        tail = tail[cut + 1:]
+    return ELLIPSIS + tail
+
+
+def _distinct_word_and_tail(name: str, budget: int, others: list[str]) -> str:
+    """The first word of `name` that none of `others` has at its place, then the tail."""
+    words = name.split("-")
+    for i, word in enumerate(words):
+        if all(other.split("-")[i:i + 1] != [word] for other in others) and len(word) <= budget // 2:
+            rest = "-".join(words[i + 1:])
+            lead = word if i == 0 else ELLIPSIS + word
+            return lead + (_tail("-" + rest, budget - len(lead)) if rest else "")
+    head = (budget - 1) // 2
+    return name[:head] + ELLIPSIS + name[-(budget - 1 - head):]
+
+
+def _names(comparisons: list[TestComparison], width: int) -> tuple[str, dict[str, str]]:
+    """The common prefix (shown once in the title) and each test's name in the table."""
+    tests = sorted({c.test for c in comparisons})
+    prefix = common_prefix(tests)
+    rest = [t[len(prefix):] for t in tests]
+    if width >= 140:
+        return prefix, dict(zip(tests, rest))
+    short = short_names(rest, max(LEAST_NAME, width - _narrow_columns_width(comparisons)))
+    return prefix, {test: short[r] for test, r in zip(tests, rest)}
+
+
+def _narrow_columns_width(comparisons: list[TestComparison]) -> int:
+    """What the narrow table's other columns take (metric, Δ, 95% CI, verdict), borders included."""
+    widest = [max(len(name), *(len(text) for text in texts)) for name, texts in (
+        ("metric", [_short(c.metric) for c in comparisons]), ("Δ", [cells(c)["Δ"] for c in comparisons]),
+        ("95% CI", [cells(c)["95% CI"] for c in comparisons]), ("verdict", [WORDS[c.verdict] for c in comparisons]))]
+    return sum(widest) + 3 * (len(widest) + 1) + 1
+
+
 def terminal_table(comparisons: list[TestComparison], *, width: int = 200) -> Table:
-    """Significant first. Below 140 columns the medians, p-value and explanation are left out
-    (they are in the markdown and JSON outputs)."""
+    """A test's rows together, tests with a verdict of change first. Below 140 columns the
+    medians, p-value and explanation are left out (they are in the markdown and JSON outputs) and
+    long test names are shortened to their distinctive tail (`name_legend` gives them in full)."""
     wide = width >= 140
-    prefix = common_prefix(sorted({c.test for c in comparisons}))
+    prefix, names = _names(comparisons, width)
     table = Table(title="redline compare: comparison vs baseline" + (f", tests {prefix}…" if prefix else ""),
                   title_justify="left")
     interval = interval_label(comparisons)
@@ -67,20 +147,24 @@ def terminal_table(comparisons: list[TestComparison], *, width: int = 200) -> Ta
         + (["p"] if wide else []) + ["verdict"] + (["why"] if wide else [])
     for column in columns:
         table.add_column(column, justify="left" if column in ("test", "metric", "verdict", "why") else "right",
-                         no_wrap=column not in ("test", "why"), overflow="fold",
+                         no_wrap=column != "why" and (column != "test" or not wide), overflow="fold",
                          min_width=None if column in ("test", "why") else len(column))
-    for c in sorted_comparisons(comparisons):
-        r = c.result
-        style = STYLE[c.verdict]
-        cells = {"test": c.test[len(prefix):], "metric": c.metric if wide else _short(c.metric),
-                 "baseline": format_number(r.baseline_median if r else None),
-                 "comparison": format_number(r.comparison_median if r else None),
-                 "Δ": f"{r.delta_pct:+.1f}%" if r else "–",
-                 interval: f"[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]" if r else "–",
-                 "p": f"{r.p_value:.3f}" if r else "–",
-                 "verdict": Text(WORDS[c.verdict], style=style), "why": explain(c)}
-        table.add_row(*(cells[column] for column in columns))
+    rows = by_test(comparisons)
+    for i, c in enumerate(rows):
+        last_of_test = i + 1 == len(rows) or rows[i + 1].test != c.test
+        shown = {"test": names[c.test] if i == 0 or rows[i - 1].test != c.test else "",
+                 "metric": c.metric if wide else _short(c.metric), **cells(c), interval: cells(c)["95% CI"],
+                 "verdict": Text(WORDS[c.verdict], style=STYLE[c.verdict]), "why": explain(c)}
+        table.add_row(*(shown[column] for column in columns), end_section=last_of_test and not wide)
     return table
+
+
+def name_legend(comparisons: list[TestComparison], *, width: int = 200) -> list[str]:
+    """Under a narrow table: the full name of every test whose name was shortened (after the
+    prefix all tests share, which the table's title gives)."""
+    prefix, names = _names(comparisons, width)
+    return [f"{short} = {test[len(prefix):]}" for test, short in sorted(names.items(), key=lambda item: item[1])
+            if short != test[len(prefix):]]
 
 
 def moves(c: TestComparison) -> str:

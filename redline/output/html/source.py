@@ -1,0 +1,59 @@
+"""What a report reads from the store — in ONE function, `read_session`.
+
+A session's runs are the store's run documents (`Store.load_runs`: `redline.run.Run`) in the
+order they ran (interleaved A B B A for compare), each with its metrics, flags, facts (machine,
+server, build, pinning, dataset, state), per-second series and profile; a compare session's
+verdicts come back as the `TestComparison`s that compare printed (from the stored
+`comparisons` rows), so the HTML says what the terminal, markdown and JSON said."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from redline.comparison import TestComparison
+from redline.errors import UsageError
+from redline.run import Run
+from redline.store import Store
+
+
+@dataclass
+class SessionData:
+    session_id: int
+    kind: str                        # run | compare | calibrate
+    argv: list[str]
+    machine: dict
+    host: str
+    started_at: float
+    finished_at: float | None
+    status: str
+    runs: list[Run]
+    comparisons: list[TestComparison]
+
+    @property
+    def measured(self) -> list[Run]:
+        return [r for r in self.runs if r.purpose == "measure"]
+
+    def side_label(self, side: str) -> str | None:
+        """The target label of a side ('baseline' / 'comparison'), as compare named it."""
+        return next((r.target for r in self.runs if r.side == side), None)
+
+
+def latest_session(store: Store) -> int:
+    row = store.db.execute("SELECT max(session_id) FROM runs").fetchone()
+    if row[0] is None:
+        raise UsageError(f"no stored runs in {store.path}")
+    return row[0]
+
+
+def read_session(store: Store, session_id: int) -> SessionData:
+    """The one reader of a session for the reports (see the module's docstring)."""
+    session = store.db.execute("SELECT * FROM sessions WHERE id=?", (session_id,)).fetchone()
+    if session is None:
+        raise UsageError(f"no session {session_id} in {store.path}")
+    runs = store.load_runs(session_id)
+    comparisons = [TestComparison.from_json(json.loads(row["detail"])) for row in store.db.execute(
+        "SELECT detail FROM comparisons WHERE session_id=? ORDER BY test, metric", (session_id,))]
+    return SessionData(session_id, session["kind"], json.loads(session["argv"]), json.loads(session["machine"]),
+                       session["host"], session["started_at"], session["finished_at"], session["status"], runs,
+                       comparisons)
