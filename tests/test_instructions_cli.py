@@ -85,7 +85,12 @@ def test_calibrate_stores_the_aa_spread(tmp_path, redline_cli):
     proc = redline_cli("calibrate", "quick", "--name", "string-get-100B-pipeline-1$", *SMALL, "--runs", "2",
                        "--store", db, check_exit=0, timeout=600)
     floors = dict(sqlite3.connect(db).execute("SELECT metric, floor_pct FROM noise_floors").fetchall())
-    assert set(floors) == INSTRUCTION_METRICS and all(0 <= v <= 2.0 for v in floors.values()), floors
+    assert set(floors) == INSTRUCTION_METRICS, floors
+    # inside call() the count is the command's own work: near-deterministic whatever the load; the
+    # whole process also counts event-loop iterations, whose batching follows the machine's load
+    # (GET: 0.1-0.2% on a quiet machine, 3.1% at load average 10 in 20M-instruction windows)
+    assert 0 <= floors["instructions_per_op_command"] <= 2.0, floors
+    assert all(0 <= v <= 5.0 for v in floors.values()), floors
     assert "instructions_per_op" in proc.stdout
 
 
