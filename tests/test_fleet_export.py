@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from conftest import REPO
+
 from redline.export import scheme
 from redline.fleet import keys
 from redline.run import Run
@@ -55,6 +57,23 @@ def exported_lines(log) -> list[dict]:
     return [dict(re.findall(r"(\w+)=(\S+)", line)) for line in log.read_text().splitlines() if ": exported " in line]
 
 
+def assert_fleet_dashboard_reads_this_fleet(r) -> None:
+    """Each query of grafana/dashboards/redline-fleet.json, run on a fleet Redis that has done a work
+    item: the platform variable lists its platform, every XINFO STREAM finds its stream."""
+    board = json.loads((REPO / "grafana" / "dashboards" / "redline-fleet.json").read_text())
+    (variable,) = board["templating"]["list"]
+    platforms = r.execute_command(*variable["query"].split())
+    assert platforms
+    for platform in platforms:
+        for panel in board["panels"]:
+            (target,) = panel["targets"]
+            key = target["keyName"].replace("$platform", platform)
+            if target["command"] == "xinfoStream":
+                assert r.xinfo_stream(key)["groups"] == 1, panel["title"]
+            else:
+                r.xrevrange(key, count=target["count"])        # a stream, or no key yet (no dead job)
+
+
 def measured_runs(seed: float) -> list[dict]:
     """A job's runs as an agent publishes them: both sides, two runs each, distinct starts."""
     return [Run(test="quick-set-sadd", target=SERVER, side=side, run_index=index, status="ok", started_at=seed + step,
@@ -92,6 +111,7 @@ def test_a_result_delivered_again_after_a_collector_restart_writes_nothing_new(t
         verdicts = mrange(ts, f"comparison_kind={scheme.COMPARE_BY}", "stat=verdict")
         assert len(verdicts) == query(store, "SELECT count(*) FROM comparisons")[0][0] > 0
         before, keys_before = total_samples(ts), sorted(ts.scan_iter(count=1000))
+        assert_fleet_dashboard_reads_this_fleet(r)
 
         r.xadd(keys.RESULTS.key(), entry)
         assert r.xreadgroup(keys.COLLECTOR_GROUP, "collector", {keys.RESULTS.key(): ">"}, count=1)  # pending, no ACK
