@@ -159,3 +159,30 @@ def test_fleet_local_with_export_puts_every_stored_run_in_redistimeseries_once(t
     for labels, samples in verdicts.values():
         assert list(samples.values()) == [scheme.VERDICT_CODES[stored[labels["redline_metric"]]]]
     assert ts.smembers("ci.benchmarks.redis/fleet/redis/redis:platforms") == {"ci"}
+
+
+def test_the_verdicts_of_a_work_item_on_two_platforms_go_under_each_platform(timeseries):
+    """The collector names a test `KEY on PLATFORM` in the comparisons of a work item that ran on
+    several platforms; each platform's runs and verdicts are exported under that platform."""
+    from redline.export.redistimeseries import RedisTimeSeriesExporter, connect
+    from redline.export.runs import PlacementRules, StoredSession
+    from redline.fleet.collector import verdict_label
+    from redline.fleet.export import FleetExport
+    said = []
+    exporter = RedisTimeSeriesExporter(connect(timeseries.url), rules=PlacementRules(branch=BRANCH))
+    link = FleetExport(exporter, timeseries.url, store_path="fleet.db", say=lambda event, **fields: said.append(event))
+    documents = {"a": measured_runs(time.time() - 60), "b": measured_runs(time.time() - 30)}
+    runs = {platform: [Run.from_json(d) for d in docs] for platform, docs in documents.items()}
+    platform_of = {run.uid: platform for platform, mine in runs.items() for run in mine}
+    rows = [{"test": verdict_label("quick-set-sadd", platform, 2), "metric": "ops_per_sec", "verdict": verdict,
+             "delta_pct": delta} for platform, verdict, delta in (("a", "regression", -5.0), ("b", "no_change", 0.5))]
+    session = StoredSession(7, "fleet", time.time() - 90, runs["a"] + runs["b"], rows)
+    link.work_complete("w", session, platform_of, lambda key, platform: verdict_label(key, platform, 2))
+    assert said == ["exported", "exported"]
+    ts = timeseries.client()
+    verdicts = mrange(ts, f"comparison_kind={scheme.COMPARE_BY}", "stat=verdict")
+    assert {labels["running_platform"]: list(samples.values()) for labels, samples in verdicts.values()} == {
+        "a": [scheme.VERDICT_CODES["regression"]], "b": [scheme.VERDICT_CODES["no_change"]]}
+    for platform, docs in documents.items():
+        assert by_branch(ts, OPS, f"running_platform={platform}") == {
+            round(d["started_at"] * 1000): d["ops_per_sec"] for d in docs}

@@ -89,7 +89,7 @@ class Collector:
             if self.export:              # the entry again after a restart: its runs may not be exported yet
                 try:
                     self._export_job(fields, session_id, self._runs(fields))
-                except BlobLost:
+                except BlobLost:         # only a second result's blob can be gone: none of it is stored
                     pass
         elif fields.get("kind") == "dead":
             self.ledger.add_dead_job(work_id=work_id, entry=fields)
