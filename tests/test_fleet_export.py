@@ -140,7 +140,8 @@ def test_fleet_local_with_export_puts_every_stored_run_in_redistimeseries_once(t
                               "--triggering-env", "fleet", log=log)
     try:
         url = first_line(process)
-        work = submit(url, "--platform", "ci", "--baseline", SERVER, "--comparison", SERVER, "--name", "set-sadd", *QUICK)
+        work = submit(url, "--platform", "ci", "--baseline", SERVER, "--comparison", SERVER, "--name", "set-sadd",
+                      *QUICK)
         wait_for(lambda: finished(url, work["work_id"]), "the work item done")
     finally:
         assert stop(process) == 0
