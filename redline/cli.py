@@ -13,7 +13,7 @@ from redline.argtypes import duration, positive_float, positive_int, regex, sess
 from redline.commands.build import add_build_parser
 from redline.commands.fleet import add_fleet_parsers
 from redline.errors import RunError, UsageError
-from redline.export.options import add_placement_arguments, since_date
+from redline.export.options import add_export_arguments, add_placement_arguments, since_date
 from redline.output.terminal import printable
 from redline.commands.suites import add_suites_parser
 
@@ -75,15 +75,6 @@ def add_measurement_arguments(parser: argparse.ArgumentParser, *, default_runs: 
     parser.add_argument("--profile", action="store_true",
                         help="after the measured runs, one extra run per test and side under perf: "
                              "flame graph and top symbols (never part of a metric)")
-
-
-def add_export_arguments(parser: argparse.ArgumentParser) -> None:
-    """--export URL: each run (and a compare's verdicts) to RedisTimeSeries as it is stored."""
-    group = parser.add_argument_group("export to RedisTimeSeries as runs finish (docs/export.md)")
-    group.add_argument("--export", metavar="URL",
-                       help="redis://host:port (rediss:// for TLS) of a server with RedisTimeSeries: every run in "
-                            "the Redis Benchmarks Specification's key scheme")
-    add_placement_arguments(group)
 
 
 def build_parser() -> argparse.ArgumentParser:

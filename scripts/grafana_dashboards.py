@@ -11,11 +11,12 @@ provisioned by grafana/provisioning/ with the uid below):
 - history: every run of a test as a point, by branch, version or hash; the change points
   `redline history` finds; server CPU per operation;
 - compare: the verdicts of compare sessions, their deltas with confidence intervals;
-- fleet: the fleet's queues — placeholder panels (the fleet's streams are not built yet).
+- fleet: the fleet's queues, read from the fleet's own Redis (a second data source, uid below) under
+  the names of redline.fleet.keys: jobs per platform, results, dead letters, comments.
 
-Every query is a TS.MRANGE/TS.MGET label filter on labels the exporter writes
-(redline.export.scheme); tests/test_export_grafana.py checks that, and that this script's output is
-what is committed.
+Every query of history and compare is a TS.MRANGE/TS.MGET label filter on labels the exporter writes
+(redline.export.scheme); every key of the fleet dashboard comes from redline.fleet.keys;
+tests/test_export.py checks both, and that this script's output is what is committed.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from grafana_foundation_sdk.builders import dashboard as dash
 from grafana_foundation_sdk.builders import common as common_builders
-from grafana_foundation_sdk.builders import statetimeline, table, text, timeseries
+from grafana_foundation_sdk.builders import statetimeline, table, timeseries
 from grafana_foundation_sdk.cog import builder as cogbuilder
 from grafana_foundation_sdk.cog import variants as cogvariants
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
@@ -39,11 +40,13 @@ sys.path.insert(0, str(REPO))
 
 from redline import metrics  # noqa: E402
 from redline.export import scheme  # noqa: E402
+from redline.fleet import keys as fleet_keys  # noqa: E402
 
 OUT = REPO / "grafana" / "dashboards"
 DATASOURCE = model.DataSourceRef(type_val="redis-datasource", uid="redline-redistimeseries")
+FLEET_DATASOURCE = model.DataSourceRef(type_val="redis-datasource", uid="redline-fleet")
 PROJECT = "triggering_env=$env github_org=$org github_repo=$repo"
-FLEET_STREAMS = ("redline:fleet:jobs", "redline:fleet:results")    # placeholders: the fleet is not built yet
+ENTRIES_SHOWN = 20
 
 
 class RedisQuery(cogvariants.Dataquery):
@@ -51,13 +54,14 @@ class RedisQuery(cogvariants.Dataquery):
     label filter (type timeSeries), or a plain command on one key (type command)."""
 
     def __init__(self, ref_id: str, command: str, *, filter_text: str | None = None, key: str | None = None,
-                 legend: str | None = None):
+                 legend: str | None = None, count: int | None = None, source: model.DataSourceRef = DATASOURCE):
         self.ref_id, self.command, self.filter_text, self.key, self.legend = ref_id, command, filter_text, key, legend
+        self.count, self.source = count, source
 
     def to_json(self) -> dict[str, object]:
-        payload: dict[str, object] = {"refId": self.ref_id, "datasource": DATASOURCE, "command": self.command,
+        payload: dict[str, object] = {"refId": self.ref_id, "datasource": self.source, "command": self.command,
                                       "type": "timeSeries" if self.filter_text is not None else "command"}
-        optional = {"filter": self.filter_text, "keyName": self.key, "legend": self.legend}
+        optional = {"filter": self.filter_text, "keyName": self.key, "legend": self.legend, "count": self.count}
         payload.update({name: value for name, value in optional.items() if value is not None})
         return payload
 
@@ -168,19 +172,37 @@ def compare_dashboard() -> dash.Dashboard:
     return board.with_panel(verdicts).with_panel(delta).with_panel(latest)
 
 
+def fleet_stream(title: str, description: str, command: str, key: str, **fields) -> table.Panel:
+    """A table of one of the fleet's streams: XINFO STREAM (length, groups, first and last entry) or
+    its latest entries (XREVRANGE)."""
+    return (table.Panel().title(title).description(description).span(12).height(8).show_header(True)
+            .datasource(FLEET_DATASOURCE)
+            .with_target(Query("A", command, key=key, source=FLEET_DATASOURCE, **fields)))
+
+
 def fleet_dashboard() -> dash.Dashboard:
+    """The fleet's queues as `redline fleet status` sees them, from the fleet's Redis; every key is
+    one of redline.fleet.keys (the platform a variable listing the platforms that have a jobs stream)."""
     board = (dash.Dashboard("redline — fleet queues").uid("redline-fleet").tags(["redline", "fleet"])
              .time("now-24h", "now").refresh("30s").timezone("utc").editable())
-    note = (text.Panel().title("placeholder").span(24).height(4).content(
-        "The fleet (agents taking jobs from a queue and sending results back) is not built yet. The panels below "
-        f"read the stream lengths of {', '.join(FLEET_STREAMS)}, the names the fleet is expected to use; they "
-        "show nothing until streams of those names exist."))
-    board = board.with_panel(note)
-    for number, stream in enumerate(FLEET_STREAMS):
-        board = board.with_panel(
-            table.Panel().title(f"{stream}: length and last entry (placeholder)").span(12).height(8).show_header(True)
-            .datasource(DATASOURCE)
-            .with_target(Query(chr(ord("A") + number), "xinfoStream", key=stream)))
+    board = board.with_variable(
+        dash.QueryVariable("platform").label("platform").datasource(FLEET_DATASOURCE)
+        .query(f"SMEMBERS {fleet_keys.PLATFORMS.key()}").refresh(model.VariableRefresh.ON_DASHBOARD_LOAD))
+    jobs = fleet_keys.JOBS.key(platform="$platform")
+    panels = [
+        fleet_stream(f"{jobs}: jobs of $platform", f"Jobs waiting or running on $platform (consumer group "
+                     f"`{fleet_keys.AGENTS_GROUP}`); an entry leaves the stream when its result is published.",
+                     "xinfoStream", jobs),
+        fleet_stream(f"{fleet_keys.RESULTS.key()}: results not stored yet", "Results the agents published and the "
+                     f"collector (group `{fleet_keys.COLLECTOR_GROUP}`) has not stored yet: near empty while it keeps up.",
+                     "xinfoStream", fleet_keys.RESULTS.key()),
+        fleet_stream(f"{fleet_keys.DEAD.key()}: jobs that failed on every attempt", "The latest dead-lettered jobs "
+                     "with their error.", "xrevrange", fleet_keys.DEAD.key(), count=ENTRIES_SHOWN),
+        fleet_stream(f"{fleet_keys.COMMENTS.key()}: latest comments", "The pull-request comment of each complete "
+                     "work item (state done or failed).", "xrevrange", fleet_keys.COMMENTS.key(), count=ENTRIES_SHOWN),
+    ]
+    for panel in panels:
+        board = board.with_panel(panel)
     return board
 
 

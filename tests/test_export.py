@@ -356,14 +356,24 @@ def _labels_the_exporter_writes():
     return labels
 
 
+def _provisioned_source(name):
+    import yaml
+    (source,) = yaml.safe_load((GRAFANA / "provisioning" / "datasources" / name).read_text())["datasources"]
+    return {"type": source["type"], "uid": source["uid"]}
+
+
+FLEET_BOARD = "redline-fleet.json"
+
+
 def test_dashboards_query_labels_the_exporter_writes_through_the_provisioned_data_source():
     import yaml
-    provisioned = yaml.safe_load((GRAFANA / "provisioning" / "datasources" / "redline-redistimeseries.yaml").read_text())
-    (source,) = provisioned["datasources"]
+    source = _provisioned_source("redline-redistimeseries.yaml")
     providers = yaml.safe_load((GRAFANA / "provisioning" / "dashboards" / "redline.yaml").read_text())["providers"]
     assert providers[0]["options"]["path"] == "${REDLINE_GRAFANA}/dashboards" and providers[0]["type"] == "file"
     written = _labels_the_exporter_writes()
     for name, board in _dashboards().items():
+        if name == FLEET_BOARD:          # the fleet's own Redis: test_fleet_dashboard_reads_only_keys_of_the_fleet
+            continue
         variables = {v["name"] for v in board["templating"].get("list", [])}
         uids = [panel["id"] for panel in board["panels"] if "id" in panel]
         assert len(uids) == len(set(uids)), name
@@ -376,7 +386,7 @@ def test_dashboards_query_labels_the_exporter_writes_through_the_provisioned_dat
                 assert variable["datasource"]["uid"] == source["uid"]
                 assert variable["query"].startswith("SMEMBERS ci.benchmarks.redis/$env/$org/$repo:")
         for panel, target in _queries(board):
-            assert panel["datasource"] == target["datasource"] == {"type": source["type"], "uid": source["uid"]}
+            assert panel["datasource"] == target["datasource"] == source
             if target["type"] != "timeSeries":
                 continue
             terms = target["filter"].split()
@@ -419,3 +429,37 @@ def test_every_dashboard_query_finds_the_exported_compare_session(compare_store,
                 assert bool(found) == estimated, (name, panel["title"], filters)
             else:
                 assert found, (name, panel["title"], filters)
+
+
+def _fleet_name_of(key):
+    """The entry of redline.fleet.keys whose pattern `key` is (a $variable standing for a placeholder)."""
+    from redline.fleet import keys as fleet_keys
+    for name in fleet_keys.TABLE:
+        pattern = re.sub(r"\\{\w+\\}", r"[^:]+", re.escape(name.pattern))
+        if re.fullmatch(pattern, key):
+            return name
+    return None
+
+
+def test_fleet_dashboard_reads_only_keys_of_the_fleet():
+    """Every stream or key the fleet dashboard queries (panels and variables) is one of
+    redline.fleet.keys, of the kind the command reads, through the provisioned fleet data source."""
+    source = _provisioned_source("redline-fleet.yaml")
+    board = _dashboards()[FLEET_BOARD]
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    for variable in variables.values():
+        assert variable["datasource"] == source
+        command, key = variable["query"].split()
+        assert command == "SMEMBERS" and _fleet_name_of(key).kind == "set", variable["query"]
+    queried = set()
+    for panel, target in _queries(board):
+        assert panel["datasource"] == target["datasource"] == source
+        name = _fleet_name_of(target["keyName"])
+        assert name is not None, (panel["title"], target["keyName"])
+        assert target["command"] in ("xinfoStream", "xrevrange") and name.kind == "stream", (panel["title"], name)
+        for used in re.findall(r"\$(\w+)", f"{target['keyName']} {panel['title']}"):
+            assert used in variables, (panel["title"], used)
+        queried.add(name.pattern)
+    from redline.fleet import keys as fleet_keys
+    assert queried == {fleet_keys.JOBS.pattern, fleet_keys.RESULTS.pattern, fleet_keys.DEAD.pattern,
+                       fleet_keys.COMMENTS.pattern}

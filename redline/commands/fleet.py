@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from redline.argtypes import duration, positive_float, positive_int, regex, store_path, whole_seconds
+from redline.export.options import add_export_arguments
 
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 
@@ -105,6 +106,8 @@ def add_fleet_parsers(commands) -> None:
     collector.add_argument("--github-token-file", type=Path, metavar="FILE",
                            help="post each pull request's comment with this token")
     collector.add_argument("--github-api", default="https://api.github.com", metavar="URL")
+    add_export_arguments(collector, platform_default="the fleet platform that ran the job",
+                         what="as results are stored")
     collector.set_defaults(func=_call("redline.commands.fleet", "collector_command"))
 
     fleet = commands.add_parser("fleet", help="the fleet's status; a whole fleet on this machine")
@@ -122,6 +125,7 @@ def add_fleet_parsers(commands) -> None:
     local.add_argument("--claim-idle", type=duration, default=60.0, metavar="TIME")
     local.add_argument("--max-attempts", type=positive_int, default=3)
     local.add_argument("--dir", type=Path, metavar="DIR", help="Redis's AOF directory (default: a new temp directory)")
+    add_export_arguments(local, platform_default=None, what="from the collector (running_platform: --platform)")
     local.set_defaults(func=_call("redline.fleet.local", "local_command"))
     fleet.set_defaults(func=lambda args: (fleet.print_help(), 2)[1])
 
@@ -177,13 +181,16 @@ def agent_command(args) -> int:
 def collector_command(args) -> int:
     from redline.fleet import github
     from redline.fleet.collector import Collector
-    from redline.fleet.process import Stopping, connect
+    from redline.fleet.export import fleet_export
+    from redline.fleet.process import Stopping, connect, log
     from redline.store import Store
     stopping = Stopping()
     poster = github.Poster(args.github_token_file, args.github_api) if args.github_token_file else None
     store = Store(args.store)             # a path that is no store is a usage error before Redis is asked
+    export = fleet_export(args, store_path=args.store,
+                          say=lambda event, **fields: log(f"collector {args.collector_name}", event, **fields))
     Collector(connect(args.redis), store=store, name=args.collector_name, stopping=stopping,
-              github_poster=poster).serve()
+              github_poster=poster, export=export).serve()
     return 0
 
 

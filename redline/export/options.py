@@ -20,24 +20,57 @@ def since_date(text: str) -> float:
     return moment.timestamp()
 
 
-def add_placement_arguments(parser: argparse.ArgumentParser) -> None:
-    """Where the results belong in the upstream scheme."""
+MEASURING_HOST = "the host name the runs were measured on"
+FORWARDED_FLAGS = (("--github-org", "github_org"), ("--github-repo", "github_repo"),
+                   ("--triggering-env", "triggering_env"), ("--branch", "branch"))
+
+
+def add_placement_arguments(parser: argparse.ArgumentParser, *, platform_default: str | None = MEASURING_HOST) -> None:
+    """Where the results belong in the upstream scheme. `platform_default` says what running_platform
+    is without --platform; None for a command whose own --platform names it (`fleet local`)."""
     parser.add_argument("--github-org", default=Project.github_org, metavar="ORG",
                         help=f"label github_org and part of every key (default {Project.github_org})")
     parser.add_argument("--github-repo", default=Project.github_repo, metavar="REPO",
                         help=f"label github_repo and part of every key (default {Project.github_repo})")
     parser.add_argument("--triggering-env", default=Project.triggering_env, metavar="ENV",
                         help=f"label triggering_env and part of every key (default {Project.triggering_env})")
-    parser.add_argument("--platform", metavar="NAME",
-                        help="running_platform (default: the host name the runs were measured on)")
+    if platform_default is not None:
+        parser.add_argument("--platform", metavar="NAME", help=f"running_platform (default: {platform_default})")
     parser.add_argument("--branch", metavar="NAME",
                         help="branch of runs whose target names none (a git:REPO@BRANCH target names its own)")
+
+
+def add_export_arguments(parser: argparse.ArgumentParser, *, platform_default: str | None = MEASURING_HOST,
+                         what: str = "as runs finish") -> None:
+    """--export URL and the placement flags: each run (and a compare's verdicts) to RedisTimeSeries
+    as it is stored."""
+    group = parser.add_argument_group(f"export to RedisTimeSeries {what} (docs/export.md)")
+    group.add_argument("--export", metavar="URL",
+                       help="redis://host:port (rediss:// for TLS) of a server with RedisTimeSeries: every run in "
+                            "the Redis Benchmarks Specification's key scheme")
+    add_placement_arguments(group, platform_default=platform_default)
+
+
+def export_argv(args) -> list[str]:
+    """--export and the placement flags given to `fleet local`, for its collector; nothing without
+    --export. Not --platform: fleet local's names its agents' platform, which the collector places
+    their runs under anyway."""
+    if not getattr(args, "export", None):
+        return []
+    argv = ["--export", args.export]
+    for flag, name in FORWARDED_FLAGS:
+        if getattr(args, name, None) is not None:
+            argv += [flag, getattr(args, name)]
+    return argv
+
+
+def project_from(args) -> Project:
+    return Project(args.github_org, args.github_repo, args.triggering_env)
 
 
 def exporter_from(args, url: str):
     """The RedisTimeSeriesExporter for URL, connected and checked, placing runs as the arguments say."""
     from redline.export.redistimeseries import RedisTimeSeriesExporter, connect
     from redline.export.runs import PlacementRules
-    return RedisTimeSeriesExporter(connect(url),
-                                   project=Project(args.github_org, args.github_repo, args.triggering_env),
+    return RedisTimeSeriesExporter(connect(url), project=project_from(args),
                                    rules=PlacementRules(running_platform=args.platform, branch=args.branch))

@@ -4,7 +4,8 @@ work item is complete.
 It reads the results stream in the `collector` group under one consumer name, first what it
 had been given and not ACKed before a restart (XREADGROUP from 0), then new entries. An entry
 is ACKed (and deleted: the stream only holds what is not stored yet) after its SQLite commit.
-Exactly once: runs by uid, jobs by job_id (redline.fleet.ledger).
+Exactly once: runs by uid, jobs by job_id (redline.fleet.ledger). With --export, what is stored
+also goes to RedisTimeSeries before the ACK (redline.fleet.export).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import json
 import redis
 
 from redline.comparison import apply_false_discovery_control, compare_test, looks_confidence
+from redline.export.runs import read_session
 from redline.fleet import github, keys
+from redline.fleet.export import FleetExport
 from redline.fleet.ledger import Ledger
 from redline.fleet.process import Stopping, log, while_reachable
 from redline.fleet.work import FDR_Q, ensure_group
@@ -32,10 +35,11 @@ class BlobLost(Exception):
 
 class Collector:
     def __init__(self, client: redis.Redis, *, store: Store, name: str, stopping: Stopping,
-                 github_poster: github.Poster | None = None):
+                 github_poster: github.Poster | None = None, export: FleetExport | None = None):
         self.client, self.store, self.name, self.stopping = client, store, name, stopping
         self.ledger = Ledger(store)
         self.github = github_poster
+        self.export = export
         self.stream = keys.RESULTS.key()
 
     def say(self, event: str, **fields) -> None:
@@ -82,6 +86,11 @@ class Collector:
         session_id = self.ledger.session_of(work_id, work)
         if self.ledger.has_job(job_id):
             self.say("duplicate result ignored", job=job_id, agent=fields.get("agent"))
+            if self.export:              # the entry again after a restart: its runs may not be exported yet
+                try:
+                    self._export_job(fields, session_id, self._runs(fields))
+                except BlobLost:         # only a second result's blob can be gone: none of it is stored
+                    pass
         elif fields.get("kind") == "dead":
             self.ledger.add_dead_job(work_id=work_id, entry=fields)
             self.say("job dead", job=job_id, error=fields.get("error"))
@@ -94,6 +103,8 @@ class Collector:
             else:
                 new = self.ledger.add_job(work_id=work_id, session_id=session_id, entry=fields, runs=runs)
                 self.say("job stored", job=job_id, runs=new, agent=fields.get("agent"))
+                if self.export:
+                    self._export_job(fields, session_id, runs)
         self._progress(work_id, work, session_id)
         self._done(entry_id, fields)
 
@@ -106,6 +117,13 @@ class Collector:
         if hashlib.sha256(payload.encode()).hexdigest() != fields.get("runs_sha256"):
             raise BlobLost(f"results blob {fields.get('runs_ref')} does not match its sha256")
         return json.loads(payload)
+
+    def _export_job(self, fields: dict, session_id: int, documents: list[dict]) -> None:
+        """The job's runs as stored (by uid: a second agent's result for a stored job is not them)."""
+        stored = self.ledger.stored_uids(fields["job_id"])
+        runs = [self.ledger.run_of(document, session_id) for document in documents if document.get("uid") in stored]
+        self.export.job_stored(job_id=fields["job_id"], platform=fields.get("platform", ""), session_id=session_id,
+                               runs=runs)
 
     def _done(self, entry_id: str, fields: dict) -> None:
         with self.client.pipeline(transaction=True) as tx:
@@ -124,6 +142,11 @@ class Collector:
         update = {"jobs_done": str(counts["ok"]), "jobs_dead": str(counts["dead"]), "session_id": str(session_id)}
         if complete and work.get("state") not in ("done", "failed"):
             comment = self.ledger.comment(work_id) or self._finish(work_id, work, session_id, state)
+            if self.export:
+                platform_of = self.ledger.platforms_of_runs(work_id)
+                platforms = len(set(platform_of.values()))
+                self.export.work_complete(work_id, read_session(self.store, session_id), platform_of,
+                                          lambda key, platform: verdict_label(key, platform, platforms))
             self.client.xadd(keys.COMMENTS.key(), {"work_id": work_id, "state": state, "markdown": comment,
                                                    "github": work.get("github", "")},
                              maxlen=COMMENTS_KEPT, approximate=True)
@@ -135,7 +158,6 @@ class Collector:
     def _finish(self, work_id: str, work: dict, session_id: int, state: str) -> str:
         """Verdicts with false-discovery control over the whole work item, the comment, both stored."""
         by_platform = self.ledger.runs_by_platform(work_id, session_id)
-        several = len(by_platform) > 1
         comparisons, records = [], []
         confidence = looks_confidence(int(work.get("runs") or 7), int(work.get("max_runs") or 15))
         for platform, runs in sorted(by_platform.items()):
@@ -144,8 +166,8 @@ class Collector:
                 if run.purpose == "measure":
                     measured.setdefault(run.key, []).append(run)
             for key, group in measured.items():
-                label = f"{key} on {platform}" if several else key
-                comparisons += compare_test(label, group, {}, confidence=confidence)
+                comparisons += compare_test(verdict_label(key, platform, len(by_platform)), group, {},
+                                            confidence=confidence)
             records += runs
         apply_false_discovery_control(comparisons, q=FDR_Q)
         self.store.save_comparisons(session_id, [c.as_json() for c in comparisons])
@@ -166,3 +188,8 @@ class Collector:
             self.say("comment posted", github=target, url=url)
         except github.PostFailed as exc:
             self.say("comment not posted", github=target, error=exc)
+
+
+def verdict_label(key: str, platform: str, platforms: int) -> str:
+    """A test's name in the work item's comparisons: its key, with the platform when there are several."""
+    return f"{key} on {platform}" if platforms > 1 else key

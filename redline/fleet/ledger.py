@@ -105,21 +105,35 @@ class Ledger:
              int(entry.get("attempt") or 0), entry.get("error"), _number(entry.get("submitted_at")),
              _number(entry.get("started_at")), time.time()))
 
-    def _add_run(self, session_id: int, job_id: str, document: dict) -> bool:
-        """One run document into the store, once by its uid (Store.add_run), and its job."""
+    @staticmethod
+    def run_of(document: dict, session_id: int) -> Run:
+        """A run document of a result as the store holds it: in the work item's session."""
         run = Run.from_json(document)
         run.session_id, run.run_id = session_id, None
+        return run
+
+    def _add_run(self, session_id: int, job_id: str, document: dict) -> bool:
+        """One run document into the store, once by its uid (Store.add_run), and its job."""
+        run = self.run_of(document, session_id)
         new = self.store.add_run(run)
         self.db.execute("INSERT OR IGNORE INTO fleet_runs(uid, run_id, job_id) SELECT uid, id, ? FROM runs WHERE uid=?",
                         (job_id, run.uid))
         return new
 
     # -- reading back -------------------------------------------------------------------------
-    def runs_by_platform(self, work_id: str, session_id: int) -> dict[str, list[Run]]:
-        """Every stored run of the work item, by the platform that measured it."""
-        platform_of = dict(self.db.execute(
+    def stored_uids(self, job_id: str) -> set[str]:
+        """The uids of the runs stored for a job."""
+        return {row[0] for row in self.db.execute("SELECT uid FROM fleet_runs WHERE job_id=?", (job_id,))}
+
+    def platforms_of_runs(self, work_id: str) -> dict[str, str]:
+        """uid → the platform that measured it, for every stored run of the work item."""
+        return dict(self.db.execute(
             "SELECT f.uid, j.platform FROM fleet_runs f JOIN fleet_jobs j ON j.job_id = f.job_id "
             "WHERE j.work_id=? AND j.status='ok'", (work_id,)).fetchall())
+
+    def runs_by_platform(self, work_id: str, session_id: int) -> dict[str, list[Run]]:
+        """Every stored run of the work item, by the platform that measured it."""
+        platform_of = self.platforms_of_runs(work_id)
         out: dict[str, list[Run]] = {}
         for run in self.store.load_runs(session_id):
             if run.uid in platform_of:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from redline.children import spawn
 from redline.errors import RunError, UsageError
+from redline.export.options import export_argv
 from redline.fleet.process import Stopping, log
 from redline.server import LOOPBACK, answers_ping, free_port
 
@@ -70,7 +71,8 @@ class Supervisor:
     def start(self, label: str) -> None:
         self.generation[label] = self.generation.get(label, 0) + 1
         if label == "collector":
-            self.children[label] = redline_child("collector", "--redis", self.url, "--store", str(self.args.store))
+            self.children[label] = redline_child("collector", "--redis", self.url, "--store", str(self.args.store),
+                                                 *export_argv(self.args))
             return
         name = label if self.generation[label] == 1 else f"{label}.{self.generation[label]}"
         self.children[label] = redline_child("agent", "--redis", self.url, "--platform", self.args.platform,
@@ -101,6 +103,9 @@ class Supervisor:
 
 def local_command(args) -> int:
     stopping = Stopping(wake_on_child_exit=True)
+    if args.export:                      # checked once here, not by a collector started again and again
+        from redline.export.redistimeseries import connect
+        connect(args.export).close()
     port = args.port or free_port()
     directory = args.dir or Path(tempfile.mkdtemp(prefix="redline-fleet-"))
     directory.mkdir(parents=True, exist_ok=True)
