@@ -6,7 +6,7 @@ cd "$(dirname "$0")"
 say() { printf '\033[1msetup:\033[0m %s\n' "$*" >&2; }
 
 # Debian packages: the servers redline measures, perf, build tools, Python.
-APT_PACKAGES=(redis-server redis-tools linux-perf build-essential pkg-config git
+APT_PACKAGES=(redis-server redis-tools linux-perf build-essential pkg-config git ccache
               python3 python3-venv util-linux procps ca-certificates openssl
               chromium    # chromium: tests render flame graphs headless and look at them
               valgrind)   # valgrind: --measure instructions runs the server under callgrind

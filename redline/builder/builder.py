@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Callable
 
 from redline.builder.cache import LOG, MANIFEST, BuildCache
-from redline.builder.make import (TAIL_LINES, BuildFailed, MakeJob, Progress, compiler_version, cpu_count,
-                                run_make)
+from redline.builder.make import (TAIL_LINES, BuildFailed, MakeJob, Progress, ccache_available, compiler_version,
+                                cpu_count, run_make)
 from redline.builder.sources import SourceTree, checkout_commit, copy_tree, resolve_commit, scan_tree
 from redline.builder.variants import Variant
 from redline.errors import UsageError
@@ -156,7 +156,8 @@ def _compile(cache: BuildCache, plan: _Plan, *, workspace: Path, progress: Progr
         raise UsageError(f"{plan.source} has no src/Makefile: not a redis or valkey source tree")
     server, cli = _server_names(tree)
     job = MakeJob(tree=tree, targets=(server, cli), variables=tuple(plan.variant.make_variables()),
-                  jobs=cpu_count(), log=staged / LOG, timeout_s=plan.timeout_s)
+                  jobs=cpu_count(), log=staged / LOG, timeout_s=plan.timeout_s,
+                  ccache_dir=cache.ccache_dir if ccache_available() else None)
     began = time.monotonic()
     try:
         run_make(job, scratch=workspace, progress=progress)

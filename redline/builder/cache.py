@@ -10,6 +10,8 @@ Layout under the cache root ($REDLINE_CACHE, else $XDG_CACHE_HOME/redline, else
     builds/.locks/<key>.lock      flock: one build per key at a time
     builds/.tmp/<key>.*/          builds in progress (renamed to builds/<key> when done)
     builds/failed/<key>.log       the log of the last failed build of a key
+    builds/.ccache/               ccache's object cache, when ccache is installed (nearby commits
+                                  recompile only what changed)
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ class BuildCache:
 
     def entry(self, key: str) -> Path:
         return self.root / key
+
+    @property
+    def ccache_dir(self) -> Path:
+        return self.root / ".ccache"
 
     def failed_log(self, key: str) -> Path:
         return self.root / "failed" / f"{key}.log"

@@ -25,7 +25,7 @@ TAIL_LINES = 20
 
 # Variables a user's environment could set to change the build behind the cache key's back:
 # make sees only what the variant says.
-SCRUBBED_ENV = ("CC", "CFLAGS", "CPPFLAGS", "LDFLAGS", "OPTIMIZATION", "MALLOC", "USE_JEMALLOC",
+SCRUBBED_ENV = ("CC", "CCACHE_DIR", "CCACHE_BASEDIR", "CCACHE_NOHASHDIR", "CCACHE_DISABLE", "CFLAGS", "CPPFLAGS", "LDFLAGS", "OPTIMIZATION", "MALLOC", "USE_JEMALLOC",
                 "USE_SYSTEM_JEMALLOC", "USE_TCMALLOC", "USE_TCMALLOC_MINIMAL", "BUILD_TLS", "USE_SYSTEMD",
                 "REDIS_CFLAGS", "REDIS_LDFLAGS", "SERVER_CFLAGS", "SERVER_LDFLAGS", "SANITIZER",
                 "PROG_SUFFIX", "PREFIX", "V", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "GNUMAKEFLAGS",
@@ -49,9 +49,25 @@ class MakeJob:
     jobs: int
     log: Path
     timeout_s: float
+    ccache_dir: Path | None = None  # compile through ccache with this cache (None: plain compiler)
 
     def command(self) -> list[str]:
-        return ["make", "-C", str(self.tree / "src"), f"-j{self.jobs}", *self.targets, *self.variables]
+        """The command run: as recorded, but with the compiler behind ccache when one is used
+        (ccache returns what the compiler would, so the binary and its cache key stay the same)."""
+        variables = self.variables
+        if self.ccache_dir is not None:
+            variables = tuple(f"CC=ccache {v[3:]}" if v.startswith("CC=") else v for v in variables)
+        return ["make", "-C", str(self.tree / "src"), f"-j{self.jobs}", *self.targets, *variables]
+
+    def environment(self, scratch: Path) -> dict[str, str]:
+        env = build_environment(scratch=scratch)
+        if self.ccache_dir is not None:
+            # Every build happens in a new workspace: paths under it are hashed relative to it
+            # (base_dir) and the working directory is left out of the hash, so the same source
+            # compiled in another workspace is a hit.
+            env.update(CCACHE_DIR=str(self.ccache_dir), CCACHE_BASEDIR=str(self.tree),
+                       CCACHE_NOHASHDIR="true")
+        return env
 
     def recorded_command(self) -> list[str]:
         """The command as recorded: relative to the source tree (the workspace is temporary)."""
@@ -80,6 +96,11 @@ def compiler_version(cc: str) -> str:
     return f"{first[0]} [{os.path.realpath(path)}]"
 
 
+def ccache_available() -> bool:
+    """Whether builds can go through ccache (Debian package `ccache`, installed by setup.sh)."""
+    return shutil.which("ccache") is not None
+
+
 def build_environment(*, scratch: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV}
     env["LC_ALL"] = "C"
@@ -102,7 +123,7 @@ def run_make(job: MakeJob, *, scratch: Path, progress: Progress | None = None) -
         log.write("$ " + " ".join(job.command()) + "\n")
         log.flush()
         proc = spawn(job.command(), cwd=job.tree, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                     stderr=subprocess.STDOUT, env=build_environment(scratch=scratch),
+                     stderr=subprocess.STDOUT, env=job.environment(scratch),
                                 start_new_session=True)
 
         def expire() -> None:

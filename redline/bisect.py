@@ -1,0 +1,350 @@
+"""`redline bisect`'s search: from "the metric moved between GOOD and BAD" to the first commit at
+which it moved, as git bisect does by hand, with a measured decision at every step.
+
+The pure part (everything but `ancestry_path`) never builds or measures: it asks a `Comparer`
+for the change of one commit against another and decides. The command (redline/commands/bisect.py)
+gives it the real comparer (builds and interleaved runs); tests give it an in-process fake.
+
+The method (docs/bisect.md):
+  1. endpoints: GOOD vs BAD must give a regression or improvement verdict on the metric for at
+     least one test; those tests ("moved") are the ones followed, and the ratio BAD/GOOD of each
+     is the step looked for. No moved test: "no change to bisect".
+  2. each step measures the middle commit of the undecided range against the nearer decided
+     end (its good or its bad bound) on the moved tests. The candidate is like that end when
+     the change's confidence interval lies entirely on that end's side of the half-way point
+     (the geometric middle of 1 and the step); like the other end when it lies entirely on the
+     other side; else undecided, and the comparer adds runs. Still undecided, a commit that
+     does not build, tests that disagree, runs that failed: the commit is skipped (git bisect
+     skip) and the next candidate is the unskipped commit nearest the middle.
+  3. the first bad commit after the last good one is the culprit (with skipped commits in
+     between: one of them or it, as git says). The remainder check measures the last good
+     commit before it against it: how much of the endpoints' change this commit explains.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol
+
+from redline.errors import UsageError
+from redline.stats import Verdict
+
+GOOD, BAD = "good", "bad"
+SKIPPED, UNDECIDABLE = "skipped", "undecidable"
+EXPLAINED_ENOUGH = 0.8         # a culprit explaining less of the endpoints' change leaves a remainder
+
+
+@dataclass(frozen=True)
+class Commit:
+    sha: str
+    subject: str = ""
+    date: str = ""             # author date, ISO 8601
+
+    @property
+    def short(self) -> str:
+        return self.sha[:12]
+
+
+@dataclass
+class Change:
+    """One test's change of a candidate against a reference on the metric (percent, + = higher)."""
+
+    test: str
+    verdict: str               # the compare verdict (regression / improvement / no change / inconclusive)
+    delta_pct: float | None
+    ci_low_pct: float | None
+    ci_high_pct: float | None
+    runs: int = 0              # runs per side
+    min_detectable_pct: float | None = None
+    note: str | None = None    # why there is no interval (too few successful runs)
+    run_ids: list[int] = field(default_factory=list)
+
+    @property
+    def measured(self) -> bool:
+        return self.delta_pct is not None and self.ci_low_pct is not None and self.ci_high_pct is not None
+
+    def ratio(self) -> float:
+        return 1 + self.delta_pct / 100
+
+
+Settled = Callable[[dict[str, Change]], bool]
+
+
+class Unbuildable(Exception):
+    """The comparer could not build a commit; `tail` is the end of its build log."""
+
+    def __init__(self, commit: Commit, tail: list[str]):
+        super().__init__(f"{commit.short} does not build")
+        self.commit, self.tail = commit, tail
+
+
+class Comparer(Protocol):
+    def compare(self, reference: Commit, candidate: Commit, tests: list[str], settled: Settled) -> dict[str, Change]:
+        """The change of `candidate` against `reference` per test. `settled(changes)` says whether
+        the runs so far decide the question; while not, the comparer may add runs. Raises
+        Unbuildable for a commit that does not build."""
+        ...
+
+
+# -- the ancestry path (git) ----------------------------------------------------------------
+def _git(repo: Path, *args: str) -> str:
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        raise UsageError(f"git {' '.join(args[:2])} in {repo}: {(proc.stderr.strip().splitlines() or ['failed'])[-1]}")
+    return proc.stdout
+
+
+def resolve(repo: Path, ref: str) -> Commit:
+    if ref.startswith("-"):
+        raise UsageError(f"bad git ref {ref!r}")
+    proc = subprocess.run(["git", "-C", str(repo), "log", "-1", "--format=%H%x1f%aI%x1f%s", f"{ref}^{{commit}}", "--"],
+                          capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise UsageError(f"git ref {ref!r} does not name a commit in {repo}")
+    return _commit(proc.stdout.strip())
+
+
+def _commit(line: str) -> Commit:
+    sha, date, subject = line.split("\x1f", 2)
+    return Commit(sha, subject, date)
+
+
+def ancestry_path(repo: Path, good: str, bad: str, *, all_parents: bool = False) -> tuple[Commit, list[Commit]]:
+    """GOOD and the commits after it up to BAD (last), oldest first: first-parent by default;
+    with all_parents every commit on an ancestry path from GOOD to BAD in topological order."""
+    good_commit, bad_commit = resolve(repo, good), resolve(repo, bad)
+    if good_commit.sha == bad_commit.sha:
+        raise UsageError(f"--good {good} and --bad {bad} are the same commit {good_commit.short}")
+    if subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", good_commit.sha, bad_commit.sha],
+                      capture_output=True, timeout=120).returncode != 0:
+        raise UsageError(f"--good {good} ({good_commit.short}) is not an ancestor of --bad {bad} ({bad_commit.short})")
+    walk = ["--topo-order"] if all_parents else ["--first-parent"]
+    out = _git(repo, "log", *walk, "--ancestry-path", "--reverse", "--format=%H%x1f%aI%x1f%s",
+               f"{good_commit.sha}..{bad_commit.sha}", "--")
+    path = [_commit(line) for line in out.splitlines() if line]
+    if not path or path[-1].sha != bad_commit.sha:
+        raise UsageError(f"--good {good} is not on the first-parent line of --bad {bad}; try --all-parents")
+    return good_commit, path
+
+
+# -- decisions ------------------------------------------------------------------------------
+def side_of(change: Change, other_ratio: float) -> str | None:
+    """'same' when the candidate is like the reference, 'other' when it is like the other end
+    (which is `other_ratio` times the reference), None when the interval straddles the half-way
+    point (the geometric middle of 1 and other_ratio) or there is no interval."""
+    if not change.measured:
+        return None
+    half = math.sqrt(other_ratio)
+    low, high = 1 + change.ci_low_pct / 100, 1 + change.ci_high_pct / 100
+    if other_ratio > 1:
+        return "other" if low > half else "same" if high < half else None
+    return "other" if high < half else "same" if low > half else None
+
+
+@dataclass
+class Step:
+    number: int
+    candidate: Commit
+    reference: Commit | None          # None: not measured (it did not build)
+    reference_state: str | None
+    outcome: str                      # good, bad, skipped (does not build), undecidable
+    changes: dict[str, Change] = field(default_factory=dict)
+    note: str | None = None
+    remaining_before: int = 0         # candidates left before this step
+
+    def as_json(self) -> dict:
+        return {"number": self.number, "candidate": asdict(self.candidate),
+                "reference": asdict(self.reference) if self.reference else None,
+                "reference_state": self.reference_state, "outcome": self.outcome, "note": self.note,
+                "remaining_before": self.remaining_before,
+                "changes": {test: asdict(c) for test, c in self.changes.items()}}
+
+
+def decide(changes: dict[str, Change], steps: dict[str, float], reference_state: str) -> tuple[str | None, str | None]:
+    """(good/bad, None) when every moved test puts the candidate on one side; (None, why) when
+    not: undecided (more runs may help) or the tests disagree."""
+    other_state = BAD if reference_state == GOOD else GOOD
+    sides = {}
+    for test, step in steps.items():
+        change = changes.get(test)
+        ratio = step if reference_state == GOOD else 1 / step
+        sides[test] = side_of(change, ratio) if change else None
+    undecided = [t for t, s in sides.items() if s is None]
+    if undecided:
+        return None, f"undecided on {', '.join(undecided)}"
+    if len(set(sides.values())) > 1:
+        said = "; ".join(f"{t}: {reference_state if s == 'same' else other_state}" for t, s in sides.items())
+        return None, f"the tests disagree ({said}); bisect them one at a time with --name"
+    return (reference_state if next(iter(sides.values())) == "same" else other_state), None
+
+
+def settled_by(steps: dict[str, float], reference_state: str) -> Settled:
+    """Runs are enough once the decision is made, or once the tests disagree (more runs on a
+    split change only confirm the split)."""
+    def settled(changes: dict[str, Change]) -> bool:
+        state, why = decide(changes, steps, reference_state)
+        return state is not None or (why is not None and why.startswith("the tests disagree"))
+    return settled
+
+
+def endpoints_settled(changes: dict[str, Change]) -> bool:
+    """The endpoint check is decided when no test is inconclusive."""
+    return all(c.verdict != Verdict.INCONCLUSIVE for c in changes.values())
+
+
+# -- the search -----------------------------------------------------------------------------
+def estimated_steps(candidates: int) -> int:
+    """Steps a bisection of `candidates` undecided commits takes (without skips)."""
+    return math.ceil(math.log2(candidates + 1)) if candidates > 0 else 0
+
+
+@dataclass
+class Range:
+    """The undecided part of the path: path[lo] is the last known good (-1: GOOD itself), path[hi]
+    the first known bad, skipped commits are left out of the candidates."""
+
+    size: int
+    lo: int = -1
+    hi: int = 0
+    skipped: set[int] = field(default_factory=set)
+
+    def __post_init__(self):
+        self.hi = self.size - 1
+
+    def candidates(self) -> list[int]:
+        return [i for i in range(self.lo + 1, self.hi) if i not in self.skipped]
+
+    def next(self) -> int | None:
+        """The unskipped candidate nearest the middle (the lower one first)."""
+        middle = (self.lo + self.hi) // 2
+        left = self.candidates()
+        return min(left, key=lambda i: (abs(i - middle), i)) if left else None
+
+    def nearer_bound(self, index: int) -> str:
+        return GOOD if index - self.lo <= self.hi - index else BAD
+
+
+@dataclass
+class Endpoints:
+    good: Commit
+    bad: Commit
+    changes: dict[str, Change]
+    moved: dict[str, float]           # test → BAD/GOOD ratio of the moved tests
+
+    def as_json(self) -> dict:
+        return {"good": asdict(self.good), "bad": asdict(self.bad), "moved": self.moved,
+                "changes": {test: asdict(c) for test, c in self.changes.items()}}
+
+
+@dataclass
+class Remainder:
+    before: Commit                      # the last good commit before the culprit
+    changes: dict[str, Change]
+    explained: dict[str, float | None]  # share of each moved test's endpoint change (log scale)
+
+    @property
+    def large(self) -> bool:
+        return any(e is None or e < EXPLAINED_ENOUGH for e in self.explained.values())
+
+    def as_json(self) -> dict:
+        return {"before": asdict(self.before), "explained": self.explained, "large": self.large,
+                "changes": {test: asdict(c) for test, c in self.changes.items()}}
+
+
+@dataclass
+class Outcome:
+    endpoints: Endpoints
+    path: list[Commit]
+    steps: list[Step] = field(default_factory=list)
+    culprit: Commit | None = None
+    candidates: list[Commit] = field(default_factory=list)   # the culprit is one of these (skips in the way)
+    remainder: Remainder | None = None
+
+    @property
+    def no_change(self) -> bool:
+        return not self.endpoints.moved
+
+    def as_json(self) -> dict:
+        return {"endpoints": self.endpoints.as_json(), "path": [asdict(c) for c in self.path],
+                "steps": [s.as_json() for s in self.steps],
+                "culprit": asdict(self.culprit) if self.culprit else None,
+                "candidates": [asdict(c) for c in self.candidates],
+                "remainder": self.remainder.as_json() if self.remainder else None,
+                "no_change": self.no_change}
+
+
+Progress = Callable[[str], None]
+
+
+def confirm_endpoints(comparer: Comparer, good: Commit, bad: Commit, tests: list[str]) -> Endpoints:
+    """GOOD vs BAD: the tests with a regression or improvement verdict, and their step ratios."""
+    changes = comparer.compare(good, bad, tests, endpoints_settled)
+    moved = {t: c.ratio() for t, c in changes.items()
+             if c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT) and c.measured}
+    return Endpoints(good, bad, changes, moved)
+
+
+def bisect(comparer: Comparer, good: Commit, path: list[Commit], tests: list[str], *,
+           progress: Progress = lambda line: None) -> Outcome:
+    """The whole search: endpoint check, steps, culprit, remainder."""
+    bad = path[-1]
+    progress(f"endpoints: {good.short} (good) vs {bad.short} (bad), {len(path) - 1} commits between")
+    outcome = Outcome(confirm_endpoints(comparer, good, bad, tests), path)
+    if outcome.no_change:
+        return outcome
+    steps = outcome.endpoints.moved
+    span = Range(len(path))
+
+    def commit_at(index: int) -> Commit:
+        return good if index < 0 else path[index]
+
+    while (index := span.next()) is not None:
+        left = len(span.candidates())
+        reference_state = span.nearer_bound(index)
+        reference = commit_at(span.lo if reference_state == GOOD else span.hi)
+        candidate = path[index]
+        progress(f"step {len(outcome.steps) + 1}: {left} commits left ({commit_at(span.lo).short}..{commit_at(span.hi).short}), "
+                 f"about {estimated_steps(left)} steps; {candidate.short} against {reference_state} {reference.short}")
+        step = Step(len(outcome.steps) + 1, candidate, reference, reference_state, UNDECIDABLE, remaining_before=left)
+        try:
+            step.changes = comparer.compare(reference, candidate, list(steps), settled_by(steps, reference_state))
+        except Unbuildable as failure:
+            step.outcome, step.reference, step.reference_state = SKIPPED, None, None
+            step.note = "does not build:\n" + "\n".join(failure.tail)
+        else:
+            state, why = decide(step.changes, steps, reference_state)
+            step.outcome, step.note = (state, None) if state else (UNDECIDABLE, why)
+        outcome.steps.append(step)
+        progress(f"step {step.number}: {candidate.short} is {step.outcome}")
+        if step.outcome == GOOD:
+            span.lo = index
+        elif step.outcome == BAD:
+            span.hi = index
+        else:
+            span.skipped.add(index)
+    in_between = [path[i] for i in range(span.lo + 1, span.hi)]       # all skipped
+    if in_between:
+        outcome.candidates = [*in_between, path[span.hi]]
+        return outcome
+    outcome.culprit = path[span.hi]
+    outcome.remainder = check_remainder(comparer, outcome, commit_at(span.lo))
+    return outcome
+
+
+def check_remainder(comparer: Comparer, outcome: Outcome, before: Commit) -> Remainder:
+    """The last good commit before the culprit against the culprit (a step that measured exactly
+    that is reused): the share of each moved test's endpoint change this commit explains."""
+    reused = next((s for s in outcome.steps if s.reference == before and s.candidate == outcome.culprit
+                   and s.outcome in (GOOD, BAD)), None)
+    steps = outcome.endpoints.moved
+    changes = reused.changes if reused else comparer.compare(before, outcome.culprit, list(steps),
+                                                             settled_by(steps, GOOD))
+    explained = {}
+    for test, step in steps.items():
+        change = changes.get(test)
+        explained[test] = (math.log(change.ratio()) / math.log(step)
+                           if change and change.measured and change.ratio() > 0 else None)
+    return Remainder(before, changes, explained)
