@@ -182,11 +182,11 @@ def decide(changes: dict[str, Change], steps: dict[str, float], reference_state:
 
 
 def settled_by(steps: dict[str, float], reference_state: str) -> Settled:
-    """Runs are enough once the decision is made, or once the tests disagree (more runs on a
-    split change only confirm the split)."""
+    """The runs of the tests in `changes` are enough once each puts the candidate on one side
+    (tests that disagree are not helped by more runs)."""
     def settled(changes: dict[str, Change]) -> bool:
-        state, why = decide(changes, steps, reference_state)
-        return state is not None or (why is not None and why.startswith("the tests disagree"))
+        return all(side_of(change, steps[test] if reference_state == GOOD else 1 / steps[test]) is not None
+                   for test, change in changes.items())
     return settled
 
 
@@ -244,13 +244,17 @@ class Remainder:
     before: Commit                      # the last good commit before the culprit
     changes: dict[str, Change]
     explained: dict[str, float | None]  # share of each moved test's endpoint change (log scale)
+    explained_at_most: dict[str, float | None]   # the same from the interval's far end
 
     @property
     def large(self) -> bool:
-        return any(e is None or e < EXPLAINED_ENOUGH for e in self.explained.values())
+        """The culprit's change is, with the interval's confidence, less than EXPLAINED_ENOUGH of
+        the endpoints' change for some moved test (or could not be measured)."""
+        return any(e is None or e < EXPLAINED_ENOUGH for e in self.explained_at_most.values())
 
     def as_json(self) -> dict:
-        return {"before": asdict(self.before), "explained": self.explained, "large": self.large,
+        return {"before": asdict(self.before), "explained": self.explained,
+                "explained_at_most": self.explained_at_most, "large": self.large,
                 "changes": {test: asdict(c) for test, c in self.changes.items()}}
 
 
@@ -288,11 +292,13 @@ def confirm_endpoints(comparer: Comparer, good: Commit, bad: Commit, tests: list
 
 
 def bisect(comparer: Comparer, good: Commit, path: list[Commit], tests: list[str], *,
-           progress: Progress = lambda line: None) -> Outcome:
-    """The whole search: endpoint check, steps, culprit, remainder."""
+           progress: Progress = lambda line: None, on_step: Callable[[Outcome], None] = lambda outcome: None) -> Outcome:
+    """The whole search: endpoint check, steps, culprit, remainder. `on_step(outcome)` is called
+    after the endpoint check and after each step (to store what is known so far)."""
     bad = path[-1]
     progress(f"endpoints: {good.short} (good) vs {bad.short} (bad), {len(path) - 1} commits between")
     outcome = Outcome(confirm_endpoints(comparer, good, bad, tests), path)
+    on_step(outcome)
     if outcome.no_change:
         return outcome
     steps = outcome.endpoints.moved
@@ -318,6 +324,7 @@ def bisect(comparer: Comparer, good: Commit, path: list[Commit], tests: list[str
             state, why = decide(step.changes, steps, reference_state)
             step.outcome, step.note = (state, None) if state else (UNDECIDABLE, why)
         outcome.steps.append(step)
+        on_step(outcome)
         progress(f"step {step.number}: {candidate.short} is {step.outcome}")
         if step.outcome == GOOD:
             span.lo = index
@@ -342,9 +349,17 @@ def check_remainder(comparer: Comparer, outcome: Outcome, before: Commit) -> Rem
     steps = outcome.endpoints.moved
     changes = reused.changes if reused else comparer.compare(before, outcome.culprit, list(steps),
                                                              settled_by(steps, GOOD))
-    explained = {}
+    explained, at_most = {}, {}
     for test, step in steps.items():
         change = changes.get(test)
-        explained[test] = (math.log(change.ratio()) / math.log(step)
-                           if change and change.measured and change.ratio() > 0 else None)
-    return Remainder(before, changes, explained)
+        measured = change is not None and change.measured
+        explained[test] = _share(change.delta_pct, step) if measured else None
+        far = (change.ci_high_pct if step > 1 else change.ci_low_pct) if measured else None
+        at_most[test] = _share(far, step) if measured else None
+    return Remainder(before, changes, explained, at_most)
+
+
+def _share(change_pct: float, step: float) -> float | None:
+    """A change as a share of the step, in log terms (1.0: all of it)."""
+    ratio = 1 + change_pct / 100
+    return math.log(ratio) / math.log(step) if ratio > 0 else None

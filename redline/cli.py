@@ -170,6 +170,24 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help="the HTML file to write")
     report.set_defaults(func=_command("report"))
 
+    bisect = commands.add_parser("bisect", help="the first commit between --good and --bad at which a metric moved "
+                                                "(builds, interleaved A/B runs, verdicts)")
+    bisect.add_argument("target", metavar="git:REPO", help="the repository (the refs are --good and --bad)")
+    add_selection_arguments(bisect)
+    bisect.add_argument("--good", required=True, metavar="REF", help="a commit before the change")
+    bisect.add_argument("--bad", required=True, metavar="REF", help="a later commit, after the change")
+    bisect.add_argument("--metric", default="server_cpu_us_per_op",
+                        help=f"the metric decided on: {', '.join(m.name for m in metrics.COMPARED)} "
+                             "(default server_cpu_us_per_op)")
+    bisect.add_argument("--all-parents", action="store_true",
+                        help="descend into merged branches (default: the first-parent line from good to bad)")
+    add_measurement_arguments(bisect, default_runs=5)
+    bisect.add_argument("--max-runs", type=positive_int, default=9,
+                        help="an undecided step gets more runs, up to this many per side; then the commit is "
+                             "skipped as undecidable (default 9)")
+    bisect.add_argument("--markdown", type=Path, metavar="FILE", help="write the report as markdown to FILE")
+    bisect.set_defaults(func=_command("bisect"))
+
     add_build_parser(commands)
 
     add_suites_parser(commands)

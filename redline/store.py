@@ -115,6 +115,9 @@ CREATE TABLE IF NOT EXISTS noise_floors (
 );
 """
 
+_BISECTIONS = ("CREATE TABLE IF NOT EXISTS bisections (session_id INTEGER PRIMARY KEY REFERENCES sessions(id), "
+               "document TEXT NOT NULL)")
+
 
 def _pid_alive(pid: int) -> bool:
     try:
@@ -467,6 +470,19 @@ class Store:
             self.db.executemany(
                 "INSERT OR REPLACE INTO comparisons(session_id, test, metric, verdict, detail) VALUES (?,?,?,?,?)",
                 [(session_id, r["test"], r["metric"], r.get("verdict"), json.dumps(r)) for r in rows])
+
+    def save_bisection(self, session_id: int, document: dict) -> None:
+        """What a `redline bisect` session found so far (endpoints, steps, culprit, remainder) as
+        one JSON document, replaced after every step. (The table is made on first use, outside
+        SCHEMA_VERSION, until the schema's next version takes it.)"""
+        self.db.execute(_BISECTIONS)
+        self.db.execute("INSERT OR REPLACE INTO bisections(session_id, document) VALUES (?,?)",
+                        (session_id, json.dumps(document)))
+
+    def bisection(self, session_id: int) -> dict | None:
+        self.db.execute(_BISECTIONS)
+        row = self.db.execute("SELECT document FROM bisections WHERE session_id=?", (session_id,)).fetchone()
+        return json.loads(row[0]) if row else None
 
     def save_noise_floor(self, *, test: str, metric: str, floor_pct: float, runs: int, target: str) -> None:
         self.db.execute(
