@@ -1,0 +1,140 @@
+"""`redline bisect` for real: a 16-commit repository made from Debian's redis source
+(scripts/make_redis_bisect_repo.sh: commit 12 adds work to GET's code path, commit 8 does not
+build), real builds (libc-malloc, through ccache), real redis-server, real interleaved runs.
+
+Cost: one bisection (7 builds, one of them cold; about 6 compares of 5-7 runs of 1 s per side)
+and one endpoint check on commits that bisection built; a few minutes on 2 cores. Both share
+one build cache. The decision logic itself is tested fast in tests/test_bisect_search.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from redline.store import Store
+
+REPO = Path(__file__).resolve().parent.parent
+TESTS = "string-(get|set)-100B-pipeline-10$"
+GET, SET = "quick-string-get-100B-pipeline-10", "quick-string-set-100B-pipeline-10"
+# The smallest measurement that still decides: the GET change is about 2x on server CPU per op.
+MEASURE = ["--variant", "libc-malloc", "--runs", "5", "--max-runs", "7", "--duration", "1s", "--warmup", "0.5s"]
+
+
+@pytest.fixture(scope="module")
+def bisect_repo(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    tree = subprocess.run(["bash", str(REPO / "scripts" / "redis_source.sh")], capture_output=True, text=True,
+                          timeout=600, check=True).stdout.strip().splitlines()[-1]
+    dest = tmp_path_factory.mktemp("bisect") / "redis"
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "make_redis_bisect_repo.sh"), tree, str(dest)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    tags = {tag: subprocess.run(["git", "-C", str(dest), "rev-parse", tag], capture_output=True, text=True,
+                                check=True).stdout.strip() for tag in ("good", "bad", "culprit", "broken")}
+    return dest, tags
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("bisect-work")
+
+
+def _bisect(workdir: Path, *arguments: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "REDLINE_CACHE": str(workdir / "cache"), "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "redline.cli", "bisect", *arguments, "--store", str(workdir / "r.db")],
+                          capture_output=True, text=True, timeout=1200, env=env, cwd=workdir)
+
+
+@pytest.fixture(scope="module")
+def bisection(bisect_repo, workdir):
+    repo, tags = bisect_repo
+    out = workdir / "bisect.json"
+    proc = _bisect(workdir, f"git:{repo}", "--good", "good", "--bad", "bad", "--name", TESTS, *MEASURE,
+                   "--json", str(out), "--markdown", str(workdir / "bisect.md"))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc, json.loads(out.read_text())
+
+
+def test_bisect_names_the_commit_that_slowed_get(bisection, bisect_repo):
+    proc, doc = bisection
+    _, tags = bisect_repo
+    assert doc["culprit"]["sha"] == tags["culprit"], doc["steps"]
+    assert doc["culprit"]["subject"].startswith("fixture: 5000 iterations of extra work on GET")
+    assert f"culprit: {tags['culprit'][:12]}" in proc.stdout
+    # Only GET moved between the ends and only GET was followed; SET shows no regression.
+    assert list(doc["endpoints"]["moved"]) == [GET] and doc["endpoints"]["moved"][GET] > 1.3
+    assert doc["endpoints"]["changes"][SET]["verdict"] not in ("regression", "improvement")
+    assert all(set(step["changes"]) <= {GET} for step in doc["steps"])
+    # Each measured step decided, against a decided end, and the last good commit before the
+    # culprit against the culprit explains the change.
+    for step in doc["steps"]:
+        if step["outcome"] in ("good", "bad"):
+            assert step["reference_state"] in ("good", "bad") and step["changes"][GET]["runs"] >= 5
+    assert doc["remainder"]["changes"][GET]["delta_pct"] > 30
+    assert "commits left" in proc.stderr and "about" in proc.stderr     # progress: range and estimated steps
+
+
+def test_a_commit_that_does_not_build_is_skipped(bisection, bisect_repo):
+    proc, doc = bisection
+    _, tags = bisect_repo
+    skipped = [step for step in doc["steps"] if step["outcome"] == "skipped"]
+    assert [step["candidate"]["sha"] for step in skipped] == [tags["broken"]]
+    assert "does not build" in skipped[0]["note"] and "#error" in skipped[0]["note"]
+    assert doc["culprit"]["sha"] == tags["culprit"]
+
+
+def test_the_bisection_is_stored_as_a_session(bisection, workdir):
+    proc, doc = bisection
+    store = Store(workdir / "r.db")
+    assert store.bisection(doc["session"]) == doc
+    db = sqlite3.connect(workdir / "r.db")
+    kind, status = db.execute("SELECT kind, status FROM sessions WHERE id=?", (doc["session"],)).fetchone()
+    assert (kind, status) == ("bisect", "finished")
+    stored_runs = {row[0] for row in db.execute("SELECT id FROM runs WHERE session_id=? AND status='ok'",
+                                               (doc["session"],))}
+    step_runs = {run for step in doc["steps"] for change in step["changes"].values() for run in change["run_ids"]}
+    assert step_runs and step_runs <= stored_runs
+    markdown = (workdir / "bisect.md").read_text()
+    assert f"culprit: {doc['culprit']['sha'][:12]}" in markdown and "| step | commit |" in markdown
+
+
+def test_no_change_between_the_ends_stops_after_the_endpoint_check(bisection, bisect_repo, workdir):
+    """`good` and commit 7 differ in no code: the endpoint check finds no change and stops. Both
+    were built by the bisection above (build cache hits)."""
+    repo, tags = bisect_repo
+    out = workdir / "nochange.json"
+    proc = _bisect(workdir, f"git:{repo}", "--good", "good", "--bad", "broken~1", "--name", "string-get-100B-pipeline-10$",
+                   *MEASURE, "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    doc = json.loads(out.read_text())
+    assert "no change to bisect" in proc.stdout
+    assert doc["no_change"] and doc["steps"] == [] and doc["culprit"] is None
+    assert doc["endpoints"]["changes"][GET]["min_detectable_pct"] is not None
+    assert "cache hit" in proc.stderr and " built " not in proc.stderr
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["bin:/usr/bin/redis-server", "--good", "a", "--bad", "b"], "bisect needs a git:REPO target"),
+    (["git:{repo}", "--good", "good", "--bad", "bad", "--metric", "used_memory_bytes"], "bisect decides on a compared metric"),
+    (["git:{repo}", "--good", "bad", "--bad", "good"], "is not an ancestor of --bad"),
+    (["git:{repo}", "--good", "nope", "--bad", "bad"], "git ref 'nope' does not name a commit"),
+    (["git:{repo}", "--good", "good", "--bad", "bad", "--json", "{store}"], "is the result store"),
+    (["git:{repo}@bad", "--good", "good", "--bad", "bad"], "give the repository without @REF"),
+    (["git:{repo}", "--good", "good", "--bad", "bad", "--variant", "nope"], "unknown build variant 'nope'"),
+])
+def test_bad_input_is_one_line_before_anything_runs(bisect_repo, tmp_path, arguments, message):
+    repo, _ = bisect_repo
+    store = tmp_path / "r.db"
+    arguments = [a.format(repo=repo, store=store) for a in arguments]
+    env = {**os.environ, "REDLINE_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "redline.cli", "bisect", *arguments, "--store", str(store)],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not store.exists() and not (tmp_path / "cache").exists()
