@@ -61,6 +61,8 @@ class Change:
     min_detectable_pct: float | None = None
     note: str | None = None    # why there is no interval (too few successful runs)
     run_ids: list[int] = field(default_factory=list)
+    moved_symbols: list[dict] | None = None    # profiled compares: symbols whose share of the CPU moved most
+    diff_flamegraph: str | None = None         # profiled compares: candidate against reference SVG
 
     @property
     def measured(self) -> bool:
@@ -82,10 +84,12 @@ class Unbuildable(Exception):
 
 
 class Comparer(Protocol):
-    def compare(self, reference: Commit, candidate: Commit, tests: list[str], settled: Settled) -> dict[str, Change]:
+    def compare(self, reference: Commit, candidate: Commit, tests: list[str], settled: Settled, *,
+                profile: bool = False) -> dict[str, Change]:
         """The change of `candidate` against `reference` per test. `settled(changes)` says whether
-        the runs so far decide the question; while not, the comparer may add runs. Raises
-        Unbuildable for a commit that does not build."""
+        the runs so far decide the question; while not, the comparer may add runs. With
+        `profile`, both sides are profiled too (moved symbols, differential flame graph).
+        Raises Unbuildable for a commit that does not build."""
         ...
 
 
@@ -292,9 +296,11 @@ def confirm_endpoints(comparer: Comparer, good: Commit, bad: Commit, tests: list
 
 
 def bisect(comparer: Comparer, good: Commit, path: list[Commit], tests: list[str], *,
-           progress: Progress = lambda line: None, on_step: Callable[[Outcome], None] = lambda outcome: None) -> Outcome:
-    """The whole search: endpoint check, steps, culprit, remainder. `on_step(outcome)` is called
-    after the endpoint check and after each step (to store what is known so far)."""
+           progress: Progress = lambda line: None, on_step: Callable[[Outcome], None] = lambda outcome: None,
+           profile: bool = False) -> Outcome:
+    """The whole search: endpoint check, steps, culprit, remainder (profiled with `profile`).
+    `on_step(outcome)` is called after the endpoint check and after each step (to store what is
+    known so far)."""
     bad = path[-1]
     progress(f"endpoints: {good.short} (good) vs {bad.short} (bad), {len(path) - 1} commits between")
     outcome = Outcome(confirm_endpoints(comparer, good, bad, tests), path)
@@ -337,18 +343,20 @@ def bisect(comparer: Comparer, good: Commit, path: list[Commit], tests: list[str
         outcome.candidates = [*in_between, path[span.hi]]
         return outcome
     outcome.culprit = path[span.hi]
-    outcome.remainder = check_remainder(comparer, outcome, commit_at(span.lo))
+    progress(f"culprit {outcome.culprit.short}; remainder check against {commit_at(span.lo).short}")
+    outcome.remainder = check_remainder(comparer, outcome, commit_at(span.lo), profile=profile)
     return outcome
 
 
-def check_remainder(comparer: Comparer, outcome: Outcome, before: Commit) -> Remainder:
-    """The last good commit before the culprit against the culprit (a step that measured exactly
-    that is reused): the share of each moved test's endpoint change this commit explains."""
+def check_remainder(comparer: Comparer, outcome: Outcome, before: Commit, *, profile: bool = False) -> Remainder:
+    """The last good commit before the culprit against the culprit (unless profiled, a step that
+    measured exactly that is reused): the share of each moved test's endpoint change this commit
+    explains."""
     reused = next((s for s in outcome.steps if s.reference == before and s.candidate == outcome.culprit
                    and s.outcome in (GOOD, BAD)), None)
     steps = outcome.endpoints.moved
-    changes = reused.changes if reused else comparer.compare(before, outcome.culprit, list(steps),
-                                                             settled_by(steps, GOOD))
+    changes = reused.changes if reused and not profile else comparer.compare(
+        before, outcome.culprit, list(steps), settled_by(steps, GOOD), profile=profile)
     explained, at_most = {}, {}
     for test, step in steps.items():
         change = changes.get(test)
@@ -363,3 +371,44 @@ def _share(change_pct: float, step: float) -> float | None:
     """A change as a share of the step, in log terms (1.0: all of it)."""
     ratio = 1 + change_pct / 100
     return math.log(ratio) / math.log(step) if ratio > 0 else None
+
+
+# -- hand-off from `redline history` --------------------------------------------------------
+@dataclass(frozen=True)
+class HandOff:
+    """GOOD and BAD of a change point found by `redline history --json`, with what it was found on."""
+
+    good: str
+    bad: str
+    metric: str
+    test: str
+    session: int
+    delta_pct: float
+
+
+def from_change_point(document: dict, *, session: int | None, tests: set[str], source: str) -> HandOff:
+    """The change point of `document` (redline history --json) on one of `tests` — the one at
+    `session` if given, else the only one — whose builds on both sides are git commits."""
+    found = []
+    for series in document.get("series", []):
+        if series.get("test") not in tests:
+            continue
+        for cp in series.get("change_points", []):
+            if session is None or cp.get("session") == session:
+                found.append((series, cp))
+    if not found:
+        where = f" at session {session}" if session is not None else ""
+        raise UsageError(f"{source}: no change point{where} on the selected tests ({', '.join(sorted(tests))})")
+    if len(found) > 1:
+        listed = ", ".join(f"{s['test']} session {cp['session']}" for s, cp in found)
+        raise UsageError(f"{source}: {len(found)} change points ({listed}); choose one with {source}#SESSION")
+    series, cp = found[0]
+    commits = [((cp.get(side) or {}).get("commit") or {}).get("sha") for side in ("build_before", "build_after")]
+    if not all(commits):
+        raise UsageError(f"{source}: the change point at session {cp['session']} of {series['test']} was not "
+                         "measured on git: builds, so it names no commits to bisect")
+    if commits[0] == commits[1]:
+        raise UsageError(f"{source}: the change point at session {cp['session']} of {series['test']} has the same "
+                         f"commit {commits[0][:12]} on both sides: the build did not change there")
+    return HandOff(good=commits[0], bad=commits[1], metric=document.get("metric", ""), test=series["test"],
+                   session=cp["session"], delta_pct=cp.get("delta_pct"))

@@ -174,11 +174,14 @@ def build_parser() -> argparse.ArgumentParser:
                                                 "(builds, interleaved A/B runs, verdicts)")
     bisect.add_argument("target", metavar="git:REPO", help="the repository (the refs are --good and --bad)")
     add_selection_arguments(bisect)
-    bisect.add_argument("--good", required=True, metavar="REF", help="a commit before the change")
-    bisect.add_argument("--bad", required=True, metavar="REF", help="a later commit, after the change")
-    bisect.add_argument("--metric", default="server_cpu_us_per_op",
+    bisect.add_argument("--good", metavar="REF", help="a commit before the change")
+    bisect.add_argument("--bad", metavar="REF", help="a later commit, after the change")
+    bisect.add_argument("--from-change-point", metavar="FILE[#SESSION]",
+                        help="take --good, --bad and --metric from a change point in `redline history --json` "
+                             "output (the one on the selected tests, or the one at SESSION)")
+    bisect.add_argument("--metric",
                         help=f"the metric decided on: {', '.join(m.name for m in metrics.COMPARED)} "
-                             "(default server_cpu_us_per_op)")
+                             "(default server_cpu_us_per_op, or the history's with --from-change-point)")
     bisect.add_argument("--all-parents", action="store_true",
                         help="descend into merged branches (default: the first-parent line from good to bad)")
     add_measurement_arguments(bisect, default_runs=5)

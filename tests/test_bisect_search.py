@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from redline.bisect import (BAD, GOOD, SKIPPED, UNDECIDABLE, Change, Commit, Range, Unbuildable, ancestry_path,
+                            from_change_point,
                             bisect, decide, estimated_steps, side_of)
 from redline.errors import UsageError
 from redline.stats import Verdict
@@ -27,6 +28,7 @@ class FakeComparer:
         self.second_test_culprit = second_test_culprit
         self.partial_from = partial_from
         self.calls: list[tuple[str, str]] = []
+        self.profiled: list[tuple[str, str]] = []
 
     def value(self, test: str, i: int) -> float:
         culprit = self.second_test_culprit if test == "b" and self.second_test_culprit is not None else self.culprit
@@ -34,7 +36,8 @@ class FakeComparer:
             return self.step ** 0.3               # a first part: 30% of the change (log scale)
         return self.step if culprit is not None and i >= culprit else 1.0
 
-    def compare(self, reference, candidate, tests, settled):
+    def compare(self, reference, candidate, tests, settled, *, profile=False):
+        self.profiled += [(reference.sha, candidate.sha)] if profile else []
         for commit in (reference, candidate):
             if self.index[commit.sha] in self.broken:
                 raise Unbuildable(commit, ["src/adlist.c:1:2: error: #error this commit does not build"])
@@ -161,6 +164,14 @@ def test_remainder_reuses_the_step_that_measured_it():
     assert len(comparer.calls) == 1 + len(outcome.steps)
 
 
+def test_a_profiled_remainder_is_measured_again_with_profiles():
+    good, path = line(3)
+    comparer = FakeComparer(path, good, culprit=1)
+    outcome = bisect(comparer, good, path, ["a"], profile=True)
+    assert comparer.profiled == [(path[0].sha, path[1].sha)]
+    assert comparer.calls[-1] == (path[0].sha, path[1].sha) and len(comparer.calls) == 2 + len(outcome.steps)
+
+
 @pytest.mark.parametrize("low, high, other, expected", [
     (190, 210, 3.0, "other"), (-3, 3, 3.0, "same"), (20, 150, 3.0, None),
     (-70, -60, 1 / 3, "other"), (-2, 2, 1 / 3, "same"), (-60, -30, 1 / 3, None),
@@ -213,3 +224,31 @@ def test_ancestry_path_from_git(tmp_path):
         ancestry_path(repo, "HEAD", shas[3])
     with pytest.raises(UsageError, match="bad git ref"):
         ancestry_path(repo, "--output=x", "HEAD")
+
+
+def _history(*change_points, test="t1"):
+    """The part of `redline history --json` output the hand-off reads."""
+    return {"metric": "server_cpu_us_per_op", "series": [
+        {"test": test, "change_points": list(change_points)},
+        {"test": "other", "change_points": [{"session": 9, "build_before": None, "build_after": None}]}]}
+
+
+def _cp(session, before, after):
+    identity = lambda sha: {"version": "7.0.15", "commit": {"sha": sha, "subject": "s", "date": "d"}} if sha else {}
+    return {"session": session, "delta_pct": 80.0, "build_before": identity(before), "build_after": identity(after)}
+
+
+def test_hand_off_from_a_history_change_point():
+    hand_off = from_change_point(_history(_cp(4, "a" * 40, "b" * 40)), session=None, tests={"t1"}, source="h.json")
+    assert (hand_off.good, hand_off.bad, hand_off.metric, hand_off.session) == ("a" * 40, "b" * 40,
+                                                                                  "server_cpu_us_per_op", 4)
+    two = _history(_cp(4, "a" * 40, "b" * 40), _cp(7, "b" * 40, "c" * 40))
+    with pytest.raises(UsageError, match=r"2 change points \(t1 session 4, t1 session 7\); choose one with h.json#SESSION"):
+        from_change_point(two, session=None, tests={"t1"}, source="h.json")
+    assert from_change_point(two, session=7, tests={"t1"}, source="h.json").good == "b" * 40
+    with pytest.raises(UsageError, match="no change point at session 5"):
+        from_change_point(two, session=5, tests={"t1"}, source="h.json")
+    with pytest.raises(UsageError, match="same commit aaaaaaaaaaaa on both sides"):
+        from_change_point(_history(_cp(4, "a" * 40, "a" * 40)), session=None, tests={"t1"}, source="h.json")
+    with pytest.raises(UsageError, match="not measured on git: builds"):
+        from_change_point(_history(_cp(4, None, "a" * 40)), session=None, tests={"t1"}, source="h.json")

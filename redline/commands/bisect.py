@@ -4,8 +4,9 @@ stores and reports)."""
 
 from __future__ import annotations
 
+import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from redline import bisect as search
@@ -14,7 +15,7 @@ from redline.bisect import Change, Commit, Outcome, Settled, Unbuildable
 from redline.builder import BuildFailed
 from redline.commands.session import check_outputs, measured_runs_by_test, select_tests
 from redline.comparison import (BASELINE, COMPARISON, COMPARED_METRICS, TestComparison,
-                                apply_false_discovery_control, compare_test, looks_confidence)
+                                apply_false_discovery_control, attach_profiles, compare_test, looks_confidence)
 from redline.engine import Engine
 from redline.errors import RunError, UsageError
 from redline.output import files, terminal
@@ -54,19 +55,22 @@ class Measuring:
 
 
 def compare_targets(baseline: Target, comparison: Target, tests: list[TestSpec], settings: StepSettings, *,
-                    settled: Settled, measuring: Measuring) -> dict[str, Change]:
+                    settled: Settled, measuring: Measuring, profile: bool = False) -> dict[str, Change]:
     """The one way a bisection measures: baseline vs comparison, interleaved, on the tests; two
     more runs per side while `settled` says the runs do not decide yet (up to max_runs); the
     change of the metric per test, with the compare verdict (false-discovery controlled over
-    the tests)."""
+    the tests). With `profile`, one more run per side under perf: moved symbols and a
+    differential flame graph per test."""
     confidence = looks_confidence(settings.runs.runs, settings.max_runs)
 
-    def changes(records: list[RunRecord]) -> dict[str, Change]:
+    def changes(records: list[RunRecord], artifacts: Path | None = None) -> dict[str, Change]:
         by_test = measured_runs_by_test(records)
         found = [c for key, runs in by_test.items()
                  for c in compare_test(key, runs, settings.noise_floors, confidence=confidence)
                  if c.metric == settings.metric]
         apply_false_discovery_control(found, q=FDR_Q)
+        if artifacts is not None:
+            attach_profiles(found, records, artifacts)
         return {c.test: _change(c, by_test[c.test]) for c in found}
 
     def more_runs(test: TestSpec, records: list[RunRecord], runs_so_far: int) -> int:
@@ -77,8 +81,11 @@ def compare_targets(baseline: Target, comparison: Target, tests: list[TestSpec],
 
     engine = Engine(store=measuring.store, observer=measuring.observer)
     records = engine.execute(tests=tests, sides=[Side(baseline, BASELINE), Side(comparison, COMPARISON)],
-                             settings=settings.runs, session_id=measuring.session_id, more_runs=more_runs)
-    return changes(records)
+                             settings=replace(settings.runs, profile=profile), session_id=measuring.session_id,
+                             more_runs=more_runs)
+    store = measuring.store.path
+    return changes(records, store.with_name(f"{store.stem}-artifacts") / f"bisect-{measuring.session_id}"
+                   if profile else None)
 
 
 def _change(c: TestComparison, records: list[RunRecord]) -> Change:
@@ -92,7 +99,7 @@ def _change(c: TestComparison, records: list[RunRecord]) -> Change:
                   ci_high_pct=result.ci_high_pct if result and not c.state_refusal else None,
                   runs=result.n_baseline if result else 0,
                   min_detectable_pct=result.min_detectable_pct if result else None, note=note,
-                  run_ids=[r.run_id for r in records])
+                  run_ids=[r.run_id for r in records], moved_symbols=c.moved_symbols, diff_flamegraph=c.diff_flamegraph)
 
 
 class EngineComparer:
@@ -119,10 +126,12 @@ class EngineComparer:
             self.built[commit.sha] = built
         return self.built[commit.sha]
 
-    def compare(self, reference: Commit, candidate: Commit, tests: list[str], settled: Settled) -> dict[str, Change]:
+    def compare(self, reference: Commit, candidate: Commit, tests: list[str], settled: Settled, *,
+                profile: bool = False) -> dict[str, Change]:
         baseline, comparison = self.target(reference), self.target(candidate)
         specs = [self.tests[key.split("@", 1)[0]] for key in tests]
-        return compare_targets(baseline, comparison, specs, self.settings, settled=settled, measuring=self.measuring)
+        return compare_targets(baseline, comparison, specs, self.settings, settled=settled, measuring=self.measuring,
+                               profile=profile)
 
 
 def _repository(text: str) -> Path:
@@ -139,23 +148,50 @@ def _repository(text: str) -> Path:
     return path.resolve()
 
 
+DEFAULT_METRIC = "server_cpu_us_per_op"
+
+
+def _hand_off(args, tests: list[TestSpec]) -> None:
+    """--from-change-point FILE[#SESSION]: --good, --bad and --metric from `redline history --json`."""
+    text = args.from_change_point
+    if args.good or args.bad:
+        raise UsageError("--from-change-point gives --good and --bad; give either, not both")
+    name, _, session = text.partition("#")
+    if session and not session.isdigit():
+        raise UsageError(f"--from-change-point {text}: SESSION after # must be a session number")
+    try:
+        document = json.loads(Path(name).read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--from-change-point {name}: cannot read `redline history --json` output ({exc})") from None
+    if not isinstance(document, dict) or "series" not in document:
+        raise UsageError(f"--from-change-point {name}: not `redline history --json` output (no series)")
+    hand_off = search.from_change_point(document, session=int(session) if session else None,
+                                        tests={t.name for t in tests}, source=name)
+    if args.metric and args.metric != hand_off.metric:
+        raise UsageError(f"--metric {args.metric}: the change point was found on {hand_off.metric}")
+    args.good, args.bad, args.metric = hand_off.good, hand_off.bad, hand_off.metric
+
+
 def check_arguments(args) -> tuple[Path, list[TestSpec]]:
     """Everything that can be checked before a build starts."""
     repo = _repository(args.target)
+    tests = select_tests(args)
+    if args.from_change_point:
+        _hand_off(args, tests)
+    elif not (args.good and args.bad):
+        raise UsageError("bisect needs --good REF and --bad REF (or --from-change-point FILE)")
+    args.metric = args.metric or DEFAULT_METRIC
     if args.metric not in COMPARED_METRICS:
         raise UsageError(f"--metric {args.metric}: bisect decides on a compared metric: {', '.join(COMPARED_METRICS)}")
     if args.max_runs < args.runs:
         raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")
     if args.topology and len(args.topology) > 1:
         raise UsageError("bisect follows one topology at a time; give --topology once")
-    if args.profile:
-        raise UsageError("--profile is not supported by bisect yet; profile the culprit with "
-                         "`redline compare --profile --baseline git:REPO@CULPRIT^ --comparison git:REPO@CULPRIT`")
     if args.variant:
         from redline.builder import load_variant
         load_variant(args.variant)
     check_outputs(args, {"--json": args.json, "--markdown": args.markdown})
-    return repo, select_tests(args)
+    return repo, tests
 
 
 def bisect_command(args) -> int:
@@ -187,7 +223,8 @@ def bisect_command(args) -> int:
 
         try:
             outcome = search.bisect(comparer, good, path, [t.name for t in tests],
-                                    progress=lambda line: console.print(line, style="bold"), on_step=save)
+                                    progress=lambda line: console.print(line, style="bold"), on_step=save,
+                                    profile=args.profile)
         except Unbuildable as failure:           # an endpoint does not build: nothing to bisect against
             raise RunError(f"{failure}: an endpoint must build; its build log ends:\n" + "\n".join(failure.tail)) from None
         save(outcome)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shlex
 
+from redline.profile.compare import describe_move
+
 SKIPPED_TAIL_SHOWN = 3        # build log lines of a skipped step in the terminal (all in markdown)
 
 
@@ -58,6 +60,10 @@ def summary(doc: dict) -> list[str]:
                 lines.append(f"  {test}: {_interval(change)} against {remainder['before']['sha'][:12]}"
                              + (f", {share:.0%} of the good→bad change" if share is not None else "")
                              + (f" (interval: up to {at_most:.0%})" if at_most is not None else ""))
+                if change.get("moved_symbols"):
+                    lines.append("    moved: " + ", ".join(describe_move(m) for m in change["moved_symbols"]))
+                if change.get("diff_flamegraph"):
+                    lines.append(f"    differential flame graph: {change['diff_flamegraph']}")
             if remainder["large"]:
                 lines.append("  a large part of the change is elsewhere; the next bisections:")
                 lines += [f"    {command}" for command in _next_commands(doc)]
