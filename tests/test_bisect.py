@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -138,3 +139,20 @@ def test_bad_input_is_one_line_before_anything_runs(bisect_repo, tmp_path, argum
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not store.exists() and not (tmp_path / "cache").exists()
+
+
+def test_the_builds_went_through_ccache_with_unchanged_records(bisection, workdir):
+    """setup.sh installs ccache; each build ran `CC=ccache cc`, recorded `CC=cc` (the variant's),
+    and nearby commits took most objects from ccache (its statistics in builds/.ccache)."""
+    assert shutil.which("ccache"), "setup.sh installs ccache"
+    builds = workdir / "cache" / "builds"
+    entries = [entry for entry in builds.glob("git-*") if (entry / "build.json").is_file()]
+    assert len(entries) >= 5
+    for entry in entries:
+        assert "CC=cc" in json.loads((entry / "build.json").read_text())["make_command"]
+        assert " CC=ccache cc " in (entry / "build.log").read_text().splitlines()[0]
+    stats = subprocess.run(["ccache", "--print-stats"], capture_output=True, text=True, check=True,
+                           env={**os.environ, "CCACHE_DIR": str(builds / ".ccache")}).stdout
+    counts = dict(line.split("\t", 1) for line in stats.splitlines() if "\t" in line)
+    hits, misses = int(counts["direct_cache_hit"]) + int(counts["preprocessed_cache_hit"]), int(counts["cache_miss"])
+    assert hits > misses, stats

@@ -316,6 +316,21 @@ def test_a_build_past_its_timeout_is_stopped_with_its_compilers(redis_tree, quic
     assert not list(cache.root.glob("src-*"))
 
 
+def test_ccache_wraps_the_compiler_only_in_the_command_run(tmp_path, monkeypatch):
+    from redline.builder.make import MakeJob
+
+    monkeypatch.setenv("CCACHE_DIR", "/somewhere/else")      # the user's own ccache settings do not leak in
+    job = MakeJob(tree=tmp_path / "tree", targets=("redis-server",), variables=("CC=cc", "MALLOC=libc"), jobs=2,
+                  log=tmp_path / "log", timeout_s=10, ccache_dir=tmp_path / "ccache")
+    assert job.command()[-2:] == ["CC=ccache cc", "MALLOC=libc"]
+    assert job.recorded_command()[-2:] == ["CC=cc", "MALLOC=libc"]
+    env = job.environment(tmp_path)
+    assert (env["CCACHE_DIR"], env["CCACHE_BASEDIR"]) == (str(tmp_path / "ccache"), str(tmp_path / "tree"))
+    plain = MakeJob(tree=tmp_path / "tree", targets=("redis-server",), variables=("CC=cc",), jobs=2,
+                    log=tmp_path / "log", timeout_s=10)
+    assert plain.command()[-1] == "CC=cc" and "CCACHE_DIR" not in plain.environment(tmp_path)
+
+
 def test_valkey_trees_build_valkey_binaries(tmp_path):
     from redline.builder.builder import _server_names
 
