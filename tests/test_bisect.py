@@ -2,8 +2,9 @@
 (scripts/make_redis_bisect_repo.sh: commit 12 adds work to GET's code path, commit 8 does not
 build), real builds (libc-malloc, through ccache), real redis-server, real interleaved runs.
 
-Cost: one bisection (7 builds, one of them cold; about 6 compares of 5-7 runs of 1 s per side)
-and one endpoint check on commits that bisection built; a few minutes on 2 cores. Both share
+Cost: one bisection (7 builds, one of them cold; about 6 compares of 5-7 runs of 1 s per side,
+the last one profiled) and one endpoint check on commits that bisection built; about 7 minutes
+on 2 cores. Both share
 one build cache. The decision logic itself is tested fast in tests/test_bisect_search.py.
 """
 
@@ -56,7 +57,7 @@ def _bisect(workdir: Path, *arguments: str) -> subprocess.CompletedProcess:
 def bisection(bisect_repo, workdir):
     repo, tags = bisect_repo
     out = workdir / "bisect.json"
-    proc = _bisect(workdir, f"git:{repo}", "--good", "good", "--bad", "bad", "--name", TESTS, *MEASURE,
+    proc = _bisect(workdir, f"git:{repo}", "--good", "good", "--bad", "bad", "--name", TESTS, *MEASURE, "--profile",
                    "--json", str(out), "--markdown", str(workdir / "bisect.md"))
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc, json.loads(out.read_text())
@@ -77,7 +78,12 @@ def test_bisect_names_the_commit_that_slowed_get(bisection, bisect_repo):
     for step in doc["steps"]:
         if step["outcome"] in ("good", "bad"):
             assert step["reference_state"] in ("good", "bad") and step["changes"][GET]["runs"] >= 5
-    assert doc["remainder"]["changes"][GET]["delta_pct"] > 30
+    remainder = doc["remainder"]["changes"][GET]
+    assert remainder["delta_pct"] > 30 and doc["remainder"]["explained"][GET] > 0.5
+    # --profile: the remainder check was profiled; the symbol that took the extra work moved most
+    assert remainder["moved_symbols"][0]["symbol"] == "getGenericCommand", remainder["moved_symbols"]
+    assert Path(workdir, remainder["diff_flamegraph"]).is_file()
+    assert "moved: getGenericCommand" in proc.stdout
     assert "commits left" in proc.stderr and "about" in proc.stderr     # progress: range and estimated steps
 
 
