@@ -14,20 +14,16 @@
 # Prints "INDEX SHA SUBJECT" per commit (0 = good). DEST_REPO must not exist yet.
 set -euo pipefail
 
-if (($# < 2 || $# > 3)); then
-    echo "usage: $0 SOURCE_TREE DEST_REPO [SPIN]" >&2
-    exit 2
-fi
-SRC=$1
+[[ $# == 2 || $# == 3 ]] || { echo "usage: $0 SOURCE_TREE DEST_REPO [SPIN]" >&2; exit 2; }
 DEST=$2
-SPIN=${3:-5000}
 COMMITS=16
 BROKEN=8
 CULPRIT=12
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # good and the GET change (as `baseline` and `patched`) from the two-commit fixture.
-bash "$HERE/make_redis_fixture_repo.sh" "$SRC" "$DEST" "$SPIN" >/dev/null
+# (it checks the arguments)
+bash "$HERE/make_redis_fixture_repo.sh" "$1" "$DEST" "${3:-5000}" >/dev/null
 
 export GIT_AUTHOR_NAME=redline GIT_AUTHOR_EMAIL=redline@localhost
 export GIT_COMMITTER_NAME=redline GIT_COMMITTER_EMAIL=redline@localhost

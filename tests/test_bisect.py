@@ -63,7 +63,7 @@ def bisection(bisect_repo, workdir):
     return proc, json.loads(out.read_text())
 
 
-def test_bisect_names_the_commit_that_slowed_get(bisection, bisect_repo):
+def test_bisect_names_the_commit_that_slowed_get(bisection, bisect_repo, workdir):
     proc, doc = bisection
     _, tags = bisect_repo
     assert doc["culprit"]["sha"] == tags["culprit"], doc["steps"]
