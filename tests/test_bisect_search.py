@@ -56,7 +56,7 @@ class FakeComparer:
 
 def line(n: int) -> tuple[Commit, list[Commit]]:
     good = Commit("g" * 40, "good")
-    return good, [Commit(f"{i:040x}", f"commit {i}") for i in range(n)]
+    return good, [Commit(f"{i:02x}" * 20, f"commit {i}") for i in range(n)]
 
 
 @pytest.mark.parametrize("n, culprit", [(15, 10), (15, 0), (15, 14), (2, 1), (1, 0), (40, 23)])
@@ -252,3 +252,34 @@ def test_hand_off_from_a_history_change_point():
         from_change_point(_history(_cp(4, "a" * 40, "a" * 40)), session=None, tests={"t1"}, source="h.json")
     with pytest.raises(UsageError, match="not measured on git: builds"):
         from_change_point(_history(_cp(4, None, "a" * 40)), session=None, tests={"t1"}, source="h.json")
+
+
+def _report(outcome) -> str:
+    from redline.output.bisect_report import report_lines, report_markdown
+    doc = {"repository": "/r", "metric": "server_cpu_us_per_op", "variant": "libc-malloc", "tests": ["a"],
+           "selection": ["--name", "a"], "session": 1, **outcome.as_json()}
+    return "\n".join(report_lines(doc)) + "\n" + report_markdown(doc)
+
+
+def test_failed_endpoint_runs_are_not_called_no_change():
+    good, path = line(5)
+
+    class Failing(FakeComparer):
+        def compare(self, reference, candidate, tests, settled, *, profile=False):
+            return {t: Change(t, Verdict.INCONCLUSIVE, None, None, None, note="5 runs failed: the server exited")
+                    for t in tests}
+
+    outcome = bisect(Failing(path, good, culprit=None), good, path, ["a"])
+    assert outcome.no_change and outcome.steps == []
+    text = _report(outcome)
+    assert "cannot tell whether server_cpu_us_per_op moved" in text and "no change to bisect" not in text
+    assert "5 runs failed: the server exited" in text
+
+
+def test_report_of_a_split_change_offers_the_next_bisections():
+    good, path = line(15)
+    outcome = bisect(FakeComparer(path, good, culprit=10, partial_from=4), good, path, ["a"])
+    text = _report(outcome)
+    assert f"culprit: {path[10].sha[:12]} commit 10" in text and "a large part of the change is elsewhere" in text
+    assert f"redline bisect --good {good.sha[:12]} --bad '{path[10].sha[:12]}^' git:/r --name a" in text
+    assert f"redline bisect --good {path[10].sha[:12]} --bad {path[14].sha[:12]} git:/r --name a" in text

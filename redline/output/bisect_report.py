@@ -39,7 +39,10 @@ def summary(doc: dict) -> list[str]:
     ends = f"{endpoints['good']['sha'][:12]} (good) → {endpoints['bad']['sha'][:12]} (bad)"
     lines = []
     if doc["no_change"]:
-        lines.append(f"no change to bisect: {metric} did not move between {ends}")
+        unmeasured = [test for test, change in endpoints["changes"].items() if change.get("ci_low_pct") is None]
+        lines.append(f"cannot tell whether {metric} moved between {ends}: the endpoint runs did not measure "
+                     f"{', '.join(unmeasured)}" if unmeasured else
+                     f"no change to bisect: {metric} did not move between {ends}")
         for test, change in endpoints["changes"].items():
             detectable = change.get("min_detectable_pct")
             lines.append(f"  {test}: {change['verdict']}, {_interval(change)}"
