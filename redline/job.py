@@ -161,13 +161,15 @@ def compare_policy(job: Job, floors: dict) -> MoreRuns | None:
 
 
 def execute_job(job: Job, *, engine: Engine, session_id: int | None, resolver: JobResolver | None = None,
-                floors: dict | None = None, position: tuple[int, int] = (1, 1)) -> list[Run]:
-    """Run one job with `engine`: every run goes to the engine's sinks and observers."""
+                floors: dict | None = None, position: tuple[int, int] = (1, 1),
+                more_runs: MoreRuns | None = None) -> list[Run]:
+    """Run one job with `engine`: every run goes to the engine's sinks and observers. `more_runs`
+    replaces compare's adaptive rule (a bisection step decides on its own rule)."""
     resolver = resolver or JobResolver()
     test = resolver.test(job)
     sides = [resolver.side(spec) for spec in job.sides]
     return engine.execute_test(test, sides=sides, settings=job.run_settings(), session_id=session_id,
-                               more_runs=compare_policy(job, floors or {}), position=position)
+                               more_runs=more_runs or compare_policy(job, floors or {}), position=position)
 
 
 def execute_jobs(jobs: list[Job], *, engine: Engine, session_id: int | None, resolver: JobResolver,

@@ -133,6 +133,7 @@ def test_no_change_between_the_ends_stops_after_the_endpoint_check(bisection, bi
     (["git:{repo}", "--good", "nope", "--bad", "bad"], "git ref 'nope' does not name a commit"),
     (["git:{repo}", "--good", "good", "--bad", "bad", "--json", "{store}"], "is the result store"),
     (["git:{repo}@bad", "--good", "good", "--bad", "bad"], "give the repository without @REF"),
+    (["git:{repo}", "--good", "good", "--bad", "bad", "--store", "{repo}"], "is a directory, not a store file"),
     (["git:{repo}", "--good", "good", "--bad", "bad", "--variant", "nope"], "unknown build variant 'nope'"),
 ])
 def test_bad_input_is_one_line_before_anything_runs(bisect_repo, tmp_path, arguments, message):
@@ -140,7 +141,9 @@ def test_bad_input_is_one_line_before_anything_runs(bisect_repo, tmp_path, argum
     store = tmp_path / "r.db"
     arguments = [a.format(repo=repo, store=store) for a in arguments]
     env = {**os.environ, "REDLINE_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "redline.cli", "bisect", *arguments, "--store", str(store)],
+    if "--store" not in arguments:
+        arguments += ["--store", str(store)]
+    proc = subprocess.run([sys.executable, "-m", "redline.cli", "bisect", *arguments],
                           capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr

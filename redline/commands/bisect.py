@@ -16,15 +16,16 @@ from redline.builder import BuildFailed
 from redline.commands.session import check_outputs, measured_runs_by_test, select_tests
 from redline.comparison import (BASELINE, COMPARISON, COMPARED_METRICS, TestComparison,
                                 apply_false_discovery_control, attach_profiles, compare_test, looks_confidence)
-from redline.engine import Engine
+from redline.engine import local_engine
 from redline.errors import RunError, UsageError
 from redline.output import files, terminal
 from redline.output.bisect_report import report_lines, report_markdown
 from redline.output.progress import ConsoleObserver, print_plan
-from redline.preparation import DEFAULT_TOPOLOGY
+from redline.topology import DEFAULT_TOPOLOGY
 from redline.run_plan import RunSettings, Side
-from redline.run_record import RunRecord
-from redline.store import Store
+from redline.job import JobResolver, execute_job, jobs_for
+from redline.run import Run
+from redline.store import Store, inspect_store_file
 from redline.suites import TestSpec
 from redline.targets import Target, ensure_built, parse_target
 from redline.topology import parse_topology
@@ -63,7 +64,7 @@ def compare_targets(baseline: Target, comparison: Target, tests: list[TestSpec],
     differential flame graph per test."""
     confidence = looks_confidence(settings.runs.runs, settings.max_runs)
 
-    def changes(records: list[RunRecord], artifacts: Path | None = None) -> dict[str, Change]:
+    def changes(records: list[Run], artifacts: Path | None = None) -> dict[str, Change]:
         by_test = measured_runs_by_test(records)
         found = [c for key, runs in by_test.items()
                  for c in compare_test(key, runs, settings.noise_floors, confidence=confidence)
@@ -73,22 +74,24 @@ def compare_targets(baseline: Target, comparison: Target, tests: list[TestSpec],
             attach_profiles(found, records, artifacts)
         return {c.test: _change(c, by_test[c.test]) for c in found}
 
-    def more_runs(test: TestSpec, records: list[RunRecord], runs_so_far: int) -> int:
+    def more_runs(test: TestSpec, records: list[Run], runs_so_far: int) -> int:
         key = records[-1].key if records else test.name
         if runs_so_far >= settings.max_runs or settled(changes([r for r in records if r.key == key])):
             return 0
         return min(2, settings.max_runs - runs_so_far)
 
-    engine = Engine(store=measuring.store, observer=measuring.observer)
-    records = engine.execute(tests=tests, sides=[Side(baseline, BASELINE), Side(comparison, COMPARISON)],
-                             settings=replace(settings.runs, profile=profile), session_id=measuring.session_id,
-                             more_runs=more_runs)
+    sides = [Side(baseline, BASELINE), Side(comparison, COMPARISON)]
+    jobs = jobs_for(tests, sides, replace(settings.runs, profile=profile), max_runs=settings.max_runs)
+    engine, resolver = local_engine(measuring.store, observers=[measuring.observer]), JobResolver(tests=tests, sides=sides)
+    records = [run for number, job in enumerate(jobs, 1)
+               for run in execute_job(job, engine=engine, session_id=measuring.session_id, resolver=resolver,
+                                      position=(number, len(jobs)), more_runs=more_runs)]
     store = measuring.store.path
     return changes(records, store.with_name(f"{store.stem}-artifacts") / f"bisect-{measuring.session_id}"
                    if profile else None)
 
 
-def _change(c: TestComparison, records: list[RunRecord]) -> Change:
+def _change(c: TestComparison, records: list[Run]) -> Change:
     result = c.result
     note = c.note or c.state_refusal
     failed = [r.error for r in records if r.status == "failed" and r.error]
@@ -190,6 +193,7 @@ def check_arguments(args) -> tuple[Path, list[TestSpec]]:
     if args.variant:
         from redline.builder import load_variant
         load_variant(args.variant)
+    inspect_store_file(args.store)          # a store that can never be opened ends here, not after a build
     check_outputs(args, {"--json": args.json, "--markdown": args.markdown})
     return repo, tests
 
