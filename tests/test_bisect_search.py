@@ -283,3 +283,21 @@ def test_report_of_a_split_change_offers_the_next_bisections():
     assert f"culprit: {path[10].sha[:12]} commit 10" in text and "a large part of the change is elsewhere" in text
     assert f"redline bisect --good {good.sha[:12]} --bad '{path[10].sha[:12]}^' git:/r --name a" in text
     assert f"redline bisect --good {path[10].sha[:12]} --bad {path[14].sha[:12]} git:/r --name a" in text
+
+
+def test_first_parent_path_and_all_parents_through_a_merge(tmp_path):
+    repo, shas = _repo(tmp_path)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    subprocess.run([*git, "checkout", "-q", "-b", "side", shas[1]], check=True)
+    (repo / "g").write_text("side")
+    subprocess.run([*git, "add", "g"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "on the side"], check=True)
+    subprocess.run([*git, "checkout", "-q", "main"], check=True)
+    subprocess.run([*git, "merge", "-q", "--no-ff", "-m", "merge side", "side"], check=True)
+    _, first_parent = ancestry_path(repo, shas[1], "main")
+    assert [c.subject for c in first_parent] == ["c2", "c3", "merge side"]
+    _, every = ancestry_path(repo, shas[1], "main", all_parents=True)
+    assert {c.subject for c in every} == {"c2", "c3", "on the side", "merge side"}
+    assert every[-1].subject == "merge side"
+    # from the side branch, the first-parent line reaches main through the merge alone
+    assert [c.subject for c in ancestry_path(repo, "side", "main")[1]] == ["merge side"]

@@ -21,14 +21,13 @@ from redline.errors import RunError, UsageError
 from redline.output import files, terminal
 from redline.output.bisect_report import report_lines, report_markdown
 from redline.output.progress import ConsoleObserver, print_plan
-from redline.topology import DEFAULT_TOPOLOGY
 from redline.run_plan import RunSettings, Side
 from redline.job import JobResolver, execute_job, jobs_for
 from redline.run import Run
 from redline.store import Store, inspect_store_file
 from redline.suites import TestSpec
 from redline.targets import Target, ensure_built, parse_target
-from redline.topology import parse_topology
+from redline.topology import DEFAULT_TOPOLOGY, parse_topology
 from redline.workdirs import remove_abandoned_workdirs
 
 FDR_Q = 0.05
@@ -198,6 +197,14 @@ def check_arguments(args) -> tuple[Path, list[TestSpec]]:
     return repo, tests
 
 
+def _context(args, repo: Path, tests: list[TestSpec], session_id: int) -> dict:
+    """What the report needs besides the outcome: what was bisected, how, where it is stored."""
+    return {"repository": str(repo), "metric": args.metric, "variant": args.variant or "default",
+            "tests": [t.name for t in tests], "selection": [*args.suites, *(["--name", args.name] if args.name else [])],
+            "session": session_id, "store": str(args.store), "all_parents": args.all_parents,
+            "good_ref": args.good, "bad_ref": args.bad}
+
+
 def bisect_command(args) -> int:
     repo, tests = check_arguments(args)
     good, path = search.ancestry_path(repo, args.good, args.bad, all_parents=args.all_parents)
@@ -210,10 +217,7 @@ def bisect_command(args) -> int:
     settings = StepSettings(runs=RunSettings(runs=args.runs, duration_s=args.duration, warmup_s=args.warmup,
                                              scale=args.scale, topologies=topologies, snapshots=args.snapshots),
                             metric=args.metric, max_runs=args.max_runs, noise_floors=floors)
-    context = {"repository": str(repo), "metric": args.metric, "variant": args.variant or "default",
-               "tests": [t.name for t in tests], "selection": [*args.suites, *(["--name", args.name] if args.name else [])],
-               "session": session_id, "store": str(args.store),
-               "all_parents": args.all_parents, "good_ref": args.good, "bad_ref": args.bad}
+    context = _context(args, repo, tests, session_id)
     observer = ConsoleObserver(console)
     status = "interrupted"
     try:
