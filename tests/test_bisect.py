@@ -3,7 +3,7 @@
 build), real builds (libc-malloc, through ccache), real redis-server, real interleaved runs.
 
 Cost: one bisection (7 builds, one of them cold; about 6 compares of 5-7 runs of 1 s per side,
-the last one profiled) and one endpoint check on commits that bisection built; about 7 minutes
+the last one profiled) and one endpoint check on commits that bisection built; 5-7 minutes
 on 2 cores. Both share
 one build cache. The decision logic itself is tested fast in tests/test_bisect_search.py.
 """
