@@ -136,6 +136,8 @@ def test_no_change_between_the_ends_stops_after_the_endpoint_check(bisection, bi
     (["git:{repo}", "--good", "nope", "--bad", "bad"], "git ref 'nope' does not name a commit"),
     (["git:{repo}", "--good", "good", "--bad", "bad", "--json", "{store}"], "is the result store"),
     (["git:{repo}@bad", "--good", "good", "--bad", "bad"], "give the repository without @REF"),
+    (["git:{repo}", "--good", "good", "--bad", "bad", "--measure", "instructions", "--runs", "3"],
+     "bisect measures time only"),
     (["git:{repo}", "--good", "good", "--bad", "bad", "--store", "{repo}"], "is a directory, not a store file"),
     (["git:{repo}", "--good", "good", "--bad", "bad", "--variant", "nope"], "unknown build variant 'nope'"),
 ])

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from redline import bisect as search
-from redline import machine
+from redline import machine, metrics
 from redline.bisect import Change, Commit, Outcome, Settled, Unbuildable
 from redline.builder import BuildFailed
 from redline.commands.session import check_outputs, measured_runs_by_test, select_tests
@@ -187,6 +187,8 @@ def check_arguments(args) -> tuple[Path, list[TestSpec]]:
         raise UsageError(f"--metric {args.metric}: bisect decides on a compared metric: {', '.join(COMPARED_METRICS)}")
     if args.max_runs < args.runs:
         raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")
+    if args.measure == metrics.INSTRUCTIONS:
+        raise UsageError("--measure instructions: bisect measures time only (its metrics and step rule are timed ones)")
     if args.topology and len(args.topology) > 1:
         raise UsageError("bisect follows one topology at a time; give --topology once")
     if args.variant:
@@ -215,7 +217,8 @@ def bisect_command(args) -> int:
     remove_abandoned_workdirs()
     session_id = store.begin_session(kind="bisect", argv=sys.argv, machine=machine.facts())
     settings = StepSettings(runs=RunSettings(runs=args.runs, duration_s=args.duration, warmup_s=args.warmup,
-                                             scale=args.scale, topologies=topologies, snapshots=args.snapshots),
+                                             scale=args.scale, topologies=topologies, snapshots=args.snapshots,
+                                             measure=metrics.TIME),
                             metric=args.metric, max_runs=args.max_runs, noise_floors=floors)
     context = _context(args, repo, tests, session_id)
     observer = ConsoleObserver(console)
