@@ -170,3 +170,19 @@ def test_the_builds_went_through_ccache_with_unchanged_records(bisection, workdi
     counts = dict(line.split("\t", 1) for line in stats.splitlines() if "\t" in line)
     hits, misses = int(counts["direct_cache_hit"]) + int(counts["preprocessed_cache_hit"]), int(counts["cache_miss"])
     assert hits > misses, stats
+
+
+def test_the_html_report_shows_the_bisection(bisection, workdir):
+    _, doc = bisection
+    out = workdir / "bisect.html"
+    env = {**os.environ, "REDLINE_CACHE": str(workdir / "cache"), "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "redline.cli", "report", str(doc["session"]), "-o", str(out),
+                           "--store", str(workdir / "r.db")], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=workdir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    page = out.read_text()
+    assert '<section id="bisection"><h2>Bisection</h2>' in page
+    assert f"culprit: {doc['culprit']['sha'][:12]}" in page
+    assert "does not build" in page and "#error" in page           # the skipped step's log tail
+    assert page.count("<tr>") >= 1 + len(doc["steps"])
+    assert 'class="flame"' in page and "culprit against" in page   # the remainder's differential flame graph

@@ -36,6 +36,9 @@ def session_page(data: SessionData) -> Page:
     tests = _tests(data)
     if data.kind == "compare":
         _compare_sections(page, data, tests)
+    if data.bisection:
+        from redline.output.html.bisect_section import bisection_section
+        page.section("bisection", "Bisection", bisection_section(page, data.bisection))
     page.section("summary", "Summary", _summary(data, tests))
     page.section("warnings", "Warnings", _warnings(data))
     by_key = _comparisons_by_test(data.comparisons)

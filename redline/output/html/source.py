@@ -4,7 +4,8 @@ A session's runs are the store's run documents (`Store.load_runs`: `redline.run.
 order they ran (interleaved A B B A for compare), each with its metrics, flags, facts (machine,
 server, build, pinning, dataset, state), per-second series and profile; a compare session's
 verdicts come back as the `TestComparison`s that compare printed (from the stored
-`comparisons` rows), so the HTML says what the terminal, markdown and JSON said."""
+`comparisons` rows), so the HTML says what the terminal, markdown and JSON said; a bisect
+session's document (`Store.bisection`) comes with it."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from redline.store import Store
 @dataclass
 class SessionData:
     session_id: int
-    kind: str                        # run | compare | calibrate
+    kind: str                        # run | compare | calibrate | bisect
     argv: list[str]
     machine: dict
     host: str
@@ -29,6 +30,7 @@ class SessionData:
     status: str
     runs: list[Run]
     comparisons: list[TestComparison]
+    bisection: dict | None = None    # a bisect session's document (Store.bisection)
 
     @property
     def measured(self) -> list[Run]:
@@ -56,4 +58,4 @@ def read_session(store: Store, session_id: int) -> SessionData:
         "SELECT detail FROM comparisons WHERE session_id=? ORDER BY test, metric", (session_id,))]
     return SessionData(session_id, session["kind"], json.loads(session["argv"]), json.loads(session["machine"]),
                        session["host"], session["started_at"], session["finished_at"], session["status"], runs,
-                       comparisons)
+                       comparisons, store.bisection(session_id) if session["kind"] == "bisect" else None)
