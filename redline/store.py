@@ -113,10 +113,11 @@ CREATE TABLE IF NOT EXISTS noise_floors (
     measured_at REAL NOT NULL,
     PRIMARY KEY (host, test, metric)
 );
+CREATE TABLE IF NOT EXISTS bisections (
+    session_id INTEGER PRIMARY KEY REFERENCES sessions(id),
+    document TEXT NOT NULL
+);
 """
-
-_BISECTIONS = ("CREATE TABLE IF NOT EXISTS bisections (session_id INTEGER PRIMARY KEY REFERENCES sessions(id), "
-               "document TEXT NOT NULL)")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -473,14 +474,11 @@ class Store:
 
     def save_bisection(self, session_id: int, document: dict) -> None:
         """What a `redline bisect` session found so far (endpoints, steps, culprit, remainder) as
-        one JSON document, replaced after every step. (The table is made on first use, outside
-        SCHEMA_VERSION, until the schema's next version takes it.)"""
-        self.db.execute(_BISECTIONS)
+        one JSON document, replaced after every step."""
         self.db.execute("INSERT OR REPLACE INTO bisections(session_id, document) VALUES (?,?)",
                         (session_id, json.dumps(document)))
 
     def bisection(self, session_id: int) -> dict | None:
-        self.db.execute(_BISECTIONS)
         row = self.db.execute("SELECT document FROM bisections WHERE session_id=?", (session_id,)).fetchone()
         return json.loads(row[0]) if row else None
 
