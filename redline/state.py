@@ -33,7 +33,6 @@ import redis
 
 from redline import admission, preparation, server_traits, snapshot_plan
 from redline.errors import RunError, SkipTest
-from redline.metrics import INSTRUCTIONS
 from redline.identity import server_identity
 from redline.server import RemoteServer, Server
 from redline.topology import CpuPlan, deploy, plan_cpus, wait_replicas_in_sync
@@ -75,7 +74,7 @@ class StatePlan:
 def plan_state(test: TestSpec, topology: TopologySpec, sides: list[Side], settings: RunSettings) -> StatePlan:
     """The one decision per test; RunError when a server binary cannot be asked (it cannot start)."""
     origin, why, snapshots = _origin(test, topology, sides, settings)
-    restart, restart_why = _restarts(test, sides, counted=settings.measure_for(test) == INSTRUCTIONS)
+    restart, restart_why = _restarts(test, sides)
     return StatePlan(origin, why, restart, restart_why, snapshots)
 
 
@@ -104,12 +103,9 @@ def _snapshot_obstacle(test: TestSpec, topology: TopologySpec, sides: list[Side]
     return None
 
 
-def _restarts(test: TestSpec, sides: list[Side], *, counted: bool = False) -> tuple[bool, str]:
+def _restarts(test: TestSpec, sides: list[Side]) -> tuple[bool, str]:
     if not all(side.target.managed for side in sides):
         return False, "redline cannot restart a tcp:// target; each run continues on what the previous one left"
-    if counted:     # docs/measure-instructions.md "Server instances"
-        return True, ("counted costs differ between server instances (an A/A of GET: two instances 1.8% apart "
-                      "outside call(), each constant over its runs), so every run gets its own instance")
     writing = sorted({name for side in sides for name in server_traits.writing_commands(test, side.target.binary)})
     if not writing:
         return False, "the measured commands only read (COMMAND flags)"
