@@ -131,7 +131,7 @@ def compare_test(test: str, records: list[Run], noise_floors: dict[tuple[str, st
         floor = noise_floors.get((test, metric.name))
         if instructions:
             result = deterministic_verdict(baseline, comparison, higher_is_better=metric.higher_is_better,
-                                           aa_spread_pct=floor)
+                                           aa_spread_pct=floor, least_change_pct=metric.least_change_pct)
         else:
             result = compare_metric(baseline, comparison, paired=paired, higher_is_better=metric.higher_is_better,
                                     noise_floor_pct=floor, confidence=confidence)

@@ -220,12 +220,15 @@ def local_engine(store, *, observers: Sequence[Observer] = (), sinks: Sequence[R
                  cpus: list[int] | None = None) -> Engine:
     """The engine on this machine's real servers, storing into `store` (first) and `sinks`; profiles
     are kept in the store's artifact directory."""
+    from redline.instructions.runner import InstructionsRunner
+    from redline.metrics import INSTRUCTIONS
     from redline.pinning import available_cpus
-    from redline.server_runner import runner_class
+    from redline.server_runner import ServerRunner
     cpus = cpus if cpus is not None else available_cpus()
 
     def runners(test, topology, sides, settings, observer, workdir):
-        runner = runner_class(settings.measure_for(test))      # timed, or under callgrind
+        counted = settings.measure_for(test) == INSTRUCTIONS
+        runner = InstructionsRunner if counted else ServerRunner       # timed, or under callgrind
         return runner(test, topology, sides, settings, observer=observer, cpus=cpus, workdir=workdir,
                       artifacts=lambda run: store.artifact_dir(run.run_id))
 

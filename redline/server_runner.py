@@ -15,7 +15,6 @@ from redline import admission, machine, state
 from redline.errors import RunError, SkipTest
 from redline.load import LoadRequest, LoadResult, NotAResult, ServerGone
 from redline.load_groups import run_test_load
-from redline.metrics import INSTRUCTIONS
 from redline.probes import WindowProbe
 from redline.run import Run
 from redline.run_plan import Observer, RunSettings, Side
@@ -196,14 +195,6 @@ class ServerRunner:
         from redline.profile import Recorder   # perf tooling is only needed with --profile
         return Recorder(pids=server.pids(), binary=side.target.binary, workdir=self.artifacts(run),
                         title=f"{self.test.name} — {side.target.label}")
-
-
-def runner_class(measure: str) -> type[ServerRunner]:
-    """The runner for a way of measuring: timed, or under callgrind (--measure instructions)."""
-    if measure == INSTRUCTIONS:
-        from redline.instructions.runner import InstructionsRunner
-        return InstructionsRunner
-    return ServerRunner
 
 
 def _metrics(test: TestSpec, result: LoadResult, probe: WindowProbe, plan: CpuPlan):

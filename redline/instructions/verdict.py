@@ -6,7 +6,8 @@ testing; here the spread is small and measured directly:
 
     spread      the larger of: each side's range (max − min) ÷ median in this comparison, and
                 the test's A/A spread from `redline calibrate --measure instructions` when stored
-    τ           max(1%, 3 × spread)
+    τ           max(1%, 3 × spread); max(4%, 3 × spread) for the whole process's counts
+                (instructions and est. cycles per op: see least_change_pct in redline.metrics)
     interval    every cross-side ratio: [min(B) ÷ max(A) − 1, max(B) ÷ min(A) − 1]
     change      median(B) ÷ median(A) − 1
 
@@ -52,14 +53,16 @@ def _words(baseline: Sequence[float], comparison: Sequence[float], higher_is_bet
 
 
 def deterministic_verdict(baseline: Sequence[float], comparison: Sequence[float], *,
-                          higher_is_better: bool = False, aa_spread_pct: float | None = None) -> MetricComparison:
-    """The rule above for one metric; values must be positive."""
+                          higher_is_better: bool = False, aa_spread_pct: float | None = None,
+                          least_change_pct: float = MIN_EFFECT_PCT) -> MetricComparison:
+    """The rule above for one metric; values must be positive. `least_change_pct` replaces the 1%
+    where a metric's sides can differ by more than its runs do (the registry says where)."""
     base = [float(v) for v in baseline if v and v > 0]
     comp = [float(v) for v in comparison if v and v > 0]
     if not base or not comp:
         raise ValueError(f"need positive values on both sides, got {len(base)} baseline and {len(comp)} comparison")
     spread = max(spread_pct(base), spread_pct(comp), aa_spread_pct or 0.0)
-    tau = max(MIN_EFFECT_PCT, SPREAD_FACTOR * spread)
+    tau = max(least_change_pct, SPREAD_FACTOR * spread)
     base_median, comp_median = statistics.median(base), statistics.median(comp)
     change = (comp_median / base_median - 1) * 100.0
     low, high = (min(comp) / max(base) - 1) * 100.0, (max(comp) / min(base) - 1) * 100.0

@@ -18,7 +18,8 @@ LEGEND = ("Legend: Δ is the Hodges–Lehmann estimate of comparison vs baseline
           "given). For ops/sec higher is better; for latency and server CPU µs/op lower is better. "
           "Metrics counted under valgrind (instructions_per_op, instructions_per_op_command, est_cycles_per_op; "
           "lower is better) are judged by another rule: Δ is the change of medians, the interval every "
-          "cross-side ratio of runs, τ = max(1%, 3 × the A/A spread), no p-value "
+          "cross-side ratio of runs, τ = max(1% inside call(), 4% for the whole process; 3 × the A/A spread), "
+          "no p-value "
           "(docs/measure-instructions.md).")
 
 
