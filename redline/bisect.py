@@ -19,6 +19,14 @@ The method (docs/bisect.md):
   3. the first bad commit after the last good one is the culprit (with skipped commits in
      between: one of them or it, as git says). The remainder check measures the last good
      commit before it against it: how much of the endpoints' change this commit explains.
+
+Counted bisections (--measure instructions, redline/bisect_measure.py) decide every step on one
+run of the candidate: each change then carries a step tolerance u, how far one run's ratio may sit
+from the true one (redline.instructions.verdict.one_run_step), by which its interval is widened.
+A commit like one end then measures within u of it and its interval reaches u further: one run
+tells it from the other end only when the half-way point is at least (1 + u)² from each end, i.e.
+the endpoints' ratio is at least (1 + u)⁴. A test that moved less is not followed, and says so
+(`Endpoints.too_close`).
 """
 
 from __future__ import annotations
@@ -63,6 +71,7 @@ class Change:
     run_ids: list[int] = field(default_factory=list)
     moved_symbols: list[dict] | None = None    # profiled compares: symbols whose share of the CPU moved most
     diff_flamegraph: str | None = None         # profiled compares: candidate against reference SVG
+    step_tolerance_pct: float | None = None    # counted bisections: u, how far one run's ratio may sit from the truth
 
     @property
     def measured(self) -> bool:
@@ -167,6 +176,18 @@ class Step:
                 "changes": {test: asdict(c) for test, c in self.changes.items()}}
 
 
+def one_run_decides(step: float, tolerance_pct: float) -> bool:
+    """Whether one run whose ratio may sit ±`tolerance_pct` (u) from the truth, its interval widened
+    by as much again, always tells a commit like one end from one like the other when the ends are
+    `step` apart: the half-way point (√step) must lie (1 + u)² from each end."""
+    return abs(math.log(step)) >= 4 * math.log(1 + tolerance_pct / 100)
+
+
+def least_followed_change_pct(tolerance_pct: float) -> float:
+    """The smallest endpoint change (rise, in %) `one_run_decides` follows."""
+    return ((1 + tolerance_pct / 100) ** 4 - 1) * 100
+
+
 def decide(changes: dict[str, Change], steps: dict[str, float], reference_state: str) -> tuple[str | None, str | None]:
     """(good/bad, None) when every moved test puts the candidate on one side; (None, why) when
     not: undecided (more runs may help) or the tests disagree."""
@@ -236,11 +257,12 @@ class Endpoints:
     good: Commit
     bad: Commit
     changes: dict[str, Change]
-    moved: dict[str, float]           # test → BAD/GOOD ratio of the moved tests
+    moved: dict[str, float]           # test → BAD/GOOD ratio of the moved tests that are followed
+    too_close: dict[str, str] = field(default_factory=dict)   # moved, but too little for one-run steps: why
 
     def as_json(self) -> dict:
         return {"good": asdict(self.good), "bad": asdict(self.bad), "moved": self.moved,
-                "changes": {test: asdict(c) for test, c in self.changes.items()}}
+                "too_close": self.too_close, "changes": {test: asdict(c) for test, c in self.changes.items()}}
 
 
 @dataclass
@@ -273,7 +295,7 @@ class Outcome:
 
     @property
     def no_change(self) -> bool:
-        return not self.endpoints.moved
+        return not self.endpoints.moved and not self.endpoints.too_close
 
     def as_json(self) -> dict:
         return {"endpoints": self.endpoints.as_json(), "path": [asdict(c) for c in self.path],
@@ -292,7 +314,15 @@ def confirm_endpoints(comparer: Comparer, good: Commit, bad: Commit, tests: list
     changes = comparer.compare(good, bad, tests, endpoints_settled)
     moved = {t: c.ratio() for t, c in changes.items()
              if c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT) and c.measured}
-    return Endpoints(good, bad, changes, moved)
+    too_close = {}
+    for test, step in list(moved.items()):
+        tolerance = changes[test].step_tolerance_pct
+        if tolerance is not None and not one_run_decides(step, tolerance):
+            del moved[test]
+            too_close[test] = (f"moved {changes[test].delta_pct:+.1f}%, but one counted run per commit may sit "
+                               f"±{tolerance:.1f}% from the truth: it tells a commit from both ends only when "
+                               f"they are {least_followed_change_pct(tolerance):.1f}% apart")
+    return Endpoints(good, bad, changes, moved, too_close)
 
 
 def bisect(comparer: Comparer, good: Commit, path: list[Commit], tests: list[str], *,
@@ -305,7 +335,7 @@ def bisect(comparer: Comparer, good: Commit, path: list[Commit], tests: list[str
     progress(f"endpoints: {good.short} (good) vs {bad.short} (bad), {len(path) - 1} commits between")
     outcome = Outcome(confirm_endpoints(comparer, good, bad, tests), path)
     on_step(outcome)
-    if outcome.no_change:
+    if not outcome.endpoints.moved:
         return outcome
     steps = outcome.endpoints.moved
     span = Range(len(path))

@@ -181,13 +181,17 @@ def build_parser() -> argparse.ArgumentParser:
                              "output (the one on the selected tests, or the one at SESSION)")
     bisect.add_argument("--metric",
                         help=f"the metric decided on: {', '.join(m.name for m in metrics.COMPARED)} "
-                             "(default server_cpu_us_per_op, or the history's with --from-change-point)")
+                             "(default server_cpu_us_per_op, or the history's with --from-change-point); with "
+                             "--measure instructions: "
+                             f"{', '.join(m.name for m in metrics.compared(metrics.INSTRUCTIONS))} "
+                             "(default instructions_per_op)")
     bisect.add_argument("--all-parents", action="store_true",
                         help="descend into merged branches (default: the first-parent line from good to bad)")
     add_measurement_arguments(bisect, default_runs=5)
-    bisect.add_argument("--max-runs", type=positive_int, default=9,
+    bisect.add_argument("--max-runs", type=positive_int, default=None,
                         help="an undecided step gets more runs, up to this many per side; then the commit is "
-                             "skipped as undecidable (default 9)")
+                             "skipped as undecidable (default 9; not with --measure instructions, whose steps "
+                             "are one run each)")
     bisect.add_argument("--markdown", type=Path, metavar="FILE", help="write the report as markdown to FILE")
     bisect.set_defaults(func=_command("bisect"))
 
@@ -221,7 +225,7 @@ def _measurement_defaults(args) -> None:
         find_valgrind()                     # one line and exit 1 before anything starts when it is missing
     if args.runs is None:
         args.runs = INSTRUCTION_RUNS if instructions else args.time_runs
-    if hasattr(args, "max_runs") and args.max_runs is None:
+    if args.command == "compare" and args.max_runs is None:
         args.max_runs = args.runs if instructions else COMPARE_MAX_RUNS
 
 

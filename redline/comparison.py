@@ -154,24 +154,33 @@ def extra_runs_needed(comparisons: list[TestComparison], runs_so_far: int, max_r
     return min(2, max_runs - runs_so_far)
 
 
-def attach_profiles(comparisons: list[TestComparison], records: list[Run], artifacts: Path) -> None:
-    """Where both sides of a test were profiled: a differential flame graph, and for each verdict
-    the symbols whose share of the server's CPU moved most."""
+def profile_differences(records: list[Run], artifacts: Path) -> dict[str, tuple[list[dict], str]]:
+    """Per test (key) whose two sides were both profiled: the symbols whose share of the server's
+    CPU moved most, and the differential flame graph (comparison against baseline) written in
+    `artifacts`."""
     from redline.profile import diff_flamegraph, moved_symbols
     profiled: dict[str, dict[str, dict]] = {}
     for r in records:
         if r.purpose == "profile" and r.status == "ok" and r.profile:
             profiled.setdefault(r.test, {})[r.side] = r.profile
+    found = {}
     for test, sides in profiled.items():
         if set(sides) != {BASELINE, COMPARISON}:
             continue
         base, comp = Path(sides[BASELINE]["folded_path"]), Path(sides[COMPARISON]["folded_path"])
         artifacts.mkdir(parents=True, exist_ok=True)
         svg = diff_flamegraph(base, comp, artifacts / f"{test}.diff.svg", title=f"{test}: comparison against baseline")
-        moves = moved_symbols(base, comp, top=5)
-        for c in comparisons:
-            if c.test == test:
-                c.moved_symbols, c.diff_flamegraph = moves, str(svg)
+        found[test] = (moved_symbols(base, comp, top=5), str(svg))
+    return found
+
+
+def attach_profiles(comparisons: list[TestComparison], records: list[Run], artifacts: Path) -> None:
+    """Where both sides of a test were profiled: a differential flame graph, and for each verdict
+    the symbols whose share of the server's CPU moved most."""
+    differences = profile_differences(records, artifacts)
+    for c in comparisons:
+        if c.test in differences:
+            c.moved_symbols, c.diff_flamegraph = differences[c.test]
 
 
 def apply_false_discovery_control(comparisons: list[TestComparison], q: float = 0.05) -> None:

@@ -36,6 +36,9 @@ class RunSettings:
     # None: each test's own `redline: measure`, else time
     measure: str | None = None
     window_instructions: int | None = None   # --measure instructions: the window's size (None: the default)
+    # --measure instructions: requests per connection in every window, fixed by the caller (a counted
+    # bisection carries its endpoints' count to every step); None: chosen from window_instructions
+    window_requests: int | None = None
 
     def measure_for(self, test: TestSpec) -> str:
         """How `test` is measured: the session's --measure, else the suite's `redline: measure`, else time."""

@@ -50,9 +50,9 @@ def workdir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("bisect-work")
 
 
-def _bisect(workdir: Path, *arguments: str) -> subprocess.CompletedProcess:
+def _bisect(workdir: Path, *arguments: str, store: str = "r.db") -> subprocess.CompletedProcess:
     env = {**os.environ, "REDLINE_CACHE": str(workdir / "cache"), "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "redline.cli", "bisect", *arguments, "--store", str(workdir / "r.db")],
+    return subprocess.run([sys.executable, "-m", "redline.cli", "bisect", *arguments, "--store", str(workdir / store)],
                           capture_output=True, text=True, timeout=1200, env=env, cwd=workdir)
 
 
@@ -136,8 +136,14 @@ def test_no_change_between_the_ends_stops_after_the_endpoint_check(bisection, bi
     (["git:{repo}", "--good", "nope", "--bad", "bad"], "git ref 'nope' does not name a commit"),
     (["git:{repo}", "--good", "good", "--bad", "bad", "--json", "{store}"], "is the result store"),
     (["git:{repo}@bad", "--good", "good", "--bad", "bad"], "give the repository without @REF"),
-    (["git:{repo}", "--good", "good", "--bad", "bad", "--measure", "instructions", "--runs", "3"],
-     "bisect measures time only"),
+    (["git:{repo}", "--good", "good", "--bad", "bad", "--metric", "instructions_per_op"],
+     "--metric instructions_per_op is counted under callgrind: add --measure instructions"),
+    (["git:{repo}", "--good", "good", "--bad", "bad", "--measure", "instructions", "--metric", "server_cpu_us_per_op"],
+     "--metric server_cpu_us_per_op is a timed metric"),
+    (["git:{repo}", "--good", "good", "--bad", "bad", "--measure", "instructions", "--max-runs", "5"],
+     "--max-runs does not apply to --measure instructions"),
+    (["git:{repo}", "--good", "good", "--bad", "bad", "--measure", "instructions", "--runs", "1"],
+     "endpoint check needs at least 2 runs per side"),
     (["git:{repo}", "--good", "good", "--bad", "bad", "--store", "{repo}"], "is a directory, not a store file"),
     (["git:{repo}", "--good", "good", "--bad", "bad", "--variant", "nope"], "unknown build variant 'nope'"),
 ])
@@ -186,3 +192,36 @@ def test_the_html_report_shows_the_bisection(bisection, workdir):
     assert "does not build" in page and "#error" in page           # the skipped step's log tail
     assert page.count("<tr>") >= 1 + len(doc["steps"])
     assert 'class="flame"' in page and "culprit against" in page   # the remainder's differential flame graph
+
+
+def test_a_counted_bisection_measures_each_commit_once(bisect_repo, workdir):
+    """--measure instructions: the endpoints by 3 interleaved counted runs per side, then one run
+    of each step's commit against the counts already taken, with the endpoints' request count.
+    (The builds are cache hits of the bisection above when it ran first.) A 30M-instruction
+    window keeps it short; GET's step (about 30x) is far above the 8.2% one run needs."""
+    repo, tags = bisect_repo
+    out = workdir / "counted.json"
+    proc = _bisect(workdir, f"git:{repo}", "--good", "good", "--bad", "bad", "--name", "string-get-100B-pipeline-10$",
+                   "--variant", "libc-malloc", "--measure", "instructions", "--window-instructions", "30000000",
+                   "--json", str(out), "--markdown", str(workdir / "counted.md"), store="counted.db")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    doc = json.loads(out.read_text())
+    assert doc["measure"] == "instructions" and doc["metric"] == "instructions_per_op"
+    assert doc["culprit"]["sha"] == tags["culprit"], doc["steps"]
+    assert doc["endpoints"]["moved"][GET] > 10
+    endpoint = doc["endpoints"]["changes"][GET]
+    assert endpoint["verdict"] == "regression" and endpoint["step_tolerance_pct"] == pytest.approx(2.0)
+    measured = [step for step in doc["steps"] if step["outcome"] in ("good", "bad")]
+    assert [step["candidate"]["sha"] for step in doc["steps"] if step["outcome"] == "skipped"] == [tags["broken"]]
+    assert measured and all(step["changes"][GET]["runs"] == 1 for step in measured)
+    # every commit counted once: 3 + 3 endpoint runs, one run per measured step, and the
+    # remainder check (unprofiled) reuses them
+    db = sqlite3.connect(workdir / "counted.db")
+    runs = db.execute("SELECT target, side, json_extract(facts, '$.instructions.requests') FROM runs "
+                      "WHERE session_id=? AND status='ok' AND purpose='measure'", (doc["session"],)).fetchall()
+    assert len(runs) == 6 + len(measured), runs
+    step_targets = [target for target, side, _ in runs if side is None]
+    assert len(step_targets) == len(set(step_targets)) == len(measured)
+    assert len({requests for _, _, requests in runs}) == 1          # the endpoints' request count throughout
+    assert "one run per commit" in proc.stderr and "counted under callgrind" in proc.stdout
+    assert "counted under callgrind" in (workdir / "counted.md").read_text()

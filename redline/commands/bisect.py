@@ -6,134 +6,24 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 from redline import bisect as search
 from redline import machine, metrics
-from redline.bisect import Change, Commit, Outcome, Settled, Unbuildable
-from redline.builder import BuildFailed
-from redline.commands.session import check_outputs, measured_runs_by_test, select_tests
-from redline.comparison import (BASELINE, COMPARISON, COMPARED_METRICS, TestComparison,
-                                apply_false_discovery_control, attach_profiles, compare_test, looks_confidence)
-from redline.engine import local_engine
+from redline.bisect import Outcome, Unbuildable
+from redline.bisect_measure import CommitBuilds, Measuring, StepSettings, comparer_for
+from redline.commands.session import check_outputs, select_tests
 from redline.errors import RunError, UsageError
 from redline.output import files, terminal
 from redline.output.bisect_report import report_lines, report_markdown
 from redline.output.progress import ConsoleObserver, print_plan
-from redline.run_plan import RunSettings, Side
-from redline.job import JobResolver, execute_job, jobs_for
-from redline.run import Run
+from redline.run_plan import RunSettings
 from redline.store import Store, inspect_store_file
 from redline.suites import TestSpec
-from redline.targets import Target, ensure_built, parse_target
 from redline.topology import DEFAULT_TOPOLOGY, parse_topology
 from redline.workdirs import remove_abandoned_workdirs
 
-FDR_Q = 0.05
 EXIT_OK, EXIT_UNRESOLVED = 0, 1
-
-
-@dataclass
-class StepSettings:
-    """How each compare of a bisection measures: the run settings, the metric decided on, the
-    run budget for undecided steps, this machine's noise floors."""
-
-    runs: RunSettings
-    metric: str
-    max_runs: int
-    noise_floors: dict[tuple[str, str], float]
-
-
-@dataclass
-class Measuring:
-    """Where the compares go: the store session of the bisection and the progress display."""
-
-    store: Store
-    session_id: int
-    observer: ConsoleObserver
-
-
-def compare_targets(baseline: Target, comparison: Target, tests: list[TestSpec], settings: StepSettings, *,
-                    settled: Settled, measuring: Measuring, profile: bool = False) -> dict[str, Change]:
-    """The one way a bisection measures: baseline vs comparison, interleaved, on the tests; two
-    more runs per side while `settled` says the runs do not decide yet (up to max_runs); the
-    change of the metric per test, with the compare verdict (false-discovery controlled over
-    the tests). With `profile`, one more run per side under perf: moved symbols and a
-    differential flame graph per test."""
-    confidence = looks_confidence(settings.runs.runs, settings.max_runs)
-
-    def changes(records: list[Run], artifacts: Path | None = None) -> dict[str, Change]:
-        by_test = measured_runs_by_test(records)
-        found = [c for key, runs in by_test.items()
-                 for c in compare_test(key, runs, settings.noise_floors, confidence=confidence)
-                 if c.metric == settings.metric]
-        apply_false_discovery_control(found, q=FDR_Q)
-        if artifacts is not None:
-            attach_profiles(found, records, artifacts)
-        return {c.test: _change(c, by_test[c.test]) for c in found}
-
-    def more_runs(test: TestSpec, records: list[Run], runs_so_far: int) -> int:
-        key = records[-1].key if records else test.name
-        if runs_so_far >= settings.max_runs or settled(changes([r for r in records if r.key == key])):
-            return 0
-        return min(2, settings.max_runs - runs_so_far)
-
-    sides = [Side(baseline, BASELINE), Side(comparison, COMPARISON)]
-    jobs = jobs_for(tests, sides, replace(settings.runs, profile=profile), max_runs=settings.max_runs)
-    engine, resolver = local_engine(measuring.store, observers=[measuring.observer]), JobResolver(tests=tests, sides=sides)
-    records = [run for number, job in enumerate(jobs, 1)
-               for run in execute_job(job, engine=engine, session_id=measuring.session_id, resolver=resolver,
-                                      position=(number, len(jobs)), more_runs=more_runs)]
-    store = measuring.store.path
-    return changes(records, store.with_name(f"{store.stem}-artifacts") / f"bisect-{measuring.session_id}"
-                   if profile else None)
-
-
-def _change(c: TestComparison, records: list[Run]) -> Change:
-    result = c.result
-    note = c.note or c.state_refusal
-    failed = [r.error for r in records if r.status == "failed" and r.error]
-    if failed:
-        note = f"{note + '; ' if note else ''}{len(failed)} runs failed: {failed[0]}"
-    return Change(test=c.test, verdict=c.verdict, delta_pct=result.delta_pct if result else None,
-                  ci_low_pct=result.ci_low_pct if result and not c.state_refusal else None,
-                  ci_high_pct=result.ci_high_pct if result and not c.state_refusal else None,
-                  runs=result.n_baseline if result else 0,
-                  min_detectable_pct=result.min_detectable_pct if result else None, note=note,
-                  run_ids=[r.run_id for r in records], moved_symbols=c.moved_symbols, diff_flamegraph=c.diff_flamegraph)
-
-
-class EngineComparer:
-    """search.Comparer on real builds and runs: each commit built once (the build cache makes a
-    commit built by an earlier bisection a hit), then compare_targets."""
-
-    def __init__(self, *, repo: Path, variant: str | None, tests: list[TestSpec], settings: StepSettings,
-                 measuring: Measuring):
-        self.repo, self.variant, self.settings, self.measuring = repo, variant, settings, measuring
-        self.tests = {test.name: test for test in tests}
-        self.built: dict[str, Target] = {}
-
-    def target(self, commit: Commit) -> Target:
-        if commit.sha not in self.built:
-            observer = self.measuring.observer
-            observer.phase(f"build {commit.short}")
-            target = parse_target(f"git:{self.repo}@{commit.sha}", variant=self.variant)
-            try:
-                built = ensure_built(target, progress=observer.detail)
-            except BuildFailed as failure:
-                raise Unbuildable(commit, failure.tail) from None
-            facts = built.build_facts or {}
-            observer.note(f"{commit.short}: {'cache hit' if facts.get('cache_hit') else 'built'} → {built.binary}")
-            self.built[commit.sha] = built
-        return self.built[commit.sha]
-
-    def compare(self, reference: Commit, candidate: Commit, tests: list[str], settled: Settled, *,
-                profile: bool = False) -> dict[str, Change]:
-        baseline, comparison = self.target(reference), self.target(candidate)
-        specs = [self.tests[key.split("@", 1)[0]] for key in tests]
-        return compare_targets(baseline, comparison, specs, self.settings, settled=settled, measuring=self.measuring,
-                               profile=profile)
 
 
 def _repository(text: str) -> Path:
@@ -150,7 +40,8 @@ def _repository(text: str) -> Path:
     return path.resolve()
 
 
-DEFAULT_METRIC = "server_cpu_us_per_op"
+DEFAULT_METRIC = {metrics.TIME: "server_cpu_us_per_op", metrics.INSTRUCTIONS: "instructions_per_op"}
+TIMED_MAX_RUNS = 9
 
 
 def _hand_off(args, tests: list[TestSpec]) -> None:
@@ -182,13 +73,15 @@ def check_arguments(args) -> tuple[Path, list[TestSpec]]:
         _hand_off(args, tests)
     elif not (args.good and args.bad):
         raise UsageError("bisect needs --good REF and --bad REF (or --from-change-point FILE)")
-    args.metric = args.metric or DEFAULT_METRIC
-    if args.metric not in COMPARED_METRICS:
-        raise UsageError(f"--metric {args.metric}: bisect decides on a compared metric: {', '.join(COMPARED_METRICS)}")
-    if args.max_runs < args.runs:
-        raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")
+    args.measure = _measure(args, tests)
+    args.metric = args.metric or DEFAULT_METRIC[args.measure]
+    _check_metric(args.metric, args.measure)
     if args.measure == metrics.INSTRUCTIONS:
-        raise UsageError("--measure instructions: bisect measures time only (its metrics and step rule are timed ones)")
+        _check_counted(args)
+    else:
+        args.max_runs = args.max_runs or TIMED_MAX_RUNS
+        if args.max_runs < args.runs:
+            raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")
     if args.topology and len(args.topology) > 1:
         raise UsageError("bisect follows one topology at a time; give --topology once")
     if args.variant:
@@ -199,12 +92,57 @@ def check_arguments(args) -> tuple[Path, list[TestSpec]]:
     return repo, tests
 
 
+def _measure(args, tests: list[TestSpec]) -> str:
+    """--measure, else the selected tests' own `redline: measure` when they agree, else time."""
+    if args.measure:
+        return args.measure
+    ways: dict[str, list[str]] = {}
+    for test in tests:
+        ways.setdefault(test.extensions.get("measure") or metrics.TIME, []).append(test.name)
+    if len(ways) > 1:
+        told = "; ".join(f"{way}: {', '.join(names[:2])}{' …' if len(names) > 2 else ''}" for way, names in ways.items())
+        raise UsageError(f"the selected tests measure in different ways ({told}); bisect one way at a time: "
+                         "--measure time or --measure instructions")
+    return next(iter(ways), metrics.TIME)
+
+
+def _check_metric(name: str, measure: str) -> None:
+    allowed = [m.name for m in metrics.compared(measure)]
+    if name in allowed:
+        return
+    other = metrics.BY_NAME.get(name)
+    if other is not None and other.compared and other.measure == metrics.INSTRUCTIONS:
+        raise UsageError(f"--metric {name} is counted under callgrind: add --measure instructions")
+    if other is not None and other.compared:
+        raise UsageError(f"--metric {name} is a timed metric; --measure instructions decides on {', '.join(allowed)}")
+    raise UsageError(f"--metric {name}: bisect decides on a compared metric: {', '.join(allowed)}")
+
+
+def _check_counted(args) -> None:
+    """A counted bisection: its endpoint check needs a spread, its steps take one run each."""
+    if args.runs < 2:
+        raise UsageError(f"--runs {args.runs}: a counted bisection's endpoint check needs at least 2 runs per side "
+                         "(its verdict rule measures their spread)")
+    if args.max_runs is not None:
+        raise UsageError("--max-runs does not apply to --measure instructions: every step is one run of the "
+                         "candidate (more runs do not narrow how far two builds' counts sit apart)")
+    from redline.instructions.callgrind import find_valgrind
+    find_valgrind()
+
+
 def _context(args, repo: Path, tests: list[TestSpec], session_id: int) -> dict:
     """What the report needs besides the outcome: what was bisected, how, where it is stored."""
     return {"repository": str(repo), "metric": args.metric, "variant": args.variant or "default",
             "tests": [t.name for t in tests], "selection": [*args.suites, *(["--name", args.name] if args.name else [])],
             "session": session_id, "store": str(args.store), "all_parents": args.all_parents,
-            "good_ref": args.good, "bad_ref": args.bad}
+            "good_ref": args.good, "bad_ref": args.bad, "measure": args.measure}
+
+
+def _plan_line(args, commits: int, good, tests: int) -> str:
+    if args.measure == metrics.INSTRUCTIONS:
+        return (f"bisect: {commits} commits after {good.short}, {tests} tests; counted under callgrind: "
+                f"{args.runs} runs per side at the endpoints, then one run per commit; deciding on {args.metric}")
+    return f"bisect: {commits} commits after {good.short}, {tests} tests × {args.runs} runs per step, deciding on {args.metric}"
 
 
 def bisect_command(args) -> int:
@@ -218,16 +156,15 @@ def bisect_command(args) -> int:
     session_id = store.begin_session(kind="bisect", argv=sys.argv, machine=machine.facts())
     settings = StepSettings(runs=RunSettings(runs=args.runs, duration_s=args.duration, warmup_s=args.warmup,
                                              scale=args.scale, topologies=topologies, snapshots=args.snapshots,
-                                             measure=metrics.TIME),
-                            metric=args.metric, max_runs=args.max_runs, noise_floors=floors)
+                                             measure=args.measure, window_instructions=args.window_instructions),
+                            metric=args.metric, max_runs=args.max_runs or args.runs, noise_floors=floors)
     context = _context(args, repo, tests, session_id)
     observer = ConsoleObserver(console)
     status = "interrupted"
     try:
-        print_plan(console, f"bisect: {len(path)} commits after {good.short}, {len(tests)} tests × {args.runs} runs "
-                            f"per step, deciding on {args.metric}", [], topologies)
-        comparer = EngineComparer(repo=repo, variant=args.variant, tests=tests, settings=settings,
-                                  measuring=Measuring(store, session_id, observer))
+        print_plan(console, _plan_line(args, len(path), good, len(tests)), [], topologies)
+        comparer = comparer_for(builds=CommitBuilds(repo=repo, variant=args.variant, observer=observer), tests=tests,
+                                settings=settings, measuring=Measuring(store, session_id, observer))
 
         def save(outcome: Outcome) -> None:
             store.save_bisection(session_id, {**context, **outcome.as_json()})

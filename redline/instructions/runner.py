@@ -57,6 +57,7 @@ class InstructionsRunner(ServerRunner):
         self.observer.phase("callgrind: probe, warm-up, measured requests")
         window = measure_window(control_of(self.ready_sides[side].server), request, plan=self.request_plan,
                                 window_instructions=self.settings.window_instructions or WINDOW_INSTRUCTIONS,
+                                fixed_per_connection=self.settings.window_requests,
                                 listener=_LoadProgress(self.observer, probe, request), server_alive=watch)
         self.request_plan = self.request_plan or window.plan
         self.window = window

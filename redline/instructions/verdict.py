@@ -82,3 +82,43 @@ def deterministic_verdict(baseline: Sequence[float], comparison: Sequence[float]
         min_detectable_pct=max(tau, abs(high - change), abs(change - low)),
         n_baseline=len(base), n_comparison=len(comp), paired=False,
         effect_words=_words(base, comp, higher_is_better), higher_is_better=higher_is_better)
+
+
+def step_tolerance_pct(tau_pct: float) -> float:
+    """u: how far the ratio of two builds' counts, each measured by its own run(s), may sit from the
+    true ratio. τ, the least change a verdict names, is at least twice the largest such offset seen
+    between two sides of one binary (least_change_pct in redline.metrics) and three times the
+    runs' spread; u is half of it."""
+    return tau_pct / 2
+
+
+def one_run_step(reference: Sequence[float], candidate: Sequence[float], *, tau_pct: float,
+                 higher_is_better: bool = False) -> MetricComparison:
+    """A counted bisection step: a candidate measured by one run (or a few) against an end measured
+    earlier, in another job. Their own spread says nothing about how far two sides' counts can be
+    apart (docs/measure-instructions.md "Sides that count differently"), so the cross-side interval
+    is widened by u = step_tolerance_pct(τ) on both ends, τ being the endpoint comparison's:
+
+        interval   [min(C) ÷ max(R) ÷ (1 + u) − 1,  max(C) ÷ min(R) × (1 + u) − 1]
+        change     median(C) ÷ median(R) − 1
+        verdict    the usual rule on that interval with τ
+
+    redline.bisect decides the step from where the interval lies against the half-way point."""
+    ref = [float(v) for v in reference if v and v > 0]
+    cand = [float(v) for v in candidate if v and v > 0]
+    if not ref or not cand:
+        raise ValueError(f"need positive values on both sides, got {len(ref)} reference and {len(cand)} candidate")
+    widen = 1 + step_tolerance_pct(tau_pct) / 100
+    ref_median, cand_median = statistics.median(ref), statistics.median(cand)
+    change = (cand_median / ref_median - 1) * 100.0
+    low = (min(cand) / max(ref) / widen - 1) * 100.0
+    high = (max(cand) / min(ref) * widen - 1) * 100.0
+    verdict = decide_verdict(delta_pct=change, ci_low_pct=low, ci_high_pct=high, tau_pct=tau_pct,
+                             higher_is_better=higher_is_better)
+    decided = verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+    return MetricComparison(
+        baseline_median=ref_median, comparison_median=cand_median, delta_pct=change,
+        ci_low_pct=low, ci_high_pct=high, p_value=0.0 if decided else 1.0, verdict=verdict,
+        tau_pct=tau_pct, min_detectable_pct=max(tau_pct, abs(high - change), abs(change - low)),
+        n_baseline=len(ref), n_comparison=len(cand), paired=False,
+        effect_words=_words(ref, cand, higher_is_better), higher_is_better=higher_is_better)

@@ -49,6 +49,7 @@ class RequestPlan:
     connections: int
     estimate_per_op: float       # instructions per request (probe and warm-up) when it was decided
     window_instructions: int     # the target the count was chosen for
+    fixed: bool = False          # the count was given (RunSettings.window_requests), not chosen
 
     @property
     def requests(self) -> int:
@@ -59,7 +60,9 @@ class RequestPlan:
                 "connections": self.connections,
                 "estimated_instructions_per_op": round(self.estimate_per_op, 1),
                 "window_instructions_target": self.window_instructions,
-                "rule": f"at least {self.window_instructions:,} instructions and {MIN_PER_CONNECTION} requests "
+                "rule": f"{self.per_connection} requests per connection, given by the caller (the same count "
+                        "as the runs it is compared with)" if self.fixed else
+                        f"at least {self.window_instructions:,} instructions and {MIN_PER_CONNECTION} requests "
                         f"per connection, at most {MAX_REQUESTS:,} requests; per-connection count rounded "
                         "up to 1, 1.5, 2, 3, 5 or 7.5 × 10^k"}
 
@@ -106,12 +109,13 @@ def _connections(result: LoadResult) -> int:
 
 
 def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: RequestPlan | None = None,
-                   window_instructions: int = WINDOW_INSTRUCTIONS, listener: LoadListener | None = None,
-                   server_alive: Callable[[], bool] | None = None,
+                   window_instructions: int = WINDOW_INSTRUCTIONS, fixed_per_connection: int | None = None,
+                   listener: LoadListener | None = None, server_alive: Callable[[], bool] | None = None,
                    command_function: str = "call") -> WindowResult:
     """Probe, warm-up and the measured window on the server `control` commands. `request` is the
     test's load (its duration and request count are replaced); `plan` the test's request count
-    when an earlier run decided it. Every load phase is a separate redline-load, so each zero
+    when an earlier run decided it; `fixed_per_connection` a count given from outside (the first
+    run's plan is then that count, not one chosen from `window_instructions`). Every load phase is a separate redline-load, so each zero
     and dump happens while no request is in flight."""
     control.instrumentation_restart()
     once = replace(request, duration_s=None, warmup_s=0.0)
@@ -140,7 +144,9 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
     marginal = (request_driven(warmup_dump) - probe_cost) / extra_ops if extra_ops > 0 else 0.0
     if marginal <= 0:
         marginal = request_driven(warmup_dump) / max(warmup.ops or 1, 1)
-    if plan is None:
+    if plan is None and fixed_per_connection is not None:
+        plan = RequestPlan(fixed_per_connection, _connections(warmup), marginal, window_instructions, fixed=True)
+    elif plan is None:
         plan = choose_requests(marginal, _connections(warmup), window_instructions)
     measured = send(plan.per_connection, (max(plan.estimate_per_op, marginal), plan.connections), "window",
                     listener)

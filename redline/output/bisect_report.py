@@ -27,10 +27,26 @@ def _commit(commit: dict) -> str:
 def _next_commands(doc: dict) -> list[str]:
     """The two bisections that would find the rest of a change split over commits."""
     base = ["redline", "bisect", f"git:{doc['repository']}", *doc["selection"], "--metric", doc["metric"],
-            "--variant", doc["variant"]]
+            "--variant", doc["variant"], *_measure_arguments(doc)]
     culprit, good, bad = doc["culprit"]["sha"][:12], doc["endpoints"]["good"]["sha"][:12], doc["endpoints"]["bad"]["sha"][:12]
     return [shlex.join([*base[:2], "--good", good, "--bad", f"{culprit}^", *base[2:]]),
             shlex.join([*base[:2], "--good", culprit, "--bad", bad, *base[2:]])]
+
+
+def _measure_arguments(doc: dict) -> list[str]:
+    return ["--measure", "instructions"] if doc.get("measure") == "instructions" else []
+
+
+def _too_close(doc: dict) -> list[str]:
+    """Tests that moved too little for a counted bisection's one-run steps, and what would follow them."""
+    too_close = doc["endpoints"].get("too_close") or {}
+    if not too_close:
+        return []
+    lines = [f"  not followed, moved too little for one run per commit: {test} {why}" for test, why in too_close.items()]
+    finer = "" if doc["metric"] == "instructions_per_op_command" else \
+        "--metric instructions_per_op_command (inside call(): changes from 2% are followed) or "
+    lines.append(f"  to follow {'it' if len(too_close) == 1 else 'them'}: bisect with {finer}--measure time")
+    return lines
 
 
 def summary(doc: dict) -> list[str]:
@@ -38,6 +54,9 @@ def summary(doc: dict) -> list[str]:
     metric, endpoints = doc["metric"], doc["endpoints"]
     ends = f"{endpoints['good']['sha'][:12]} (good) → {endpoints['bad']['sha'][:12]} (bad)"
     lines = []
+    if not endpoints["moved"] and endpoints.get("too_close"):
+        lines.append(f"{metric} moved between {ends}, but too little to bisect one counted run per commit")
+        return lines + _too_close(doc)
     if doc["no_change"]:
         unmeasured = [test for test, change in endpoints["changes"].items() if change.get("ci_low_pct") is None]
         lines.append(f"cannot tell whether {metric} moved between {ends}: the endpoint runs did not measure "
@@ -50,7 +69,13 @@ def summary(doc: dict) -> list[str]:
         return lines
     lines.append(f"{metric} moved {ends}: " + "; ".join(
         f"{test} {_interval(endpoints['changes'][test])}" for test in endpoints["moved"]))
-    still = [t for t in endpoints["changes"] if t not in endpoints["moved"]]
+    if doc.get("measure") == "instructions":
+        lines.append("  counted under callgrind: every step is one run of the commit against the counts of the "
+                     "decided end, its ratio taken to within " + "; ".join(
+                         f"±{endpoints['changes'][test]['step_tolerance_pct']:.1f}% on {test}"
+                         for test in endpoints["moved"] if endpoints["changes"][test].get("step_tolerance_pct")))
+    lines += _too_close(doc)
+    still = [t for t in endpoints["changes"] if t not in endpoints["moved"] and t not in (endpoints.get("too_close") or {})]
     for test in still:
         lines.append(f"  not followed, did not move: {test} {endpoints['changes'][test]['verdict']}, "
                      f"{_interval(endpoints['changes'][test])}")
@@ -118,6 +143,8 @@ def _cell(text: str) -> str:
 
 def report_markdown(doc: dict) -> str:
     out = [f"## redline bisect: {doc['metric']}", ""]
+    if doc.get("measure") == "instructions":
+        out += ["Counted under callgrind: the endpoints by interleaved runs, every other commit by one run.", ""]
     out += [f"    {line}" if line.startswith("    redline") else line for line in summary(doc)]
     out.append("")
     rows = step_rows(doc)

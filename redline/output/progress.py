@@ -46,6 +46,7 @@ class ConsoleObserver(Observer):
                                  console=self.console, transient=True,
                                  disable=not self.console.is_interactive)   # bars only on a terminal
         self.task = None
+        self.test_notes: set[str] = set()       # notes of the current test: a run's flag among them is not repeated
         self.bars.start()
 
     def close(self) -> None:
@@ -59,6 +60,7 @@ class ConsoleObserver(Observer):
 
     def test_started(self, test, index: int, count: int) -> None:
         self._end_phase()
+        self.test_notes = set()
         self.console.print(f"[{index}/{count}] {test.name}", style="bold")
 
     def test_skipped(self, test, reason: str) -> None:
@@ -95,10 +97,12 @@ class ConsoleObserver(Observer):
             parts.append(f"(server restarted into the test's state in {reset_s:.1f} s)")
         self.console.print(f"  {side}run {record.run_index + 1}: " + "  ".join(parts))
         for flag in record.flags:
-            self.console.print(f"    ⚠ {flag}", style="yellow")
+            if f"⚠ {flag}" not in self.test_notes:
+                self.console.print(f"    ⚠ {flag}", style="yellow")
 
     def note(self, text: str) -> None:
         self._end_phase()
+        self.test_notes.add(text)
         self.console.print(f"  {text}", style="yellow")
 
 
