@@ -55,7 +55,8 @@ def test_aa_gives_no_verdict_and_appendonly_is_a_regression_of_set_only(tmp_path
 
     proc = redline_cli("compare", "quick", "--name", "string-(set|get)-100B-pipeline-1$", *SMALL, "--runs", "2",
                        "--comparison-config", "appendonly=yes", "--json", aof, "--store", db,
-                       "--fail-on-regression", "--profile", timeout=600)
+                       "--fail-on-regression", "--profile", "--html", tmp_path / "aof.html",
+                       "--markdown", tmp_path / "aof.md", timeout=600)
     assert proc.returncode == 3, proc.stderr[-2000:]
     document = json.loads(aof.read_text())
     by = _by_command(document["comparisons"])
@@ -77,6 +78,12 @@ def test_aa_gives_no_verdict_and_appendonly_is_a_regression_of_set_only(tmp_path
     stored = sqlite3.connect(db).execute("SELECT verdict FROM comparisons WHERE metric='instructions_per_op' "
                                          "AND test LIKE '%-set-%' ORDER BY rowid DESC").fetchone()
     assert stored == ("regression",)
+    # the reports name the interval for what it is (the rule's run range, no p-value)
+    page, markdown = (tmp_path / "aof.html").read_text(), (tmp_path / "aof.md").read_text()
+    assert "run range" in page and "95% CI" not in page
+    assert "change of medians, range of every cross-side ratio of runs" in page
+    row = next(line for line in markdown.splitlines() if "-set-" in line and "| instructions_per_op |" in line)
+    assert row.split("|")[7].strip() == "–", row          # p: none
 
 
 @needs_valgrind

@@ -48,11 +48,23 @@ def _reason(c: TestComparison) -> str:
     return f"{r.effect_words}; τ {r.tau_pct:.1f}%"
 
 
+COUNTED = frozenset(m.name for m in metrics.compared(metrics.INSTRUCTIONS))
+
+
 def interval_label(comparisons: list[TestComparison]) -> str:
     """What the interval column holds: a 95% confidence interval, or — for runs under callgrind,
-    judged by redline.instructions.verdict — the range of every cross-side ratio of runs."""
-    counted = {m.name for m in metrics.compared(metrics.INSTRUCTIONS)}
-    return "run range" if comparisons and all(c.metric in counted for c in comparisons) else "95% CI"
+    judged by redline.instructions.verdict — the range of every cross-side ratio of runs; "interval"
+    when a session holds both."""
+    counted = [c.metric in COUNTED for c in comparisons]
+    if counted and all(counted):
+        return "run range"
+    return "interval" if any(counted) else "95% CI"
+
+
+def interval_words(comparisons: list[TestComparison]) -> str:
+    """The interval column's meaning in words (for a sentence or an axis title)."""
+    return {"run range": "range of every cross-side ratio of runs", "95% CI": "95% interval"}.get(
+        interval_label(comparisons), "95% interval; counted metrics: range of runs")
 
 
 def by_test(comparisons: list[TestComparison]) -> list[TestComparison]:
@@ -72,7 +84,7 @@ def cells(c: TestComparison) -> dict[str, str]:
             "comparison": format_number(r.comparison_median if r else None),
             "Δ": f"{r.delta_pct:+.1f}%" if r else "–",
             "95% CI": f"[{r.ci_low_pct:+.1f}%, {r.ci_high_pct:+.1f}%]" if r else "–",
-            "p": f"{r.p_value:.3f}" if r else "–"}
+            "p": f"{r.p_value:.3f}" if r and c.metric not in COUNTED else "–"}     # counted: the rule has no p
 
 
 ELLIPSIS = "…"
@@ -190,6 +202,5 @@ def summary_sentence(comparisons: list[TestComparison], tests: int) -> str:
     parts = [f"{counts[v]} {WORDS[v] if counts[v] == 1 else plural[v]}"
              for v in (Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.INCONCLUSIVE) if counts[v]]
     if not parts:
-        interval = "range of runs" if interval_label(comparisons) == "run range" else "95% interval"
-        return f"No change in any of {tests} tests: every metric's {interval} lies inside its threshold."
+        return f"No change in any of {tests} tests: every metric's {interval_words(comparisons)} lies inside its threshold."
     return f"{', '.join(parts)} across {tests} tests × {len({c.metric for c in comparisons})} metrics."

@@ -124,9 +124,9 @@ class ForestRow:
     hover: str
 
 
-def forest(rows: list[ForestRow]) -> dict:
-    """Each test × metric: its estimate and 95% interval, over the ±τ band, coloured by verdict
-    (rows in the order given: first at the top)."""
+def forest(rows: list[ForestRow], *, interval: str = "95% interval") -> dict:
+    """Each test × metric: its estimate and interval (`interval` says which), over the ±τ band,
+    coloured by verdict (rows in the order given: first at the top)."""
     labels = [r.label for r in rows]
     data = [{"type": "bar", "orientation": "h", "y": labels, "base": [-r.tau_pct for r in rows],
              "x": [2 * r.tau_pct for r in rows], "marker": {"color": "rgba(120,130,150,0.16)"}, "width": 0.8,
@@ -144,7 +144,7 @@ def forest(rows: list[ForestRow]) -> dict:
                      "hovertext": [r.hover for r in mine], "hoverinfo": "text"})
     layout = _layout(showlegend=True, legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0},
                      barmode="overlay", margin={"l": 10, "r": 20, "t": 30, "b": 40},
-                     xaxis=_axis("Δ % comparison vs baseline (Hodges–Lehmann, 95% interval; grey: ±τ)",
+                     xaxis=_axis(f"Δ % comparison vs baseline ({interval}; grey: ±τ)",
                                  zeroline=True, zerolinewidth=1.5, side="bottom"),
                      yaxis=_axis(autorange="reversed", type="category", tickfont={"size": 11}))
     return {"data": data, "layout": layout}

@@ -18,7 +18,8 @@ from redline.output.html.page import Page, facts_table, table, text
 from redline.output.html.source import SessionData
 from redline.output.markdown import LEGEND, sides_sentence
 from redline.run import Run
-from redline.output.verdicts import WORDS, by_test, cells, explain, moves, sorted_comparisons, summary_sentence
+from redline.output.verdicts import (WORDS, by_test, cells, explain, interval_label, interval_words, moves,
+                                     sorted_comparisons, summary_sentence)
 
 
 def when(timestamp: float | None) -> str:
@@ -210,7 +211,8 @@ def _verdict_lines(comparisons: list[TestComparison]) -> str:
         n = cells(c)
         rows.append([text(_metric_label(c.metric)), n["baseline"], n["comparison"], n["Δ"], text(n["95% CI"]), n["p"],
                      f'<span class="verdict-{c.verdict}">{text(WORDS[c.verdict])}</span> {text(explain(c))}'])
-    return table(["metric", "baseline", "comparison", "Δ", "95% CI", "p", "verdict"], rows, numeric={1, 2, 3, 4, 5})
+    return table(["metric", "baseline", "comparison", "Δ", interval_label(comparisons), "p", "verdict"], rows,
+                 numeric={1, 2, 3, 4, 5})
 
 
 def _metric_label(name: str) -> str:
@@ -277,7 +279,9 @@ def _forest(page: Page, comparisons: list[TestComparison]) -> str:
             for c in judged]
     note = ('<p class="note">Sorted by effect, worst first (for ops/sec a fall is worse, for latency and CPU '
             'a rise). Hover for the numbers and the reason.</p>')
-    return note + page.figure(plots.forest(rows), height=110 + 22 * len(rows))
+    estimate = {"95% CI": "Hodges–Lehmann, ", "run range": "change of medians, "}.get(interval_label(judged), "")
+    return note + page.figure(plots.forest(rows, interval=estimate + interval_words(judged)),
+                              height=110 + 22 * len(rows))
 
 
 def _verdict_table(comparisons: list[TestComparison], tests: dict[str, list[Run]]) -> str:
@@ -290,6 +294,6 @@ def _verdict_table(comparisons: list[TestComparison], tests: dict[str, list[Run]
                      n["comparison"], n["Δ"], text(n["95% CI"]), n["p"],
                      f'<span class="verdict-{c.verdict}">{text(WORDS[c.verdict])}</span> {text(explain(c))}'
                      + (f"; moved: {text(moved)}" if moved else "")])
-    return table(["test", "metric", "baseline", "comparison", "Δ", "95% CI", "p", "verdict"], rows,
+    return table(["test", "metric", "baseline", "comparison", "Δ", interval_label(comparisons), "p", "verdict"], rows,
                  numeric={2, 3, 4, 5, 6})
 
