@@ -188,7 +188,7 @@ class Counted:
     """What one measurement of one or two commits gave."""
 
     counts: dict[tuple[str, str], list[Count]] = field(default_factory=dict)   # (sha, test) → runs
-    failures: dict[str, str] = field(default_factory=dict)          # test → why runs failed
+    failures: dict[tuple[str, str], str] = field(default_factory=dict)   # (sha, test) → why its runs failed
     profiles: dict[str, tuple[list[dict], str]] = field(default_factory=dict)   # test → moved symbols, diff SVG
 
 
@@ -229,9 +229,10 @@ class EngineCounter:
                     fixed = (run.facts.get("instructions") or {}).get("requests_per_connection")
                     if fixed:
                         self.requests_per_connection.setdefault(run.test, fixed)
-            failed = _failures(measured)
-            if failed:
-                counted.failures[key] = failed
+            for side, commit in commit_of.items():
+                failed = _failures([run for run in measured if run.side == side])
+                if failed:
+                    counted.failures[(commit.sha, key)] = failed
         if profile:
             counted.profiles = profile_differences(records, self.measuring.artifacts())
         return counted
@@ -259,20 +260,17 @@ class CountedComparer:
         missing = [c for c in (reference, candidate) if not all(self._counted(c, t) for t in tests)]
         profiles: dict[str, tuple[list[dict], str]] = {}
         if profile:
-            profiles = self._take(self.counter.count([reference, candidate], tests, runs=1, profile=True),
-                                  [reference, candidate])
+            profiles = self._take(self.counter.count([reference, candidate], tests, runs=1, profile=True))
         elif len(missing) == 2:
-            self._take(self.counter.count(missing, tests, runs=self.endpoint_runs), missing)
+            self._take(self.counter.count(missing, tests, runs=self.endpoint_runs))
         elif missing:
-            self._take(self.counter.count(missing, tests, runs=1), missing)
+            self._take(self.counter.count(missing, tests, runs=1))
         return {test: self._change(reference, candidate, test, profiles.get(test)) for test in tests}
 
-    def _take(self, counted: Counted, commits: list[Commit]) -> dict[str, tuple[list[dict], str]]:
+    def _take(self, counted: Counted) -> dict[str, tuple[list[dict], str]]:
         for key, counts in counted.counts.items():
             self.counts.setdefault(key, []).extend(counts)
-        for test, why in counted.failures.items():
-            for commit in commits:
-                self.failures[(commit.sha, test)] = why
+        self.failures.update(counted.failures)
         return counted.profiles
 
     def _change(self, reference: Commit, candidate: Commit, test: str,

@@ -47,7 +47,7 @@ class SimulatedCounter:
             index = self.index[commit.sha]
             for test in tests:
                 if index in self.failing:
-                    counted.failures[test] = "1 runs failed: the server exited (signal 11)"
+                    counted.failures[(commit.sha, test)] = "1 runs failed: the server exited (signal 11)"
                     continue
                 for _ in range(runs):
                     self.runs += 1
