@@ -76,12 +76,15 @@ class WindowProbe:
     _thread: threading.Thread | None = None
     _info_start_thread: threading.Thread | None = None
 
-    def mark_start(self) -> None:
+    def mark_start(self, *, wait: bool = False) -> None:
         # CPU is read at once; INFO waits its turn behind whatever the server is executing (seconds,
-        # for a queue of slow calls), so it is read aside and never delays the end mark's CPU reading
+        # for a queue of slow calls), so it is read aside and never delays the end mark's CPU reading;
+        # `wait`: INFO is read before this returns (a counted window starts after it)
         self.cpu_start = read_cpu(self.pids)
         self._info_start_thread = threading.Thread(target=self._read_info_start, daemon=True)
         self._info_start_thread.start()
+        if wait:
+            self._info_start_thread.join()
         if self.cpu_start is not None:
             self._thread = threading.Thread(target=self._sample_each_second, daemon=True)
             self._thread.start()

@@ -45,11 +45,13 @@ def find_valgrind() -> tuple[Path, Path]:
 
 
 def valgrind_prefix(workdir: Path) -> list[str]:
-    """The command line that runs a server under callgrind, its dumps and vgdb FIFOs in `workdir`."""
+    """The command line that runs a server under callgrind, its dumps and vgdb FIFOs in `workdir`,
+    with the fixed hash seed preloaded (redline.instructions.seed)."""
+    from redline.instructions.seed import preloaded
     valgrind, _ = find_valgrind()
     workdir = Path(workdir)
-    return [str(valgrind), *VALGRIND_OPTIONS, f"--vgdb-prefix={workdir / VGDB_PREFIX_NAME}",
-            f"--callgrind-out-file={workdir / OUT_NAME}.%p"]
+    return preloaded([str(valgrind), *VALGRIND_OPTIONS, f"--vgdb-prefix={workdir / VGDB_PREFIX_NAME}",
+                      f"--callgrind-out-file={workdir / OUT_NAME}.%p"])
 
 
 class CallgrindControl:

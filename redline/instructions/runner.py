@@ -22,6 +22,19 @@ from redline.watch import ServerWatch
 KEPT_FROM_THE_LOAD = ("keyspace_hits", "keyspace_misses", "used_memory_bytes", "ops", "measured_s", "errors")
 
 
+class _ProbeEdges:
+    """The run's window probe (INFO at both ends) read outside the counted window."""
+
+    def __init__(self, probe: WindowProbe):
+        self.probe = probe
+
+    def before(self) -> None:
+        self.probe.mark_start(wait=True)
+
+    def after(self) -> None:
+        self.probe.mark_end()
+
+
 class InstructionsRunner(ServerRunner):
     """ServerRunner under callgrind (see the module docstring)."""
 
@@ -30,6 +43,8 @@ class InstructionsRunner(ServerRunner):
         self.request_plan: RequestPlan | None = None      # decided by the test's first window
         self.window: WindowResult | None = None
         self.warnings: list[str] = []
+        self.first_run_id: str | None = None       # the fixed hash seed makes every server's run_id this one
+        self.seed_flag: str | None = None
 
     def skip_reason(self) -> str | None:
         reason = super().skip_reason()
@@ -58,12 +73,14 @@ class InstructionsRunner(ServerRunner):
         window = measure_window(control_of(self.ready_sides[side].server), request, plan=self.request_plan,
                                 window_instructions=self.settings.window_instructions or WINDOW_INSTRUCTIONS,
                                 fixed_per_connection=self.settings.window_requests,
-                                listener=_LoadProgress(self.observer, probe, request), server_alive=watch)
+                                listener=_LoadProgress(self.observer, None, request), server_alive=watch,
+                                edges=_ProbeEdges(probe))
         self.request_plan = self.request_plan or window.plan
         self.window = window
+        self.seed_flag = self._seed_check((probe.info_start or {}).get("run_id"))
         run.facts["loadgen_argv"] = window.load.argv          # the measured requests' own command line
         run.facts["warmup_s"] = None                           # the warm-up is a request count here
-        run.facts["instructions"] = {**window.plan.as_dict(),
+        run.facts["instructions"] = {**window.plan.as_dict(), "server_run_id": (probe.info_start or {}).get("run_id"),
                                      "this_run_estimate_per_op": round(window.marginal_per_op, 1),
                                      "warmup_requests_per_connection": window.warmup_per_connection,
                                      "valgrind": "callgrind --cache-sim=yes", "dump_events": list(window.dump.events)}
@@ -81,4 +98,16 @@ class InstructionsRunner(ServerRunner):
         metrics = {name: timed.get(name) for name in KEPT_FROM_THE_LOAD}
         metrics.update(self.window.metrics)
         flags = [flag for flag in flags if flag != "client saturated its core"] + self.warnings
-        return metrics, {}, flags
+        return metrics, {}, flags + ([self.seed_flag] if self.seed_flag else [])
+
+    def _seed_check(self, run_id: str | None) -> str | None:
+        """A flag when this server's run_id differs from the first one's: its hash seed was not the
+        fixed one (redline.instructions.seed), so its dictionaries may be laid out differently."""
+        if not run_id:
+            return None
+        self.first_run_id = self.first_run_id or run_id
+        if run_id == self.first_run_id:
+            return None
+        return (f"hash seed not fixed: this server's run_id {run_id[:12]} differs from the first server's "
+                f"{self.first_run_id[:12]}; its dictionaries may be laid out differently (whole-process counts "
+                "then differ by a few %, docs/measure-instructions.md)")

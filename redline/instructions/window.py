@@ -7,9 +7,11 @@ requests between a zero and a dump of callgrind's counters.
                difference of the two dumps over the difference of their requests is the cost of
                one request without the connections' accept and close, from which the test's
                request count is chosen (once per test, for every run and side)
-    window     the fixed request count, counters dumped
+    (edges)    the caller's INFO reading, then counters dumped and dropped: it is not counted
+    window     the fixed request count, counters dumped; then the caller's closing INFO reading
 
-Every run does all three, so every run of every side reaches its window the same way. The
+Every run does all three, so every run of every side reaches its window the same way (the
+warm-up's size follows the test's plan once there is one). The
 window holds the measured requests plus the connections' accept and close (the same in every
 run) and whatever the event loop and `serverCron` did meanwhile: cron runs `hz` times per
 wall-clock second, and under callgrind a second holds fewer requests when the machine is busy,
@@ -22,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 from redline.errors import RunError
 from redline.instructions.callgrind import CallgrindControl
@@ -108,15 +110,25 @@ def _connections(result: LoadResult) -> int:
     return int(opened)
 
 
+class WindowEdges(Protocol):
+    """What the caller reads from the server just before and just after the window (INFO): said
+    outside the counted requests, so the window holds none of it."""
+
+    def before(self) -> None: ...
+    def after(self) -> None: ...
+
+
 def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: RequestPlan | None = None,
                    window_instructions: int = WINDOW_INSTRUCTIONS, fixed_per_connection: int | None = None,
                    listener: LoadListener | None = None, server_alive: Callable[[], bool] | None = None,
-                   command_function: str = "call") -> WindowResult:
+                   edges: WindowEdges | None = None, command_function: str = "call") -> WindowResult:
     """Probe, warm-up and the measured window on the server `control` commands. `request` is the
     test's load (its duration and request count are replaced); `plan` the test's request count
     when an earlier run decided it; `fixed_per_connection` a count given from outside (the first
-    run's plan is then that count, not one chosen from `window_instructions`). Every load phase is a separate redline-load, so each zero
-    and dump happens while no request is in flight."""
+    run's plan is then that count, not one chosen from `window_instructions`); `edges` the
+    caller's readings around the window, made between dumps so that none is counted. Every load
+    phase is a separate redline-load, so each zero and dump happens while no request is in
+    flight."""
     control.instrumentation_restart()
     once = replace(request, duration_s=None, warmup_s=0.0)
 
@@ -135,7 +147,9 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
     probe_dump = _dumped(control)
     probe_cost = request_driven(probe_dump)
     probe_per_op = probe_cost / max(probe.ops or 1, 1)
-    warmup_size = WARMUP_PER_CONNECTION if probe_per_op < COSTLY_REQUEST else 2
+    # every run of a test warms up alike: by the test's plan once there is one (a later run's probe
+    # also holds what the server did between runs)
+    warmup_size = WARMUP_PER_CONNECTION if (plan.estimate_per_op if plan else probe_per_op) < COSTLY_REQUEST else 2
     warmup = send(warmup_size, (probe_per_op, _connections(probe)), "warmup")
     warmup_dump = _dumped(control)          # also zeroes the counters: the window starts here
     # the marginal cost of a request (serverCron left out, as in the metrics): probe and warm-up
@@ -148,9 +162,14 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
         plan = RequestPlan(fixed_per_connection, _connections(warmup), marginal, window_instructions, fixed=True)
     elif plan is None:
         plan = choose_requests(marginal, _connections(warmup), window_instructions)
+    if edges is not None:
+        edges.before()
+        _dumped(control)                    # the reading's own cost goes, the window starts here
     measured = send(plan.per_connection, (max(plan.estimate_per_op, marginal), plan.connections), "window",
                     listener)
     dump = parse_callgrind(control.dump())
+    if edges is not None:
+        edges.after()
     ops = measured.ops or 0
     if ops != plan.requests:
         raise RunError(f"the measured window completed {ops} of {plan.requests} requests")
