@@ -106,10 +106,10 @@ def _failures(records: list[Run]) -> str | None:
     return f"{len(failed)} runs failed: {failed[0]}" if failed else None
 
 
-def _change(test: str, result: MetricComparison | None, *, note: str | None = None,
+def _change(test: str, result: MetricComparison | None, *, verdict: str, note: str | None = None,
             run_ids: list[int] = (), interval: bool = True, **extra) -> Change:
-    """The search's view of one comparison of the metric."""
-    return Change(test=test, verdict=result.verdict if result else Verdict.INCONCLUSIVE,
+    """The search's view of one comparison of the metric, with the verdict it stands by."""
+    return Change(test=test, verdict=verdict,
                   delta_pct=result.delta_pct if result else None,
                   ci_low_pct=result.ci_low_pct if result and interval else None,
                   ci_high_pct=result.ci_high_pct if result and interval else None,
@@ -154,7 +154,8 @@ def _timed_change(c: TestComparison, records: list[Run]) -> Change:
     failed = _failures(records)
     if failed:
         note = f"{note + '; ' if note else ''}{failed}"
-    return _change(c.test, c.result, note=note, run_ids=[r.run_id for r in records], interval=not c.state_refusal,
+    return _change(c.test, c.result, verdict=c.verdict, note=note, run_ids=[r.run_id for r in records],
+                   interval=not c.state_refusal,
                    moved_symbols=c.moved_symbols, diff_flamegraph=c.diff_flamegraph)
 
 
@@ -280,8 +281,9 @@ class CountedComparer:
         moved, svg = profile or (None, None)
         if not ref or not cand:
             why = self.failures.get((candidate.sha, test)) or self.failures.get((reference.sha, test))
-            return _change(test, None, note=f"no counted run of {'the reference' if not ref else 'the candidate'}"
-                                            + (f" ({why})" if why else ""), run_ids=run_ids)
+            missing = "the reference" if not ref else "the candidate"
+            return _change(test, None, verdict=Verdict.INCONCLUSIVE, run_ids=run_ids,
+                           note=f"no counted run of {missing}" + (f" ({why})" if why else ""))
         refusal = state.state_refusal({BASELINE: [c.state for c in ref], COMPARISON: [c.state for c in cand]})
         higher = self.metric.higher_is_better
         first = test not in self.tau
@@ -293,9 +295,8 @@ class CountedComparer:
         else:
             result = one_run_step([c.value for c in ref], [c.value for c in cand],
                                   tau_pct=self.tau[test], higher_is_better=higher)
-        if refusal:
-            result = replace(result, verdict=Verdict.INCONCLUSIVE)
-        return _change(test, result, note=refusal or self.failures.get((candidate.sha, test)), run_ids=run_ids,
+        return _change(test, result, verdict=Verdict.INCONCLUSIVE if refusal else result.verdict,
+                       note=refusal or self.failures.get((candidate.sha, test)), run_ids=run_ids,
                        interval=not refusal, moved_symbols=moved, diff_flamegraph=svg,
                        step_tolerance_pct=step_tolerance_pct(self.tau[test]))
 
