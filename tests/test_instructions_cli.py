@@ -52,6 +52,9 @@ def test_aa_gives_no_verdict_and_appendonly_is_a_regression_of_set_only(tmp_path
         assert spread_pct(values) <= (2.0 if command == "get" else 3.0), (command, values)
         requests = {r["facts"]["instructions"]["requests"] for r in runs}
         assert len(requests) == 1 and {r["ops"] for r in runs} == requests     # one fixed count per test
+        # every counted server drew the same hash seed (the fixed seed): the same run_id, no flag
+        assert len({r["facts"]["instructions"]["server_run_id"] for r in runs}) == 1
+        assert not [flag for r in runs for flag in r["flags"] if "hash seed" in flag]
 
     proc = redline_cli("compare", "quick", "--name", "string-(set|get)-100B-pipeline-1$", *SMALL, "--runs", "2",
                        "--comparison-config", "appendonly=yes", "--json", aof, "--store", db,
