@@ -5,8 +5,9 @@ scripts/simulate_counted_bisect.py.
 A commit's true count is `base` before the culprit and `base × step` from it on (commits from
 `partial_from` on, before the culprit, count half the step in log terms: a change split over two
 commits). Each build has its own offset, uniform in ±`build_offset` (so two builds' counts sit up
-to 2 × build_offset apart, as two sides of one binary were measured: docs/measure-instructions.md
-"Sides that count differently"); each run its own noise, uniform in ±`run_noise`.
+to 2 × build_offset apart: the dictionaries' layout moved whole-process counts by up to 1.6%,
+docs/measure-instructions.md "Sides that count differently"); each run its own noise, uniform in
+±`run_noise`.
 """
 
 from __future__ import annotations

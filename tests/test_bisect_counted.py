@@ -1,7 +1,7 @@
 """Counted bisections (`redline bisect --measure instructions`): the search of redline/bisect.py
 with redline.bisect_measure.CountedComparer over simulated counts (redline.bisect_simulation: pure
 logic, no build, no valgrind): every build has a fixed offset of up to ±0.9% (two builds' counts
-up to 1.8% apart, as two sides of one binary were measured) and every run ±0.1%. The real thing
+up to 1.8% apart, more than the 1.6% layout effect measured) and every run ±0.1%. The real thing
 is in tests/test_bisect.py."""
 
 from __future__ import annotations
