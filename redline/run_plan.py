@@ -39,6 +39,9 @@ class RunSettings:
     # --measure instructions: requests per connection in every window, fixed by the caller (a counted
     # bisection carries its endpoints' count to every step); None: chosen from window_instructions
     window_requests: int | None = None
+    # --measure instructions: the count this store's earlier sessions used for the test, kept while it
+    # fits this run's estimate (redline.instructions.window.EARLIER_WINDOW_RANGE); a job sets it per test
+    earlier_window_requests: int | None = None
 
     def measure_for(self, test: TestSpec) -> str:
         """How `test` is measured: the session's --measure, else the suite's `redline: measure`, else time."""

@@ -492,6 +492,17 @@ class Store:
         return {(r["test"], r["metric"]): r["floor_pct"] for r in self.db.execute(
             "SELECT test, metric, floor_pct FROM noise_floors WHERE host=?", (platform.node(),))}
 
+    def earlier_window_requests(self, test: str, topology: str, window_instructions: int) -> int | None:
+        """The requests per connection of this store's latest counted run of the test at this window
+        target (--measure instructions keeps it while it fits: redline.instructions.window)."""
+        row = self.db.execute(
+            "SELECT json_extract(facts, '$.instructions.requests_per_connection') FROM runs "
+            "WHERE test=? AND topology=? AND status='ok' "
+            "AND json_extract(facts, '$.instructions.window_instructions_target')=? "
+            "AND json_extract(facts, '$.instructions.requests_per_connection') IS NOT NULL "
+            "ORDER BY id DESC LIMIT 1", (test, topology, window_instructions)).fetchone()
+        return int(row[0]) if row else None
+
     # -- reading ----------------------------------------------------------------------------
     def runs(self, session_id: int | None = None) -> list[sqlite3.Row]:
         if session_id is None:

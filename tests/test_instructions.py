@@ -15,7 +15,8 @@ from redline.instructions.costs import estimated_cycles, window_metrics
 from redline.instructions.folded import folded_stacks
 from redline.instructions.profile import callgrind_profile
 from redline.instructions.verdict import deterministic_verdict, spread_pct
-from redline.instructions.window import MAX_REQUESTS, MIN_PER_CONNECTION, choose_requests, measure_window
+from redline.instructions.window import (EARLIER, GIVEN, MAX_REQUESTS, MIN_PER_CONNECTION, _first_plan,
+                                        choose_requests, measure_window)
 from redline.errors import RunError
 from redline.load import LoadRequest, run_load
 from redline.server import ManagedServer, ServerSettings
@@ -104,6 +105,22 @@ def test_request_count_rule():
     assert costly.per_connection == MIN_PER_CONNECTION
     assert choose_requests(10, connections=1).requests == MAX_REQUESTS
     assert "150,000,000 instructions" in cheap.as_dict()["rule"]
+
+
+def test_a_test_keeps_its_earlier_request_count_while_the_window_fits():
+    target = 150_000_000
+    chosen = choose_requests(4_400, connections=50)
+    # the store's earlier count is kept whether this run estimates 3,200 or 7,000 per request ...
+    for estimate in (3_200, 4_400, 7_000):
+        plan = _first_plan(estimate, 50, target, given=None, earlier=chosen.per_connection)
+        assert plan.per_connection == chosen.per_connection and plan.origin == EARLIER
+    # ... not when it would make the window under half or over four times the target
+    assert _first_plan(1_000, 50, target, given=None, earlier=chosen.per_connection).origin != EARLIER
+    assert _first_plan(40_000, 50, target, given=None, earlier=chosen.per_connection).origin != EARLIER
+    # a given count (a bisection's endpoints') always wins
+    assert _first_plan(40_000, 50, target, given=7, earlier=chosen.per_connection).per_connection == 7
+    assert _first_plan(40_000, 50, target, given=7, earlier=None).origin == GIVEN
+    assert "earlier counted runs" in _first_plan(4_400, 50, target, given=None, earlier=1000).as_dict()["rule"]
 
 
 def test_verdict_rule_on_near_deterministic_values():

@@ -62,6 +62,12 @@ def test_aa_gives_no_verdict_and_appendonly_is_a_regression_of_set_only(tmp_path
                        "--markdown", tmp_path / "aof.md", timeout=600)
     assert proc.returncode == 3, proc.stderr[-2000:]
     document = json.loads(aof.read_text())
+    # the second session in the store counts the requests the first one counted (its windows fit)
+    first = {r["test"]: r["facts"]["instructions"]["requests"] for r in json.loads(aa.read_text())["runs"]
+             if r["status"] == "ok"}
+    measured = [r for r in document["runs"] if r["status"] == "ok" and r["purpose"] == "measure"]
+    assert measured and all(r["facts"]["instructions"]["origin"] == "earlier" for r in measured)
+    assert all(r["facts"]["instructions"]["requests"] == first[r["test"]] for r in measured)
     by = _by_command(document["comparisons"])
     set_instructions = by[("set", "instructions_per_op")]
     assert set_instructions["verdict"] == "regression" and 40 < set_instructions["delta_pct"] < 100, set_instructions

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from redline import machine
+from redline.metrics import INSTRUCTIONS
 from redline.engine import local_engine
 from redline.job import JobResolver, execute_jobs, jobs_for
 from redline.run import Run
@@ -135,6 +136,7 @@ def execute_session(args, *, kind: str, sides: list[Side], tests: list, max_runs
                                measure=args.measure, window_instructions=args.window_instructions)
         jobs = jobs_for(tests, sides, settings, max_runs=max_runs, lone_p_value=lone_p_value)
         store = Store(args.store)            # recovers what a killed redline left in the store …
+        _carry_request_counts(jobs, tests, settings, store)
         remove_abandoned_workdirs()          # … and in the temp directory
         session_id = store.begin_session(kind=kind, argv=sys.argv, machine=machine.facts())
         status = "interrupted"
@@ -147,6 +149,18 @@ def execute_session(args, *, kind: str, sides: list[Side], tests: list, max_runs
     finally:
         observer.close()
     return Session(kind, store, session_id, records)
+
+
+def _carry_request_counts(jobs: list, tests: list, settings: RunSettings, store: Store) -> None:
+    """--measure instructions: each counted job offers the request count of this store's earlier
+    counted runs of its test, which its runs keep while it fits (redline.instructions.window), so
+    that sessions of one store count the same requests."""
+    from redline.instructions.window import WINDOW_INSTRUCTIONS
+    by_name = {test.name: test for test in tests}
+    target = settings.window_instructions or WINDOW_INSTRUCTIONS
+    for job in jobs:
+        if settings.measure_for(by_name[job.test]) == INSTRUCTIONS:
+            job.settings["earlier_window_requests"] = store.earlier_window_requests(job.test, job.topology, target)
 
 
 def measured_runs_by_test(records: list[Run]) -> dict[str, list[Run]]:

@@ -73,6 +73,7 @@ class InstructionsRunner(ServerRunner):
         window = measure_window(control_of(self.ready_sides[side].server), request, plan=self.request_plan,
                                 window_instructions=self.settings.window_instructions or WINDOW_INSTRUCTIONS,
                                 fixed_per_connection=self.settings.window_requests,
+                                earlier_per_connection=self.settings.earlier_window_requests,
                                 listener=_LoadProgress(self.observer, None, request), server_alive=watch,
                                 edges=_ProbeEdges(probe))
         self.request_plan = self.request_plan or window.plan

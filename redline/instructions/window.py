@@ -43,6 +43,22 @@ SLOWEST_INSTRUCTIONS_PER_S = 1_000_000      # under callgrind on a busy machine:
 LOAD_GRACE_S = 300.0
 
 
+# An earlier session's count is kept while this run's estimate puts its window within this range
+# of the target: per-op counts of windows of different lengths are not the same measurement (a
+# growing hash table, the accept/close share), so sessions of one store count alike.
+EARLIER_WINDOW_RANGE = (0.5, 4.0)
+
+CHOSEN, GIVEN, EARLIER = "window", "given", "earlier"
+RULES = {
+    CHOSEN: (f"at least {{plan.window_instructions:,}} instructions and {MIN_PER_CONNECTION} requests per connection, "
+             f"at most {MAX_REQUESTS:,} requests; per-connection count rounded up to 1, 1.5, 2, 3, 5 or 7.5 × 10^k"),
+    GIVEN: "{plan.per_connection} requests per connection, given by the caller (the count of the runs it is compared with)",
+    EARLIER: ("{plan.per_connection} requests per connection, as this store's earlier counted runs of the test "
+              "(sessions count the same requests while that gives a window of "
+              f"{EARLIER_WINDOW_RANGE[0]:g}-{EARLIER_WINDOW_RANGE[1]:g}x the target)"),
+}
+
+
 @dataclass(frozen=True)
 class RequestPlan:
     """How many requests a test's runs send, decided once per test and recorded with each run."""
@@ -51,7 +67,7 @@ class RequestPlan:
     connections: int
     estimate_per_op: float       # instructions per request (probe and warm-up) when it was decided
     window_instructions: int     # the target the count was chosen for
-    fixed: bool = False          # the count was given (RunSettings.window_requests), not chosen
+    origin: str = CHOSEN         # CHOSEN for the window, GIVEN (RunSettings.window_requests), EARLIER (the store's)
 
     @property
     def requests(self) -> int:
@@ -61,12 +77,8 @@ class RequestPlan:
         return {"requests": self.requests, "requests_per_connection": self.per_connection,
                 "connections": self.connections,
                 "estimated_instructions_per_op": round(self.estimate_per_op, 1),
-                "window_instructions_target": self.window_instructions,
-                "rule": f"{self.per_connection} requests per connection, given by the caller (the same count "
-                        "as the runs it is compared with)" if self.fixed else
-                        f"at least {self.window_instructions:,} instructions and {MIN_PER_CONNECTION} requests "
-                        f"per connection, at most {MAX_REQUESTS:,} requests; per-connection count rounded "
-                        "up to 1, 1.5, 2, 3, 5 or 7.5 × 10^k"}
+                "window_instructions_target": self.window_instructions, "origin": self.origin,
+                "rule": RULES[self.origin].format(plan=self)}
 
 
 NICE_STEPS = (1, 1.5, 2, 3, 5, 7.5, 10)
@@ -103,6 +115,19 @@ class WindowResult:
     warmup_per_connection: int
 
 
+def _first_plan(estimate_per_op: float, connections: int, window_instructions: int, *, given: int | None,
+                earlier: int | None) -> RequestPlan:
+    """The test's plan at its first run: a given count, else the store's earlier one while it still
+    fits (EARLIER_WINDOW_RANGE), else one chosen for the window."""
+    if given is not None:
+        return RequestPlan(given, connections, estimate_per_op, window_instructions, origin=GIVEN)
+    if earlier is not None:
+        low, high = EARLIER_WINDOW_RANGE
+        if low * window_instructions <= earlier * connections * estimate_per_op <= high * window_instructions:
+            return RequestPlan(earlier, connections, estimate_per_op, window_instructions, origin=EARLIER)
+    return choose_requests(estimate_per_op, connections, window_instructions)
+
+
 def _connections(result: LoadResult) -> int:
     opened = (result.extra.get("connections") or {}).get("opened")
     if not opened:
@@ -120,12 +145,15 @@ class WindowEdges(Protocol):
 
 def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: RequestPlan | None = None,
                    window_instructions: int = WINDOW_INSTRUCTIONS, fixed_per_connection: int | None = None,
-                   listener: LoadListener | None = None, server_alive: Callable[[], bool] | None = None,
-                   edges: WindowEdges | None = None, command_function: str = "call") -> WindowResult:
+                   earlier_per_connection: int | None = None, listener: LoadListener | None = None,
+                   server_alive: Callable[[], bool] | None = None, edges: WindowEdges | None = None,
+                   command_function: str = "call") -> WindowResult:
     """Probe, warm-up and the measured window on the server `control` commands. `request` is the
     test's load (its duration and request count are replaced); `plan` the test's request count
     when an earlier run decided it; `fixed_per_connection` a count given from outside (the first
-    run's plan is then that count, not one chosen from `window_instructions`); `edges` the
+    run's plan is then that count, not one chosen from `window_instructions`);
+    `earlier_per_connection` the count earlier sessions used, kept when it gives a window within
+    EARLIER_WINDOW_RANGE of the target at this run's estimate; `edges` the
     caller's readings around the window, made between dumps so that none is counted. Every load
     phase is a separate redline-load, so each zero and dump happens while no request is in
     flight."""
@@ -158,10 +186,9 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
     marginal = (request_driven(warmup_dump) - probe_cost) / extra_ops if extra_ops > 0 else 0.0
     if marginal <= 0:
         marginal = request_driven(warmup_dump) / max(warmup.ops or 1, 1)
-    if plan is None and fixed_per_connection is not None:
-        plan = RequestPlan(fixed_per_connection, _connections(warmup), marginal, window_instructions, fixed=True)
-    elif plan is None:
-        plan = choose_requests(marginal, _connections(warmup), window_instructions)
+    if plan is None:
+        plan = _first_plan(marginal, _connections(warmup), window_instructions, given=fixed_per_connection,
+                           earlier=earlier_per_connection)
     if edges is not None:
         edges.before()
         _dumped(control)                    # the reading's own cost goes, the window starts here
