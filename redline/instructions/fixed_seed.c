@@ -22,20 +22,23 @@ static FILE *fixed_stream(void) {
     return fmemopen(fixed_bytes, SEED_BYTES, "r");
 }
 
-FILE *fopen(const char *path, const char *mode) {
-    static FILE *(*next_fopen)(const char *, const char *);
+typedef FILE *(*open_function)(const char *, const char *);
+
+/* DEVICE gets the fixed bytes; any other path goes to the next definition of `name` (libc's). */
+static FILE *opened(const char *path, const char *mode, const char *name, open_function *next) {
     if (path != NULL && strcmp(path, DEVICE) == 0)
         return fixed_stream();
-    if (next_fopen == NULL)
-        next_fopen = (FILE *(*)(const char *, const char *))dlsym(RTLD_NEXT, "fopen");
-    return next_fopen(path, mode);
+    if (*next == NULL)
+        *next = (open_function)dlsym(RTLD_NEXT, name);
+    return (*next)(path, mode);
+}
+
+FILE *fopen(const char *path, const char *mode) {
+    static open_function next_fopen;
+    return opened(path, mode, "fopen", &next_fopen);
 }
 
 FILE *fopen64(const char *path, const char *mode) {
-    static FILE *(*next_fopen64)(const char *, const char *);
-    if (path != NULL && strcmp(path, DEVICE) == 0)
-        return fixed_stream();
-    if (next_fopen64 == NULL)
-        next_fopen64 = (FILE *(*)(const char *, const char *))dlsym(RTLD_NEXT, "fopen64");
-    return next_fopen64(path, mode);
+    static open_function next_fopen64;
+    return opened(path, mode, "fopen64", &next_fopen64);
 }

@@ -78,10 +78,11 @@ class InstructionsRunner(ServerRunner):
                                 edges=_ProbeEdges(probe))
         self.request_plan = self.request_plan or window.plan
         self.window = window
-        self.seed_flag = self._seed_check((probe.info_start or {}).get("run_id"))
+        run_id = (probe.info_start or {}).get("run_id")
+        self.seed_flag = self._seed_check(run_id)
         run.facts["loadgen_argv"] = window.load.argv          # the measured requests' own command line
         run.facts["warmup_s"] = None                           # the warm-up is a request count here
-        run.facts["instructions"] = {**window.plan.as_dict(), "server_run_id": (probe.info_start or {}).get("run_id"),
+        run.facts["instructions"] = {**window.plan.as_dict(), "server_run_id": run_id,
                                      "this_run_estimate_per_op": round(window.marginal_per_op, 1),
                                      "warmup_requests_per_connection": window.warmup_per_connection,
                                      "valgrind": "callgrind --cache-sim=yes", "dump_events": list(window.dump.events)}

@@ -52,25 +52,24 @@ def _words(baseline: Sequence[float], comparison: Sequence[float], higher_is_bet
     return f"comparison costlier in {worse} of {total} run pairs"
 
 
-def deterministic_verdict(baseline: Sequence[float], comparison: Sequence[float], *,
-                          higher_is_better: bool = False, aa_spread_pct: float | None = None,
-                          least_change_pct: float = MIN_EFFECT_PCT) -> MetricComparison:
-    """The rule above for one metric; values must be positive. `least_change_pct` replaces the 1%
-    where a metric's sides can differ by more than its runs do (the registry says where)."""
+def _positive(baseline: Sequence[float], comparison: Sequence[float]) -> tuple[list[float], list[float]]:
     base = [float(v) for v in baseline if v and v > 0]
     comp = [float(v) for v in comparison if v and v > 0]
     if not base or not comp:
         raise ValueError(f"need positive values on both sides, got {len(base)} baseline and {len(comp)} comparison")
-    spread = max(spread_pct(base), spread_pct(comp), aa_spread_pct or 0.0)
-    tau = max(least_change_pct, SPREAD_FACTOR * spread)
+    return base, comp
+
+
+def _judged(base: list[float], comp: list[float], *, tau: float, higher_is_better: bool, widen: float = 1.0,
+            inconclusive: bool = False) -> MetricComparison:
+    """change = median(B) ÷ median(A) − 1; interval = every cross-side ratio, widened by the factor
+    `widen` on both ends; the verdict from them and τ (inconclusive when told so)."""
     base_median, comp_median = statistics.median(base), statistics.median(comp)
     change = (comp_median / base_median - 1) * 100.0
-    low, high = (min(comp) / max(base) - 1) * 100.0, (max(comp) / min(base) - 1) * 100.0
-    if min(len(base), len(comp)) < MIN_RUNS or spread > MAX_SPREAD_PCT:
-        verdict = Verdict.INCONCLUSIVE
-    else:
-        verdict = decide_verdict(delta_pct=change, ci_low_pct=low, ci_high_pct=high, tau_pct=tau,
-                                 higher_is_better=higher_is_better)
+    low = (min(comp) / max(base) / widen - 1) * 100.0
+    high = (max(comp) / min(base) * widen - 1) * 100.0
+    verdict = Verdict.INCONCLUSIVE if inconclusive else decide_verdict(
+        delta_pct=change, ci_low_pct=low, ci_high_pct=high, tau_pct=tau, higher_is_better=higher_is_better)
     decided = verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
     return MetricComparison(
         baseline_median=base_median, comparison_median=comp_median, delta_pct=change,
@@ -82,6 +81,17 @@ def deterministic_verdict(baseline: Sequence[float], comparison: Sequence[float]
         min_detectable_pct=max(tau, abs(high - change), abs(change - low)),
         n_baseline=len(base), n_comparison=len(comp), paired=False,
         effect_words=_words(base, comp, higher_is_better), higher_is_better=higher_is_better)
+
+
+def deterministic_verdict(baseline: Sequence[float], comparison: Sequence[float], *,
+                          higher_is_better: bool = False, aa_spread_pct: float | None = None,
+                          least_change_pct: float = MIN_EFFECT_PCT) -> MetricComparison:
+    """The rule above for one metric; values must be positive. `least_change_pct` replaces the 1%
+    where a metric's sides can differ by more than its runs do (the registry says where)."""
+    base, comp = _positive(baseline, comparison)
+    spread = max(spread_pct(base), spread_pct(comp), aa_spread_pct or 0.0)
+    return _judged(base, comp, tau=max(least_change_pct, SPREAD_FACTOR * spread), higher_is_better=higher_is_better,
+                   inconclusive=min(len(base), len(comp)) < MIN_RUNS or spread > MAX_SPREAD_PCT)
 
 
 def step_tolerance_pct(tau_pct: float) -> float:
@@ -104,21 +114,6 @@ def one_run_step(reference: Sequence[float], candidate: Sequence[float], *, tau_
         verdict    the usual rule on that interval with τ
 
     redline.bisect decides the step from where the interval lies against the half-way point."""
-    ref = [float(v) for v in reference if v and v > 0]
-    cand = [float(v) for v in candidate if v and v > 0]
-    if not ref or not cand:
-        raise ValueError(f"need positive values on both sides, got {len(ref)} reference and {len(cand)} candidate")
-    widen = 1 + step_tolerance_pct(tau_pct) / 100
-    ref_median, cand_median = statistics.median(ref), statistics.median(cand)
-    change = (cand_median / ref_median - 1) * 100.0
-    low = (min(cand) / max(ref) / widen - 1) * 100.0
-    high = (max(cand) / min(ref) * widen - 1) * 100.0
-    verdict = decide_verdict(delta_pct=change, ci_low_pct=low, ci_high_pct=high, tau_pct=tau_pct,
-                             higher_is_better=higher_is_better)
-    decided = verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
-    return MetricComparison(
-        baseline_median=ref_median, comparison_median=cand_median, delta_pct=change,
-        ci_low_pct=low, ci_high_pct=high, p_value=0.0 if decided else 1.0, verdict=verdict,
-        tau_pct=tau_pct, min_detectable_pct=max(tau_pct, abs(high - change), abs(change - low)),
-        n_baseline=len(ref), n_comparison=len(cand), paired=False,
-        effect_words=_words(ref, cand, higher_is_better), higher_is_better=higher_is_better)
+    ref, cand = _positive(reference, candidate)
+    return _judged(ref, cand, tau=tau_pct, higher_is_better=higher_is_better,
+                   widen=1 + step_tolerance_pct(tau_pct) / 100)
