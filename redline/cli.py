@@ -8,11 +8,12 @@ import signal
 import sys
 from pathlib import Path
 
-from redline import __version__, metrics
-from redline.argtypes import duration, positive_float, positive_int, regex, session_id, store_path, whole_seconds
+from redline import __version__
+from redline.core import metrics
+from redline.commands.argtypes import duration, positive_float, positive_int, regex, session_id, store_path, whole_seconds
 from redline.commands.build import add_build_parser
 from redline.commands.fleet import add_fleet_parsers
-from redline.errors import RunError, UsageError
+from redline.core.errors import RunError, UsageError
 from redline.export.options import add_export_arguments, add_placement_arguments, since_date
 from redline.output.terminal import printable
 from redline.commands.suites import add_suites_parser

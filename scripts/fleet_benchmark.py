@@ -35,8 +35,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from redline.fleet import keys, work  # noqa: E402
-from redline.job import SideSpec  # noqa: E402
-from redline.run import Run  # noqa: E402
+from redline.engine.job import SideSpec  # noqa: E402
+from redline.core.run import Run  # noqa: E402
 
 PLATFORM = "bench"
 BOUND_S = 1800
@@ -58,7 +58,7 @@ class StandInExecutor:
 def agent_main(args) -> int:
     from redline.fleet.agent import Agent
     from redline.fleet.process import Stopping, connect
-    from redline.store import Store
+    from redline.store.results import Store
     stopping = Stopping()
     Agent(connect(args.redis), platform=PLATFORM, name=args.name, store=Store(args.store), claim_idle_s=args.claim_idle,
           heartbeat_s=1.0, max_attempts=5, stopping=stopping, executor=StandInExecutor(args.job_seconds)).serve()
@@ -143,7 +143,7 @@ def main() -> int:
         return agent_main(args)
 
     from redline.fleet.local import start_redis
-    from redline.server import free_port
+    from redline.server.process import free_port
     directory = Path(tempfile.mkdtemp(prefix="redline-fleet-bench-"))
     port = free_port()
     server = start_redis(port, directory)

@@ -1,6 +1,6 @@
 """How counted bisections (`redline bisect --measure instructions`: one run per commit after the
 endpoint check) end when builds' counts sit apart by more or less than the step tolerance u
-assumes, on simulated counts (redline.bisect_simulation) through the real search and comparer.
+assumes, on simulated counts (redline.bisect.simulation) through the real search and comparer.
 
 Each bisection: a path of 4-40 commits, the culprit anywhere on it, every build offset uniformly
 within ±offset/2 (two builds up to `offset` apart), every run ±0.1%. The metric is
@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 import random
 
-from redline.bisect import bisect
-from redline.bisect_measure import CountedComparer
-from redline.bisect_simulation import SimulatedCounter, commit_line
+from redline.bisect.search import bisect
+from redline.bisect.measure import CountedComparer
+from redline.bisect.simulation import SimulatedCounter, commit_line
 
 STEPS = (1.09, 1.2, 2.0, 0.85)
 OFFSETS = (0.0, 0.02, 0.03, 0.04, 0.06, 0.08)    # the largest distance between two builds' counts

@@ -1,4 +1,4 @@
-"""How often the near-deterministic verdict rule (redline.instructions.verdict) calls a change on
+"""How often the near-deterministic verdict rule (redline.analysis.counted) calls a change on
 A/A data, and how often it finds a real one, on simulated runs.
 
 Each run's value is 1 × (1 + e), e normal with standard deviation `noise` (the run-to-run spread
@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import random
 
-from redline.instructions.verdict import deterministic_verdict, spread_pct
-from redline.stats import Verdict
+from redline.analysis.counted import deterministic_verdict, spread_pct
+from redline.analysis.stats import Verdict
 
 NOISES = (0.0005, 0.002, 0.005, 0.01)
 CHANGES = (0.0, 0.01, 0.02, 0.05)

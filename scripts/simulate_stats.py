@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Seeded simulations of redline's A/B verdicts (redline.stats) versus the upstream rule.
+"""Seeded simulations of redline's A/B verdicts (redline.analysis.stats) versus the upstream rule.
 
 Prints markdown tables:
   1. redline, n interleaved pairs: A/A false alarms, power for 3/5/10% regressions, and how
@@ -32,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from redline.stats import (  # noqa: E402
+from redline.analysis.stats import (  # noqa: E402
     compare_metric,
     confidence_per_look,
     needs_more_runs,

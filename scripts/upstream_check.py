@@ -7,7 +7,7 @@ Each suite is run for --duration (default 3s, after a 1s warm-up) against Debian
 Suites this machine cannot run (other topologies, commands the server does not know, datasets
 larger than memory) are skipped by redline with the reason; suites with several clients at once
 (clientconfigs) and the other client tools (pubsub-sub-bench, bcast-listener, the job queues) run
-(redline.load_groups, redline-load --role). The summary
+(redline.load.groups, redline-load --role). The summary
 counts, of the runnable suites, how many completed with valid results (status ok, operations
 measured, no error replies) and lists every failure with its reason. Not part of the CI run: the
 upstream preloads are large (10M keys, 10M stream entries), so it takes hours on 2 cores.

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from redline.server import ManagedServer, ServerSettings
+from redline.server.process import ManagedServer, ServerSettings
 
 REPO = Path(__file__).resolve().parent.parent
 REDLINE = [sys.executable, "-m", "redline.cli"]

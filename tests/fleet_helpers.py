@@ -16,9 +16,9 @@ from pathlib import Path
 
 import redis
 
-from redline.children import spawn
+from redline.system.children import spawn
 from redline.fleet.local import start_redis
-from redline.server import free_port
+from redline.server.process import free_port
 
 REDLINE = [sys.executable, "-m", "redline.cli"]
 GENEROUS_S = 600            # a loaded 2-core machine runs these jobs many times slower than an idle one

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from redline.store import Store
+from redline.store.results import Store
 
 REPO = Path(__file__).resolve().parent.parent
 TESTS = "string-(get|set)-100B-pipeline-10$"

@@ -1,5 +1,5 @@
-"""Counted bisections (`redline bisect --measure instructions`): the search of redline/bisect.py
-with redline.bisect_measure.CountedComparer over simulated counts (redline.bisect_simulation: pure
+"""Counted bisections (`redline bisect --measure instructions`): the search of redline/bisect/search.py
+with redline.bisect.measure.CountedComparer over simulated counts (redline.bisect.simulation: pure
 logic, no build, no valgrind): every build has a fixed offset of up to ±0.9% (two builds' counts
 up to 1.8% apart, more than the 1.6% layout effect measured) and every run ±0.1%. The real thing
 is in tests/test_bisect.py."""
@@ -10,13 +10,13 @@ import random
 
 import pytest
 
-from redline.bisect import (GOOD, SKIPPED, UNDECIDABLE, Change, Commit, bisect, least_followed_change_pct,
+from redline.bisect.search import (GOOD, SKIPPED, UNDECIDABLE, Change, Commit, bisect, least_followed_change_pct,
                             one_run_decides)
-from redline.bisect_measure import CountedComparer
-from redline.bisect_simulation import SimulatedCounter, commit_line
-from redline.instructions.verdict import one_run_step, step_tolerance_pct
+from redline.bisect.measure import CountedComparer
+from redline.bisect.simulation import SimulatedCounter, commit_line
+from redline.analysis.counted import one_run_step, step_tolerance_pct
 from redline.output.bisect_report import report_lines
-from redline.stats import Verdict
+from redline.analysis.stats import Verdict
 
 def counted_bisect(n: int, *, metric: str = "instructions_per_op", profile: bool = False, **fake):
     good, path = commit_line(n)

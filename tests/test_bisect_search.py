@@ -1,4 +1,4 @@
-"""redline/bisect.py's decision logic with an in-process fake comparer (pure logic: no build, no
+"""redline/bisect/search.py's decision logic with an in-process fake comparer (pure logic: no build, no
 server). The real thing, with builds and runs, is tests/test_bisect.py."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import subprocess
 
 import pytest
 
-from redline.bisect import (BAD, GOOD, SKIPPED, UNDECIDABLE, Change, Commit, Range, Unbuildable, ancestry_path,
+from redline.bisect.search import (BAD, GOOD, SKIPPED, UNDECIDABLE, Change, Commit, Range, Unbuildable, ancestry_path,
                             from_change_point,
                             bisect, decide, estimated_steps, side_of)
-from redline.errors import UsageError
-from redline.stats import Verdict
+from redline.core.errors import UsageError
+from redline.analysis.stats import Verdict
 
 
 class FakeComparer:
@@ -306,9 +306,9 @@ def test_first_parent_path_and_all_parents_through_a_merge(tmp_path):
 def test_a_timed_change_carries_the_verdict_after_false_discovery_control():
     """The endpoint check follows what survived the session's false-discovery control, not a
     test's verdict taken alone (a held-back 'regression' is inconclusive to the search)."""
-    from redline.bisect_measure import _timed_change
-    from redline.comparison import TestComparison
-    from redline.stats import compare_metric
+    from redline.bisect.measure import _timed_change
+    from redline.analysis.comparison import TestComparison
+    from redline.analysis.stats import compare_metric
     result = compare_metric([100.0, 101, 99, 100.5, 99.5], [104.0, 105, 103, 104.5, 103.5], paired=False,
                             higher_is_better=False)
     assert result.verdict == Verdict.REGRESSION

@@ -26,8 +26,8 @@ from redline.builder import (BuildFailed, Variant, build_git, build_source, list
                            load_variant_file, parse_build_target)
 from redline.builder.cache import BuildCache
 from redline.builder.sources import scan_tree
-from redline.errors import UsageError
-from redline.server import ManagedServer, ServerSettings
+from redline.core.errors import UsageError
+from redline.server.process import ManagedServer, ServerSettings
 
 REPO = Path(__file__).resolve().parent.parent
 REDIS_SOURCE = REPO / "scripts" / "redis_source.sh"

@@ -1,4 +1,4 @@
-"""redline.changepoint on simulated histories (tests/history_sim.py states the noise model)."""
+"""redline.analysis.changepoint on simulated histories (tests/history_sim.py states the noise model)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from history_sim import Scenario, simulate
-from redline.changepoint import (ChangePoint, _f_upper_tail, _t_two_sided, analyse_sessions,
+from redline.analysis.changepoint import (ChangePoint, _f_upper_tail, _t_two_sided, analyse_sessions,
                                  detect_change_points, noise_model)
 
 # the issue's GEOSEARCH series: 11 sessions of 3 runs, steps of 1.5x, 1.2x, 1.6x (CPU per op falls)

@@ -1,4 +1,4 @@
-"""Children are started one way (redline.children.spawn): they die with redline, and a SIGTERM that
+"""Children are started one way (redline.system.children.spawn): they die with redline, and a SIGTERM that
 arrives while one is being forked is delivered after the fork instead of inside Python's at-fork
 handlers (where it was swallowed with logging's lock held, and redline hung)."""
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from redline.children import DEFERRED_SIGNALS, signals_deferred, spawn
+from redline.system.children import DEFERRED_SIGNALS, signals_deferred, spawn
 
 
 def _blocked_mask(pid: int) -> int:
@@ -63,7 +63,7 @@ def test_a_spawned_child_takes_signals_and_dies_with_its_parent():
 def test_a_child_of_a_killed_parent_is_killed_too():
     # a middle process spawns a sleeper and is SIGKILLed: the kernel must kill the sleeper
     code = ("import subprocess, sys, time\n"
-            "from redline.children import spawn\n"
+            "from redline.system.children import spawn\n"
             "child = spawn(['sleep', '60'])\n"
             "print(child.pid, flush=True)\n"
             "time.sleep(60)\n")

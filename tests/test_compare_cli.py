@@ -4,7 +4,7 @@ change; a real difference (appendonly=yes) must show up on writes and not on rea
 import json
 import sqlite3
 
-from redline.comparison import COMPARED_METRICS
+from redline.analysis.comparison import COMPARED_METRICS
 
 FAST = ("--duration", "1s", "--warmup", "0.5s")
 KEYS = {"test", "metric", "baseline_median", "comparison_median", "delta_pct", "ci_low_pct", "ci_high_pct",
@@ -71,7 +71,7 @@ def test_calibrate_stores_noise_floors_that_compare_uses(tmp_path, redline_cli):
 def test_failed_runs_fail_a_comparison_even_with_fail_on_regression(tmp_path, redline_cli):
     """One side unreachable: every run of it failed, so no verdict can be trusted — exit 1, not
     0 (and not the regression code), with the failures counted."""
-    from redline.server import free_port
+    from redline.server.process import free_port
     proc = redline_cli("compare", "quick", "--name", "string-get-100B-pipeline-10$",
                        "--comparison", f"tcp://127.0.0.1:{free_port()}", "--runs", "2", "--max-runs", "2",
                        *FAST, "--store", tmp_path / "r.db", "--fail-on-regression", timeout=600)

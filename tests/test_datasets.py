@@ -12,7 +12,7 @@ from redline.datasets import geo
 from redline.datasets.bulkload import BulkLoadError, bulk_load
 from redline.datasets.geomath import in_box, in_circle
 from redline.datasets.resp import encode_command, geoadd_batches, set_batches
-from redline.server import free_port
+from redline.server.process import free_port
 
 from conftest import start_redis_server
 

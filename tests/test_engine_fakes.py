@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from redline.engine import Engine
-from redline.errors import RunError, SkipTest
-from redline.job import Job, JobResolver, SideSpec, execute_job, jobs_for, suite_reference
-from redline.run import Run
-from redline.run_plan import Observer, RunSettings, Side
-from redline.store import Store
+from redline.engine.engine import Engine
+from redline.core.errors import RunError, SkipTest
+from redline.engine.job import Job, JobResolver, SideSpec, execute_job, jobs_for, suite_reference
+from redline.core.run import Run
+from redline.engine.run_plan import Observer, RunSettings, Side
+from redline.store.results import Store
 from redline.suites import resolve_suites
-from redline.targets import Target
+from redline.server.targets import Target
 
 
 @dataclass

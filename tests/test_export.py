@@ -14,7 +14,7 @@ from conftest import REDLINE, REPO, start_redis_server
 from redline.export import scheme
 from redline.export.redistimeseries import redacted
 from redline.export.runs import PlacementRules, build_variant, commit_hash, placement_of, target_branch
-from redline.run import Run
+from redline.core.run import Run
 from timeseries_server import TimeSeriesServer
 
 COMPARE = ("compare", "--duration", "1s", "--warmup", "0s", "--runs", "2", "--max-runs", "2", "--name", "string-get")
@@ -250,7 +250,7 @@ def test_export_to_a_server_without_the_module_fails_before_measuring(tmp_path):
 def test_a_server_lost_during_the_session_costs_no_run(compare_store, tmp_path):
     from redline.export.options import exporter_from
     from redline.export.sink import RedisTimeSeriesSink
-    from redline.store import Store
+    from redline.store.results import Store
 
     server = TimeSeriesServer(tmp_path / "timeseries")
     args = type("Args", (), {"github_org": "redis", "github_repo": "redis", "triggering_env": "redline",
@@ -273,7 +273,7 @@ NOISE = [1.004, 0.997, 1.001, 0.999, 1.003, 0.996, 1.002, 0.998, 1.0, 1.001, 0.9
 def _history(store_path):
     """16 sessions of 3 runs in a real store, throughput 10% lower from the 9th session on (the
     history the history tests use); returns the 9th session's start in ms."""
-    from redline.store import Store
+    from redline.store.results import Store
     store = Store(store_path)
     for number, factor in enumerate(NOISE):
         session = store.begin_session(kind="run", argv=[], machine={})

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from conftest import REDLINE, start_redis_server
-from redline.procfs import process_state
-from redline.watch import ServerHung, ServerWatch
-from redline.workdirs import OWNER_FILE, make_workdir, remove_abandoned_workdirs
+from redline.system.procfs import process_state
+from redline.server.watch import ServerHung, ServerWatch
+from redline.system.workdirs import OWNER_FILE, make_workdir, remove_abandoned_workdirs
 from test_run_cli import write_suite
 
 
@@ -56,7 +56,7 @@ def wait_for_running_run(db: Path, proc: subprocess.Popen, timeout_s: float = 12
 # -- a hung server ---------------------------------------------------------------------------------
 def test_a_stopped_server_fails_its_run_and_the_next_run_gets_a_fresh_server(tmp_path):
     db, out = tmp_path / "r.db", tmp_path / "out.json"
-    # a read-only test: a writing one restarts its server before every run anyway (redline.state)
+    # a read-only test: a writing one restarts its server before every run anyway (redline.bench.state)
     proc = subprocess.Popen([*REDLINE, "run", "quick", "--name", "string-get-100B-pipeline-10$", "--runs", "3",
                              "--duration", "3s", "--warmup", "0s", "--store", str(db), "--json", str(out)],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -215,7 +215,7 @@ def test_a_directory_whose_owner_runs_or_that_is_not_marked_is_left_alone(tmp_pa
 def test_a_suite_cannot_make_a_run_with_lost_connections_count(tmp_path):
     """--reconnect-on-error decides whether a run that lost connections is a result: redline's,
     not the suite's (dropped from its arguments); redline passes it for preloads only."""
-    from redline.load import LoadRequest
+    from redline.load.redline_load import LoadRequest
     suite_args = ["--ratio", "1:0", "--reconnect-on-error", "-c", "2"]
     measured = LoadRequest(suite_args, "127.0.0.1", 7000, tmp_path / "j.json").argv()
     preload = LoadRequest(suite_args, "127.0.0.1", 7000, tmp_path / "j.json", reconnect_on_error=True).argv()

@@ -12,7 +12,7 @@ import pytest
 
 from redline.fleet import keys
 from redline.fleet.local import start_redis
-from redline.server import free_port
+from redline.server.process import free_port
 from tests.fleet_helpers import (QUICK, SERVER, assert_every_job_once, client, finished, first_line, query,
                                  redline, redline_process, stop, submit, wait_for)
 

@@ -9,7 +9,7 @@ from redline.fleet import keys
 from redline.fleet.agent import Agent
 from redline.fleet.process import Stopping
 from redline.fleet.work import ensure_group
-from redline.store import Store
+from redline.store.results import Store
 from tests.fleet_helpers import client, redis_with_aof
 
 LIVE = 20          # XAUTOCLAIM looks at 10 × COUNT pending entries per call

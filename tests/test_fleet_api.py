@@ -18,7 +18,7 @@ import pytest
 
 from redline.fleet import keys
 from redline.fleet.api import MAX_BODY
-from redline.server import free_port
+from redline.server.process import free_port
 from tests.fleet_helpers import client, redis_with_aof, redline_process, stop, wait_for
 
 SECRET = b"webhook secret"

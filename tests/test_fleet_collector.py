@@ -15,8 +15,8 @@ import pytest
 
 from redline.fleet import keys, work
 from redline.fleet.agent import INLINE_LIMIT
-from redline.job import SideSpec
-from redline.run import Run
+from redline.engine.job import SideSpec
+from redline.core.run import Run
 from redline.suites import load_test
 from redline.suites.discovery import builtin_suites_dir
 from tests.fleet_helpers import client, query, redis_with_aof, redline_process, stop, wait_for

@@ -17,7 +17,7 @@ from conftest import REPO
 
 from redline.export import scheme
 from redline.fleet import keys
-from redline.run import Run
+from redline.core.run import Run
 from tests.fleet_helpers import (QUICK, SERVER, client, finished, first_line, query, redis_with_aof, redline_process,
                                  stop, submit, wait_for)
 from tests.test_fleet_collector import done, one_job_work, result

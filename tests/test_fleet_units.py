@@ -7,9 +7,9 @@ import hashlib
 import hmac
 from pathlib import Path
 
-from redline.comparison import COMPARED_METRICS
+from redline.analysis.comparison import COMPARED_METRICS
 from redline.fleet import api, keys, work
-from redline.job import Job, SideSpec
+from redline.engine.job import Job, SideSpec
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "fleet.md"
 SIDES = [SideSpec("baseline", "bin:/usr/bin/redis-server"), SideSpec("comparison", "bin:/usr/bin/redis-server",

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from redline.errors import UsageError
-from redline.load import LoadRequest
+from redline.core.errors import UsageError
+from redline.load.redline_load import LoadRequest
 from redline.output.files import check_output_paths
 
 from conftest import start_redis_server
@@ -166,7 +166,7 @@ def test_brackets_in_a_test_name_or_a_server_reply_are_printed_as_text(tmp_path,
 def test_tables_of_user_text_render_literally_on_the_terminal_console():
     from rich.table import Table
     from redline.output import terminal
-    from redline.run import Run
+    from redline.core.run import Run
     from redline.output.tables import results_table
     record = Run(test="[/bold] t [dim]", target="bin:/x [/y]", side=None, run_index=0, status="ok",
                  metrics={"ops_per_sec": 1.0}, flags=["[/z] flag"])
@@ -180,7 +180,7 @@ def test_tables_of_user_text_render_literally_on_the_terminal_console():
     legend.add_row("[/cell]")
     console.print(legend)
     console.print(terminal.styled("[/plain] ", ("[/styled]", "red")))
-    from redline.comparison import TestComparison
+    from redline.analysis.comparison import TestComparison
     from redline.output import verdicts
     console.print(verdicts.terminal_table([TestComparison("[/verdict] t", "ops_per_sec", None,
                                                                 note="[/note] too few runs")], width=200))

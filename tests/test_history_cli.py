@@ -2,8 +2,8 @@
 
 import json
 
-from redline.run import Run
-from redline.store import Store
+from redline.core.run import Run
+from redline.store.results import Store
 
 BUILD_A = {"version": "7.0.15", "git_sha1": "00000000", "git_dirty": "0", "build_id": "aaaa1111",
            "binary_sha256": "a" * 64}

@@ -1,4 +1,4 @@
-"""redline.identity: what a run records about the build it measured (real git, real files)."""
+"""redline.server.identity: what a run records about the build it measured (real git, real files)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from redline.identity import binary_digest, server_identity
+from redline.server.identity import binary_digest, server_identity
 
 GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@example.org", "GIT_COMMITTER_DATE": "2022-12-16T10:00:00+02:00",

@@ -14,13 +14,13 @@ from redline.instructions.callgrind_file import parse_callgrind
 from redline.instructions.costs import estimated_cycles, window_metrics
 from redline.instructions.folded import folded_stacks
 from redline.instructions.profile import callgrind_profile
-from redline.instructions.verdict import deterministic_verdict, spread_pct
+from redline.analysis.counted import deterministic_verdict, spread_pct
 from redline.instructions.window import (EARLIER, GIVEN, MAX_REQUESTS, MIN_PER_CONNECTION, _first_plan,
                                         choose_requests, measure_window)
-from redline.errors import RunError
-from redline.load import LoadRequest, run_load
-from redline.server import ManagedServer, ServerSettings
-from redline.stats import Verdict
+from redline.core.errors import RunError
+from redline.load.redline_load import LoadRequest, run_load
+from redline.server.process import ManagedServer, ServerSettings
+from redline.analysis.stats import Verdict
 
 REDIS_SERVER = Path("/usr/bin/redis-server")
 

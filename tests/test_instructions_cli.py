@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from redline import metrics
+from redline.core import metrics
 from redline.instructions.runner import InstructionsRunner
-from redline.instructions.verdict import spread_pct
+from redline.analysis.counted import spread_pct
 from redline.instructions.visibility import visibility_warnings
-from redline.run_plan import Observer, RunSettings, Side
+from redline.engine.run_plan import Observer, RunSettings, Side
 from redline.suites import builtin_suites_dir, load_test
-from redline.targets import parse_target
+from redline.server.targets import parse_target
 from redline.topology import parse_topology
 
 needs_valgrind = pytest.mark.skipif(not shutil.which("valgrind") or not Path("/usr/bin/redis-server").exists(),

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import start_redis_server
-from redline.load import LoadRequest, run_load
-from redline.admission import estimated_preload_bytes
+from redline.load.redline_load import LoadRequest, run_load
+from redline.bench.admission import estimated_preload_bytes
 from redline.suites import load_test
 
 SUITE = """\

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from redline.errors import RunError
-from redline.load import LoadRequest, loadgen_binary
+from redline.core.errors import RunError
+from redline.load.redline_load import LoadRequest, loadgen_binary
 from redline.suites import builtin_suites_dir, load_test, parse_client_arguments
 from redline.suites import memtier_options
 from redline.suites.memtier import without_options
@@ -59,7 +59,7 @@ def python_verdict(argv: list[str]) -> str | None:
 
 def as_run_passes_it(argv: list[str]) -> list[str]:
     """The arguments redline-load gets in a run: the suite's without redline's own options,
-    then redline's (redline.load.LoadRequest.argv)."""
+    then redline's (redline.load.redline_load.LoadRequest.argv)."""
     request = LoadRequest(arguments=argv, host="127.0.0.1", port=6379, json_path=Path("/tmp/unused.json"))
     return request.argv()[1:]
 

@@ -2,9 +2,9 @@
 
 from rich.console import Console
 
-from redline import metrics
-from redline.comparison import COMPARED_METRICS
-from redline.run import Run
+from redline.core import metrics
+from redline.analysis.comparison import COMPARED_METRICS
+from redline.core.run import Run
 from redline.output.tables import results_table
 
 

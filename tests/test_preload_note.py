@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import start_redis_server
-from redline.preparation import prepare
+from redline.bench.preparation import prepare
 from redline.suites import load_test
 
 SUITE = """\

@@ -18,7 +18,7 @@ import pytest
 import redis
 from rich.console import Console
 
-from redline.errors import RunError
+from redline.core.errors import RunError
 from redline.profile import (Recorder, diff_flamegraph, format_hotspots_table, hotspots, moved_symbols,
                              read_folded)
 

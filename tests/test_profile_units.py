@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from redline.errors import UsageError
+from redline.core.errors import UsageError
 from redline.profile import (choose_unwinder, describe_move, fold_perf_script, format_hot_stacks_table,
                              format_hotspots_table, hotspots, moved_symbols, read_folded, symbol_shares,
                              write_folded)

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from chromium_cdp import Browser
-from redline import metrics
-from redline.comparison import TestComparison as Comparison
+from redline.core import metrics
+from redline.analysis.comparison import TestComparison as Comparison
 from redline.output.html.page import Page
 from redline.output.verdicts import WORDS
-from redline.stats import compare_metric
+from redline.analysis.stats import compare_metric
 
 FAST = ("--duration", "1s", "--warmup", "0s")
 TESTS = "string-get-100B-pipeline-10$|string-set-100B-pipeline-10$"

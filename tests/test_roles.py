@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import start_redis_server
-from redline.load import LoadRequest, run_load
-from redline.load_groups import GroupRequest, group_durations, run_groups
+from redline.load.redline_load import LoadRequest, run_load
+from redline.load.groups import GroupRequest, group_durations, run_groups
 from redline.suites import load_test, roles
 
 UPSTREAM = Path("/work/shared/upstream-suites/test-suites")
@@ -144,7 +144,7 @@ def test_a_role_over_the_file_descriptor_limit_says_what_it_needs(server, tmp_pa
     import resource
     import subprocess
 
-    from redline.load import loadgen_binary
+    from redline.load.redline_load import loadgen_binary
     low = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (100, 100))   # noqa: E731
     proc = subprocess.run([str(loadgen_binary()), "--role", "pubsub-sub-bench", "-clients", "500", "-test-time", "1",
                            "--port", str(server.port)], capture_output=True, text=True, timeout=60, preexec_fn=low)

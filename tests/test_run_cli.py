@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REDLINE
-from redline.metrics import REGISTRY, TIME
-from redline.store import Store
+from redline.core.metrics import REGISTRY, TIME
+from redline.store.results import Store
 
 METRICS = tuple(m.name for m in REGISTRY if m.measure == TIME)     # what a timed run measures
 

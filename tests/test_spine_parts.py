@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from redline.argtypes import duration
-from redline.engine import interleaved
-from redline.run_plan import Side
-from redline.errors import RunError, UsageError
-from redline.probes import WindowProbe, read_cpu
-from redline.server import ManagedServer, ServerSettings
-from redline.run import Run
-from redline.store import Store
-from redline.targets import parse_config_pairs, parse_target
+from redline.commands.argtypes import duration
+from redline.engine.engine import interleaved
+from redline.engine.run_plan import Side
+from redline.core.errors import RunError, UsageError
+from redline.server.probes import WindowProbe, read_cpu
+from redline.server.process import ManagedServer, ServerSettings
+from redline.core.run import Run
+from redline.store.results import Store
+from redline.server.targets import parse_config_pairs, parse_target
 
 REDIS = Path("/usr/bin/redis-server")
 
@@ -174,8 +174,8 @@ def test_killed_writer_keeps_finished_runs_and_marks_the_open_one_interrupted(tm
     db = tmp_path / "r.db"
     script = textwrap.dedent(f"""
         import time
-        from redline.run import Run
-        from redline.store import Store
+        from redline.core.run import Run
+        from redline.store.results import Store
         s = Store({str(db)!r})
         session = s.begin_session(kind="run", argv=[], machine={{}})
         done = Run(test="first", target="x", side=None, run_index=0, session_id=session)
@@ -206,7 +206,7 @@ def test_two_sides_are_interleaved_abba():
 
 
 def test_a_duration_turns_a_request_count_suite_into_a_timed_run(tmp_path):
-    from redline.load import LoadRequest
+    from redline.load.redline_load import LoadRequest
     request = LoadRequest(arguments=["-n", "allkeys", "--ratio", "1:0", "--requests=5", "--key-prefix", "k"],
                           host="127.0.0.1", port=1, json_path=tmp_path / "x.json", duration_s=3)
     argv = request.argv()

@@ -1,4 +1,4 @@
-"""Same state: every run of every side starts from the same server state (redline/state.py).
+"""Same state: every run of every side starts from the same server state (redline/bench/state.py).
 
 Real redis-server, real redline-load, real SQLite; the verdict logic is also checked alone."""
 
@@ -8,12 +8,12 @@ import sqlite3
 import pytest
 
 from conftest import REDIS_SERVER
-from redline import state
-from redline.comparison import COMPARED_METRICS, compare_test
-from redline.run import Run
-from redline.server_traits import writing_commands
+from redline.bench import state
+from redline.analysis.comparison import COMPARED_METRICS, compare_test
+from redline.core.run import Run
+from redline.server.traits import writing_commands
 from redline.suites import load_test
-from redline.stats import Verdict
+from redline.analysis.stats import Verdict
 
 FAST = ("--duration", "1s", "--warmup", "0.5s")
 

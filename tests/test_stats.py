@@ -1,4 +1,4 @@
-"""Tests for redline.stats: hand-checked cases, scipy cross-checks, properties, simulation."""
+"""Tests for redline.analysis.stats: hand-checked cases, scipy cross-checks, properties, simulation."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from redline import stats
-from redline.stats import (
+from redline.analysis import stats
+from redline.analysis.stats import (
     MetricComparison,
     Verdict,
     benjamini_hochberg,

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REDLINE
-from redline.run import Run
-from redline.store import APPLICATION_ID, SCHEMA_VERSION, NotAStore, Store, StoreError
+from redline.core.run import Run
+from redline.store.results import APPLICATION_ID, SCHEMA_VERSION, NotAStore, Store, StoreError
 from test_run_cli import write_suite
 
 ENV_TIMEOUT_1 = {**os.environ, "REDLINE_STORE_BUSY_TIMEOUT": "1", "COLUMNS": "200"}

@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from redline.commands import suites as suites_cmd
-from redline.errors import UsageError
+from redline.core.errors import UsageError
 from redline.suites import discovery
 
 REPO = Path(__file__).resolve().parent.parent

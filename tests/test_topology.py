@@ -13,7 +13,7 @@ import redis
 import yaml
 from redis.cluster import RedisCluster
 
-from redline.errors import RunError, UsageError
+from redline.core.errors import RunError, UsageError
 from redline.topology import (attach_replicas_now, deploy, parse_topology, plan_cpus,
                               wait_replicas_in_sync)
 from redline.topology.cluster import slot_ranges

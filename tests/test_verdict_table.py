@@ -1,13 +1,13 @@
 """The compare verdict table on an 80-column terminal (or a pipe): a test's rows stay together,
 long upstream names are shortened to their distinctive tail and never wrap, and a legend gives
-them in full. Pure layout: the comparisons are computed by redline.stats on made-up runs."""
+them in full. Pure layout: the comparisons are computed by redline.analysis.stats on made-up runs."""
 
 import random
 
-from redline import metrics
-from redline.comparison import TestComparison as Comparison
+from redline.core import metrics
+from redline.analysis.comparison import TestComparison as Comparison
 from redline.output import terminal, verdicts
-from redline.stats import compare_metric
+from redline.analysis.stats import compare_metric
 
 UPSTREAM = ["memtier_benchmark-1Mkeys-geo-geodist-pipeline-10", "memtier_benchmark-1Mkeys-geo-geodist-pipeline-1",
             "memtier_benchmark-1Mkeys-load-stream-1-fields-with-100B-values-pipeline-10",

@@ -49,7 +49,7 @@ class TimeSeriesServer:
     """Started on a free loopback port; `stop()` ends it."""
 
     def __init__(self, workdir: Path, port: int | None = None):
-        from redline.server import free_port
+        from redline.server.process import free_port
         self.port = port or free_port()
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)

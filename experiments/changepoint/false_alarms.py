@@ -11,7 +11,7 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent.parent / "tests")]
 from history_sim import Scenario, simulate  # noqa: E402
 
-from redline.changepoint import analyse_sessions  # noqa: E402
+from redline.analysis.changepoint import analyse_sessions  # noqa: E402
 
 THREE = {3: 1 / 1.5, 5: 1 / 1.2, 8: 1 / 1.6}
 SCENARIOS = (Scenario("3 steps no drift", 11, 3, THREE), Scenario("3 steps drift 2%", 11, 3, THREE, between=0.02),

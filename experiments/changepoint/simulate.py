@@ -20,7 +20,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent.parent / "tests")]
 from edivisive import detect_change_points as edivisive  # noqa: E402
 from history_sim import Scenario, simulate  # noqa: E402
 
-from redline.changepoint import detect_change_points  # noqa: E402
+from redline.analysis.changepoint import detect_change_points  # noqa: E402
 
 
 def score(found: list[int], steps: dict[int, float]) -> tuple[bool, bool]:

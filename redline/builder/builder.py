@@ -17,7 +17,7 @@ from redline.builder.make import (TAIL_LINES, BuildFailed, MakeJob, Progress, cc
                                 cpu_count, run_make)
 from redline.builder.sources import SourceTree, checkout_commit, copy_tree, resolve_commit, scan_tree
 from redline.builder.variants import Variant
-from redline.errors import UsageError
+from redline.core.errors import UsageError
 
 # Bump when the way redline builds changes (make targets, environment): old entries stop matching.
 RECIPE_VERSION = 1

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from redline.cache_dir import cache_root
+from redline.system.cache_dir import cache_root
 
 MANIFEST = "build.json"
 LOG = "build.log"

@@ -16,7 +16,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 from redline.builder.memo import UNKNOWN, DigestMemo
-from redline.errors import UsageError
+from redline.core.errors import UsageError
 
 # Build outputs that may sit in an unpacked tree someone already built in: never hashed, never
 # copied (an ELF file is recognised by its first bytes, wherever it is).

@@ -8,7 +8,7 @@ from pathlib import Path
 from redline.builder.builder import BuildResult, build_git, build_source
 from redline.builder.make import Progress
 from redline.builder.variants import Variant
-from redline.errors import UsageError
+from redline.core.errors import UsageError
 
 BUILD_SCHEMES = "git:PATH@REF or src:DIR"
 

@@ -1,5 +1,5 @@
 """`redline bisect`: the first commit between --good and --bad at which a metric moved, found by
-builds and interleaved A/B runs (the search is redline/bisect.py; this module builds, measures,
+builds and interleaved A/B runs (the search is redline/bisect/search.py; this module builds, measures,
 stores and reports)."""
 
 from __future__ import annotations
@@ -8,20 +8,21 @@ import json
 import sys
 from pathlib import Path
 
-from redline import bisect as search
-from redline import machine, metrics
-from redline.bisect import Outcome, Unbuildable
-from redline.bisect_measure import CommitBuilds, Measuring, StepSettings, comparer_for
+from redline.bisect import search
+from redline.system import machine
+from redline.core import metrics
+from redline.bisect.search import Outcome, Unbuildable
+from redline.bisect.measure import CommitBuilds, Measuring, StepSettings, comparer_for
 from redline.commands.session import check_outputs, select_tests
-from redline.errors import RunError, UsageError
+from redline.core.errors import RunError, UsageError
 from redline.output import files, terminal
 from redline.output.bisect_report import report_lines, report_markdown
 from redline.output.progress import ConsoleObserver, print_plan
-from redline.run_plan import RunSettings
-from redline.store import Store, inspect_store_file
+from redline.engine.run_plan import RunSettings
+from redline.store.results import Store, inspect_store_file
 from redline.suites import TestSpec
 from redline.topology import DEFAULT_TOPOLOGY, parse_topology
-from redline.workdirs import remove_abandoned_workdirs
+from redline.system.workdirs import remove_abandoned_workdirs
 
 EXIT_OK, EXIT_UNRESOLVED = 0, 1
 

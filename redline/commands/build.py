@@ -6,7 +6,7 @@ import json
 import sys
 
 from redline.builder.variants import DEFAULT_VARIANT, list_variants, load_variant
-from redline.errors import UsageError
+from redline.core.errors import UsageError
 from redline.output.progress import progress_display
 
 

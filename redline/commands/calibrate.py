@@ -5,13 +5,13 @@ from __future__ import annotations
 from redline.commands.report import html_if_asked
 from redline.commands.session import check_before_starting, execute_session, measured_runs_by_test, \
     session_exit_code, target_from
-from redline import metrics
-from redline.instructions.verdict import MIN_RUNS as INSTRUCTION_MIN_RUNS, spread_pct
-from redline.run_plan import Side
+from redline.core import metrics
+from redline.analysis.counted import MIN_RUNS as INSTRUCTION_MIN_RUNS, spread_pct
+from redline.engine.run_plan import Side
 from redline.output import terminal
 from redline.output.json_file import write_runs_json
 from redline.output.tables import noise_floor_table
-from redline.stats import noise_floor_pct
+from redline.analysis.stats import noise_floor_pct
 
 
 def calibrate_command(args) -> int:
@@ -43,9 +43,9 @@ def calibrate_command(args) -> int:
 
 
 def _floor(measure: str, a: list[float], b: list[float]) -> float:
-    """Timed runs: the A/A change (redline.stats.noise_floor_pct). Runs under callgrind: the A/A
+    """Timed runs: the A/A change (redline.analysis.stats.noise_floor_pct). Runs under callgrind: the A/A
     spread, (max − min) ÷ median of every run of both sides, which the instructions verdict rule
-    multiplies into its threshold (redline.instructions.verdict)."""
+    multiplies into its threshold (redline.analysis.counted)."""
     if measure == metrics.INSTRUCTIONS:
         if min(len(a), len(b)) < INSTRUCTION_MIN_RUNS:
             raise ValueError(f"too few A/A runs for a spread ({len(a)} + {len(b)}); use at least "

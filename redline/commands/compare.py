@@ -5,16 +5,16 @@ from __future__ import annotations
 from redline.commands.report import html_if_asked
 from redline.commands.session import (DEFAULT_TOPOLOGY, check_before_starting, execute_session,
                                       measured_runs_by_test, session_exit_code, target_from)
-from redline.comparison import (COMPARED_METRICS, apply_false_discovery_control, attach_profiles, compare_test,
+from redline.analysis.comparison import (COMPARED_METRICS, apply_false_discovery_control, attach_profiles, compare_test,
                                 looks_confidence)
 from redline.export.sink import live_export
-from redline.run_plan import Side
-from redline.errors import UsageError
+from redline.engine.run_plan import Side
+from redline.core.errors import UsageError
 from redline.output import files, terminal, verdicts
 from redline.output.json_file import write_comparison_json
 from redline.output.markdown import comparison_markdown
-from redline.stats import Verdict
-from redline.store import Store
+from redline.analysis.stats import Verdict
+from redline.store.results import Store
 
 FDR_Q = 0.05          # Benjamini–Hochberg false-discovery rate for verdicts of change
 

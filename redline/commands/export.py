@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from redline.errors import UsageError
+from redline.core.errors import UsageError
 from redline.export.options import exporter_from
 from redline.export.redistimeseries import ExportCounts, RedisTimeSeriesExporter, redacted
 from redline.export.runs import latest_session, read_session, sessions_since
 from redline.output import terminal
-from redline.store import Store
+from redline.store.results import Store
 
 EXIT_CONFLICTS = 1
 CONFLICTS_SHOWN = 5

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from redline.argtypes import duration, positive_float, positive_int, regex, store_path, whole_seconds
+from redline.commands.argtypes import duration, positive_float, positive_int, regex, store_path, whole_seconds
 from redline.export.options import add_export_arguments
 
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
@@ -132,7 +132,7 @@ def add_fleet_parsers(commands) -> None:
 
 def submit_command(args) -> int:
     from redline.commands.session import select_tests
-    from redline.errors import UsageError
+    from redline.core.errors import UsageError
     from redline.fleet import work
     from redline.fleet.process import connect
     sides = [_side("baseline", args.baseline, args.baseline_config, args.variant),
@@ -158,16 +158,16 @@ def submit_command(args) -> int:
 def _side(name: str, text: str | None, pairs: list[str], variant: str | None):
     """A side as the job carries it, checked here (target scheme, binary, NAME=VALUE pairs)."""
     from redline.commands.session import target_from
-    from redline.job import SideSpec
+    from redline.engine.job import SideSpec
     target = target_from(text, pairs, f"--{name}-config", variant)
     return SideSpec(name, target.spec, tuple(sorted(target.config.items())), variant)
 
 
 def agent_command(args) -> int:
-    from redline.cache_dir import cache_root
+    from redline.system.cache_dir import cache_root
     from redline.fleet.agent import Agent
     from redline.fleet.process import Stopping, connect
-    from redline.store import Store
+    from redline.store.results import Store
     stopping = Stopping()
     store_file = args.store or cache_root() / "fleet" / f"agent-{args.platform}.db"
     store_file.parent.mkdir(parents=True, exist_ok=True)
@@ -183,7 +183,7 @@ def collector_command(args) -> int:
     from redline.fleet.collector import Collector
     from redline.fleet.export import fleet_export
     from redline.fleet.process import Stopping, connect, log
-    from redline.store import Store
+    from redline.store.results import Store
     stopping = Stopping()
     poster = github.Poster(args.github_token_file, args.github_api) if args.github_token_file else None
     store = Store(args.store)             # a path that is no store is a usage error before Redis is asked
@@ -197,7 +197,7 @@ def collector_command(args) -> int:
 def status_command(args) -> int:
     from redline.fleet import status
     from redline.fleet.process import connect
-    from redline.errors import UsageError
+    from redline.core.errors import UsageError
     from redline.output import terminal
     client = connect(args.redis)
     if args.work_id:

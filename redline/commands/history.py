@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import re
 
-from redline import history
+from redline.analysis import history
 from redline.commands.session import check_outputs
-from redline.errors import UsageError
+from redline.core.errors import UsageError
 from redline.output import terminal
 from redline.output.tables import history_lines, history_table
-from redline.store import Store
+from redline.store.results import Store
 
 
 def history_command(args) -> int:

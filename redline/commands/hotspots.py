@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from redline.errors import UsageError
+from redline.core.errors import UsageError
 from redline.output import terminal
-from redline.store import Store
+from redline.store.results import Store
 
 
 def hotspots_command(args) -> int:

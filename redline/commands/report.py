@@ -7,13 +7,13 @@ from __future__ import annotations
 import re
 import sys
 
-from redline import history
+from redline.analysis import history
 from redline.commands.session import check_outputs
-from redline.errors import UsageError
+from redline.core.errors import UsageError
 from redline.output import terminal
 from redline.output.html import write_history_report, write_session_report
 from redline.output.html.source import latest_session
-from redline.store import Store
+from redline.store.results import Store
 
 DEFAULT_HISTORY_METRIC = "ops_per_sec"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from redline.commands.report import html_if_asked
 from redline.commands.session import check_before_starting, execute_session, session_exit_code, target_from
 from redline.export.sink import live_export
-from redline.run_plan import Side
+from redline.engine.run_plan import Side
 from redline.output import terminal
 from redline.output.json_file import write_runs_json
 from redline.output.tables import print_profiles, print_results

@@ -7,22 +7,22 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from redline import machine
-from redline.metrics import INSTRUCTIONS
-from redline.engine import local_engine
-from redline.job import JobResolver, execute_jobs, jobs_for
-from redline.run import Run
-from redline.run_plan import RunSettings, Side
-from redline.errors import UsageError
+from redline.system import machine
+from redline.core.metrics import INSTRUCTIONS
+from redline.engine.engine import local_engine
+from redline.engine.job import JobResolver, execute_jobs, jobs_for
+from redline.core.run import Run
+from redline.engine.run_plan import RunSettings, Side
+from redline.core.errors import UsageError
 from redline.output import terminal
 from redline.output.files import check_output_paths
 from redline.output.progress import ConsoleObserver, print_plan
-from redline.server_traits import binary_traits
-from redline.store import Store, check_output_path, inspect_store_file
+from redline.server.traits import binary_traits
+from redline.store.results import Store, check_output_path, inspect_store_file
 from redline.suites import SpecError, TestSpec, resolve_suites, select
-from redline.targets import Target, default_target, ensure_built, parse_config_pairs, parse_target
+from redline.server.targets import Target, default_target, ensure_built, parse_config_pairs, parse_target
 from redline.topology import DEFAULT_TOPOLOGY, parse_topology
-from redline.workdirs import remove_abandoned_workdirs
+from redline.system.workdirs import remove_abandoned_workdirs
 
 DEFAULT_SUITE = "quick"
 

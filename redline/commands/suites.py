@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from redline.argtypes import regex
-from redline.errors import UsageError
+from redline.commands.argtypes import regex
+from redline.core.errors import UsageError
 from redline.output import terminal
 from redline.suites import (Diagnostic, SpecError, TestSpec, builtin_suites, discover, load_test,
                    parse_priority_range, select)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from redline.cache_dir import cache_root
+from redline.system.cache_dir import cache_root
 
 # Continent codes used by GeoNames, in a fixed order (index stored per place).
 CONTINENTS = ("EU", "NA", "SA", "AS", "AF", "OC", "AN")

@@ -16,12 +16,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
-from redline import metrics as metric_registry
-from redline.errors import RunError, UsageError
+from redline.core import metrics as metric_registry
+from redline.core.errors import RunError, UsageError
 from redline.export import scheme
 from redline.export.runs import PlacementRules, StoredSession, history_series, placement_of, timestamp_ms
 from redline.export.scheme import Placement, Project
-from redline.run import Run
+from redline.core.run import Run
 
 PIPELINE_BATCH = 500          # samples per round trip
 DUPLICATE_ERROR = "DUPLICATE_POLICY"
@@ -139,7 +139,7 @@ def verdict_samples(session: StoredSession, placements: dict[int, Placement], pr
 
 
 def change_point_samples(all_series, project: Project, running_platform: str, metric: str) -> dict[str, list[Sample]]:
-    """redline.history series (analysed) → {key: samples}: each change point at the start of the first
+    """redline.analysis.history series (analysed) → {key: samples}: each change point at the start of the first
     session of its new level, valued by its step in %. Every analysed series has a key, with no
     samples when it has no change point (so that one found before and gone now can be removed)."""
     found = {}

@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 
 from redline.export.scheme import Placement, slug
-from redline.run import Run
-from redline.store import Store
+from redline.core.run import Run
+from redline.store.results import Store
 
 SHA_LIKE = re.compile(r"^[0-9a-fA-F]{7,40}$")
 NO_SHA = re.compile(r"^0+$")
@@ -53,7 +53,7 @@ def read_session(store: Store, session_id: int) -> StoredSession | None:
 def history_series(store: Store, metric: str, tests: set[str]) -> list:
     """`redline history`'s series of `metric` for these tests (this machine's runs), analysed for
     change points as `redline history` does by default."""
-    from redline import history
+    from redline.analysis import history
     from redline.export.scheme import HISTORY_P_VALUE
     floors = store.noise_floors()
     found = [s for s in history.load_series(store.history(metric), None) if s.test in tests]

@@ -37,7 +37,7 @@ EXPORTER_LABEL = ("exporter", "redline")
 class UpstreamMetric:
     """A redline metric under its upstream name: the memtier JSON path it corresponds to."""
 
-    redline: str              # name in redline.metrics
+    redline: str              # name in redline.core.metrics
     jsonpath: str             # memtier_benchmark JSON path without `$.`
     context_path: str         # the path of the value's parent, as upstream's jsonpath library prints it
 
@@ -195,7 +195,7 @@ def verdict_labels(project: Project, baseline: Placement, comparison: Placement,
 
 
 def change_point_key(project: Project, test: str, platform: str, topology: str, target: str, metric: str) -> str:
-    """One history series' change points (redline.history: a test × topology × target on one
+    """One history series' change points (redline.analysis.history: a test × topology × target on one
     machine); a sample at the first session of each new level, its value the step in %."""
     return (f"{PREFIX}/by.{CHANGE_POINT_BY}/{project.triggering_env}/{project.github_org}/{project.github_repo}/"
             f"{test}/{platform}/{topology}/{slug(target)}/{REDLINE_METRIC_PREFIX}{metric}.change_pct")

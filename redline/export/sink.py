@@ -9,13 +9,13 @@ from redline.export.options import exporter_from
 from redline.export.redistimeseries import ExportCounts, ExportError, RedisTimeSeriesExporter, redacted
 from redline.export.runs import read_session
 from redline.output import terminal
-from redline.run import Run
+from redline.core.run import Run
 
 EXIT_EXPORT_FAILED = 1
 
 
 class RedisTimeSeriesSink:
-    """redline.sinks.ResultSink writing each finished run to RedisTimeSeries."""
+    """redline.engine.sinks.ResultSink writing each finished run to RedisTimeSeries."""
 
     def __init__(self, exporter: RedisTimeSeriesExporter, url: str):
         self.exporter, self.url = exporter, url

@@ -29,10 +29,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from redline.errors import RunError, UsageError
+from redline.core.errors import RunError, UsageError
 from redline.fleet import keys, work
 from redline.fleet.process import Stopping, connect, log
-from redline.job import SideSpec
+from redline.engine.job import SideSpec
 
 MAX_BODY = 1024 * 1024
 DELIVERY_KEPT_S = 7 * 24 * 3600

@@ -15,7 +15,7 @@ import json
 
 import redis
 
-from redline.comparison import apply_false_discovery_control, compare_test, looks_confidence
+from redline.analysis.comparison import apply_false_discovery_control, compare_test, looks_confidence
 from redline.export.runs import read_session
 from redline.fleet import github, keys
 from redline.fleet.export import FleetExport
@@ -23,7 +23,7 @@ from redline.fleet.ledger import Ledger
 from redline.fleet.process import Stopping, log, while_reachable
 from redline.fleet.work import FDR_Q, ensure_group
 from redline.output.markdown import comparison_markdown
-from redline.store import Store
+from redline.store.results import Store
 
 READ_BLOCK_MS = 2000
 COMMENTS_KEPT = 10_000       # the comments stream is capped (every comment is in the store first)

@@ -8,11 +8,11 @@ docs/fleet.md "Builds".
 
 from __future__ import annotations
 
-from redline.engine import local_engine
-from redline.errors import UsageError
-from redline.job import Job, JobResolver, execute_job
-from redline.run_plan import Observer
-from redline.store import Store
+from redline.engine.engine import local_engine
+from redline.core.errors import UsageError
+from redline.engine.job import Job, JobResolver, execute_job
+from redline.engine.run_plan import Observer
+from redline.store.results import Store
 
 
 class LogObserver(Observer):

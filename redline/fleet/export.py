@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from redline.export.redistimeseries import ExportCounts, ExportError, RedisTimeSeriesExporter, redacted
 from redline.export.runs import PlacementRules, StoredSession
-from redline.run import Run
+from redline.core.run import Run
 
 
 class FleetExport:

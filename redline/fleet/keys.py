@@ -28,7 +28,7 @@ class Name:
 
 JOBS = Name(f"{PREFIX}:jobs:{{platform}}", "stream", AGENTS_GROUP, "submit, api, agent (retry)",
             "job_id, work_id, attempt (1..N), submitted_at (unix s), job (JSON: the job document, "
-            "redline.job format), last_error (after a failed attempt)")
+            "redline.engine.job format), last_error (after a failed attempt)")
 RESULTS = Name(f"{PREFIX}:results", "stream", COLLECTOR_GROUP, "agent",
                "kind (result or dead), job_id, work_id, platform, agent, attempt, submitted_at, started_at, "
                "finished_at; result: runs (JSON list of run documents) or runs_ref (a blob key) + runs_sha256; "

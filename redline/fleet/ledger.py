@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 import time
 
-from redline import machine
-from redline.run import Run
-from redline.store import Store
+from redline.system import machine
+from redline.core.run import Run
+from redline.store.results import Store
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS fleet_work (

@@ -14,11 +14,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from redline.children import spawn
-from redline.errors import RunError, UsageError
+from redline.system.children import spawn
+from redline.core.errors import RunError, UsageError
 from redline.export.options import export_argv
 from redline.fleet.process import Stopping, log
-from redline.server import LOOPBACK, answers_ping, free_port
+from redline.server.process import LOOPBACK, answers_ping, free_port
 
 REDIS_START_TIMEOUT_S = 30
 STOP_TIMEOUT_S = 60          # an agent stops its servers and gives its job back, a collector ends its entry

@@ -10,7 +10,7 @@ import time
 
 import redis
 
-from redline.errors import RunError, UsageError
+from redline.core.errors import RunError, UsageError
 from redline.output.terminal import printable
 
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 import redis
 
-from redline.errors import RunError, UsageError
+from redline.core.errors import RunError, UsageError
 from redline.fleet import keys
-from redline.job import Job, SideSpec, suite_reference
+from redline.engine.job import Job, SideSpec, suite_reference
 
 PLATFORM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 FDR_Q = 0.05               # as `redline compare`: Benjamini–Hochberg over the whole work item
@@ -56,7 +56,7 @@ class WorkItem:
 
     def job_documents(self) -> list[tuple[str, dict]]:
         """(platform, job document) for every test × topology × platform. The document is the
-        job as data (redline.job's format): what an agent needs to run it anywhere."""
+        job as data (redline.engine.job's format): what an agent needs to run it anywhere."""
         lone_p_value = FDR_Q / (max(1, len(self.tests) * len(self.topologies) * len(self.platforms))
                                 * compared_metric_count())
         settings = {"runs": self.settings.runs, "duration_s": self.settings.duration_s,
@@ -96,7 +96,7 @@ def new_work(client: redis.Redis, *, source: str, sides: list[SideSpec], platfor
 
 
 def compared_metric_count() -> int:
-    from redline.comparison import COMPARED_METRICS
+    from redline.analysis.comparison import COMPARED_METRICS
     return len(COMPARED_METRICS)
 
 

@@ -25,7 +25,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from redline.errors import RunError
+from redline.core.errors import RunError
 
 VALGRIND_OPTIONS = ("--tool=callgrind", "--cache-sim=yes", "--instr-atstart=no", "--vgdb=yes",
                     "--compress-strings=no", "--compress-pos=no", "--error-limit=no")
@@ -97,7 +97,7 @@ class CallgrindControl:
 
 
 def under_callgrind(settings):
-    """`settings` (a redline.server.ServerSettings) for the same server under callgrind: the
+    """`settings` (a redline.server.process.ServerSettings) for the same server under callgrind: the
     valgrind prefix, and a start timeout that allows for valgrind's start and slower loading."""
     from dataclasses import replace
     return replace(settings, launcher=valgrind_prefix, start_timeout_s=settings.start_timeout_s * START_SLOWDOWN)

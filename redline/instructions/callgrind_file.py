@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from redline.errors import RunError
+from redline.core.errors import RunError
 
 
 @dataclass

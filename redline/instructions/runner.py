@@ -1,4 +1,4 @@
-"""The engine's test runner for `--measure instructions`: the real runner (redline.server_runner)
+"""The engine's test runner for `--measure instructions`: the real runner (redline.bench.server_runner)
 with every server under callgrind and each run's load replaced by a callgrind window
 (redline.instructions.window): a fixed request count, decided once per test and shared by every
 run and side, its cost counted by callgrind. A profile run's window also gives the run's
@@ -6,18 +6,18 @@ deterministic profile (redline.instructions.profile) instead of a perf recording
 
 from __future__ import annotations
 
-from redline.errors import RunError
+from redline.core.errors import RunError
 from redline.instructions.callgrind import control_of, under_callgrind
 from redline.instructions.profile import callgrind_profile
 from redline.instructions.visibility import visibility_warnings
 from redline.instructions.window import WINDOW_INSTRUCTIONS, RequestPlan, WindowResult, measure_window
-from redline.load import LoadRequest, LoadResult
-from redline.probes import WindowProbe
-from redline.run import Run
-from redline.run_plan import Side
-from redline.server_runner import ServerRunner, _LoadProgress
+from redline.load.redline_load import LoadRequest, LoadResult
+from redline.server.probes import WindowProbe
+from redline.core.run import Run
+from redline.engine.run_plan import Side
+from redline.bench.server_runner import ServerRunner, _LoadProgress
 from redline.topology import CpuPlan
-from redline.watch import ServerWatch
+from redline.server.watch import ServerWatch
 
 KEPT_FROM_THE_LOAD = ("keyspace_hits", "keyspace_misses", "used_memory_bytes", "ops", "measured_s", "errors")
 

@@ -26,11 +26,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Protocol
 
-from redline.errors import RunError
+from redline.core.errors import RunError
 from redline.instructions.callgrind import CallgrindControl
 from redline.instructions.callgrind_file import CallgrindDump, parse_callgrind
 from redline.instructions.costs import request_driven, window_metrics
-from redline.load import LoadListener, LoadRequest, LoadResult, run_load
+from redline.load.redline_load import LoadListener, LoadRequest, LoadResult, run_load
 
 # The window holds at least this many instructions: ~3-8 s under callgrind with cache simulation,
 # 30+ serverCron calls at hz 10, so a cron run more or less moves the total by well under 1%.

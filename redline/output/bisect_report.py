@@ -1,4 +1,4 @@
-"""A bisection's report (terminal lines and markdown) from its stored document (redline/bisect.py's
+"""A bisection's report (terminal lines and markdown) from its stored document (redline/bisect/search.py's
 Outcome.as_json() plus the command's context), so a stored session reads the same as the live one."""
 
 from __future__ import annotations

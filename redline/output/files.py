@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from redline.errors import RunError, UsageError
+from redline.core.errors import RunError, UsageError
 
 
 def check_output_paths(paths: dict[str, Path | None]) -> None:

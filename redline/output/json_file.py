@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from redline.comparison import TestComparison
-from redline.run import Run
+from redline.analysis.comparison import TestComparison
+from redline.core.run import Run
 from redline.output.files import write_json
 from redline.output.verdicts import sorted_comparisons
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from redline import metrics
-from redline.comparison import TestComparison
-from redline.run import Run
-from redline.output.numbers import format_number
+from redline.core import metrics
+from redline.analysis.comparison import TestComparison
+from redline.core.run import Run
+from redline.core.numbers import format_number
 from redline.output.verdicts import WORDS, cells, explain, interval_label, moves, sorted_comparisons, summary_sentence
 
 

@@ -9,13 +9,14 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from redline import machine, metrics
-from redline.run import Run
-from redline.run_plan import Observer
+from redline.system import machine
+from redline.core import metrics
+from redline.core.run import Run
+from redline.engine.run_plan import Observer
 from redline.output import terminal
-from redline.output.numbers import format_count
+from redline.core.numbers import format_count
 from redline.output.terminal import styled
-from redline.pinning import available_cpus
+from redline.system.pinning import available_cpus
 from redline.topology import plan_cpus
 
 

@@ -10,9 +10,10 @@ from collections import defaultdict
 from rich.console import Console
 from rich.table import Table
 
-from redline import history, metrics
-from redline.run import Run
-from redline.output.numbers import format_number
+from redline.analysis import history
+from redline.core import metrics
+from redline.core.run import Run
+from redline.core.numbers import format_number
 from redline.output.terminal import styled
 
 

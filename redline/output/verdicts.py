@@ -6,12 +6,12 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from redline import metrics
-from redline.comparison import TestComparison
-from redline.output.numbers import format_number
+from redline.core import metrics
+from redline.analysis.comparison import TestComparison
+from redline.core.numbers import format_number
 from redline.output.tables import common_prefix
 from redline.output.terminal import styled
-from redline.stats import Verdict
+from redline.analysis.stats import Verdict
 
 ORDER = {Verdict.REGRESSION: 0, Verdict.IMPROVEMENT: 1, Verdict.INCONCLUSIVE: 2, Verdict.NO_CHANGE: 3}
 STYLE = {Verdict.REGRESSION: "red", Verdict.IMPROVEMENT: "green", Verdict.INCONCLUSIVE: "yellow",
@@ -53,7 +53,7 @@ COUNTED = frozenset(m.name for m in metrics.compared(metrics.INSTRUCTIONS))
 
 def interval_label(comparisons: list[TestComparison]) -> str:
     """What the interval column holds: a 95% confidence interval, or — for runs under callgrind,
-    judged by redline.instructions.verdict — the range of every cross-side ratio of runs; "interval"
+    judged by redline.analysis.counted — the range of every cross-side ratio of runs; "interval"
     when a session holds both."""
     counted = [c.metric in COUNTED for c in comparisons]
     if counted and all(counted):

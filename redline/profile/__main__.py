@@ -15,7 +15,7 @@ from pathlib import Path
 
 from redline.output import terminal
 
-from redline.errors import RunError, UsageError
+from redline.core.errors import RunError, UsageError
 from redline.profile import (Recorder, describe_move, diff_flamegraph, format_hot_stacks_table,
                              format_hotspots_table, hotspots, moved_symbols)
 

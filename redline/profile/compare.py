@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from redline.errors import UsageError
+from redline.core.errors import UsageError
 from redline.profile.folding import read_folded
 from redline.profile.symbols import symbol_shares
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from redline.errors import RunError
+from redline.core.errors import RunError
 from redline.profile.events import event_support
 from redline.profile.perf_process import PerfProcess
 from redline.profile.tools import find_perf

@@ -9,7 +9,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from redline.errors import UsageError
+from redline.core.errors import UsageError
 
 _SHT_SYMTAB = 2
 _SHT_DYNSYM = 11

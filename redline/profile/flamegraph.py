@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from html import escape
 from pathlib import Path
 
-from redline.errors import RunError
+from redline.core.errors import RunError
 from redline.profile.folding import read_folded
 from redline.profile.tools import find_inferno
 

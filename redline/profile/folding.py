@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from redline.errors import UsageError
+from redline.core.errors import UsageError
 
 _FRAME = re.compile(r"^\s+(?P<address>[0-9a-fA-F]+)\s+(?P<symbol>.*?)(?:\s+\((?P<dso>[^()]*)\))?\s*$")
 _OFFSET = re.compile(r"\+0x[0-9a-fA-F]+$")

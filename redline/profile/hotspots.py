@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
-from redline.errors import UsageError
+from redline.core.errors import UsageError
 from redline.profile.folding import read_folded
 
 STACK_FRAMES_SHOWN = 4

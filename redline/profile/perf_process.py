@@ -14,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from redline.errors import RunError
+from redline.core.errors import RunError
 
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 120.0

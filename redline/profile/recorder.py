@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from redline.errors import RunError
+from redline.core.errors import RunError
 from redline.profile.counters import CounterSession, hardware_counters_available
 from redline.profile.events import choose_sampling_event
 from redline.profile.flamegraph import render_stacks

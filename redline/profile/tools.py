@@ -6,7 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
-from redline.errors import RunError
+from redline.core.errors import RunError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOOLS_BIN = REPO_ROOT / ".tools" / "bin"

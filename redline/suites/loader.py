@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from redline.metrics import INSTRUCTIONS, TIME
+from redline.core.metrics import INSTRUCTIONS, TIME
 
 from .errors import Diagnostic, SpecError
 from .memtier import parse_client_arguments, split_command

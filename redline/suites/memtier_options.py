@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from redline.errors import RunError
+from redline.core.errors import RunError
 
 TABLE_PATH = Path(__file__).resolve().parents[2] / "loadgen" / "memtier_options.tsv"
 COLUMNS = ["name", "short", "value", "range", "status", "note"]

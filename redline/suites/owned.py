@@ -4,8 +4,8 @@ A suite says what load to send and how the server is configured. Where that load
 files are written and what counts as a run are redline's: otherwise a suite could send the
 load to another server (and the run would be stored as this server's), write or truncate any
 path, or change what a run measures. Used by the suite reader (a warning at file:line, shown by
-`redline suites validate` and by `redline run`), by the run path (`redline.load` drops these
-from every redline-load command line, `redline.targets` refuses them in --config) and by the
+`redline suites validate` and by `redline run`), by the run path (`redline.load.redline_load` drops these
+from every redline-load command line, `redline.server.targets` refuses them in --config) and by the
 server start (its files stay in redline's work directory).
 
 In a suite each one is dropped with a warning, not rejected: upstream suites carry options of

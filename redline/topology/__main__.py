@@ -16,10 +16,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from redline.errors import RunError, UsageError
-from redline.load import LoadRequest, run_load
-from redline.pinning import available_cpus
-from redline.probes import read_cpu
+from redline.core.errors import RunError, UsageError
+from redline.load.redline_load import LoadRequest, run_load
+from redline.system.pinning import available_cpus
+from redline.server.probes import read_cpu
 from redline.topology import deploy, parse_topology, plan_cpus, wait_replicas_in_sync
 
 def _config_pairs(pairs: list[str]) -> dict[str, str]:

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import redis
 
-from redline.errors import RunError
-from redline.server import LOOPBACK, ManagedServer, free_port
+from redline.core.errors import RunError
+from redline.server.process import LOOPBACK, ManagedServer, free_port
 from redline.topology.spec import CLUSTER_SLOTS
 
 BUS_PORT_OFFSET = 10000            # a node's cluster bus listens on port + 10000

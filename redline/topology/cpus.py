@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from redline.errors import UsageError
+from redline.core.errors import UsageError
 from redline.topology.spec import TopologySpec
 
 

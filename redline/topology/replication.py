@@ -7,8 +7,8 @@ import time
 
 import redis
 
-from redline.errors import RunError
-from redline.server import ManagedServer
+from redline.core.errors import RunError
+from redline.server.process import ManagedServer
 
 POLL_S = 0.05
 

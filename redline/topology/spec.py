@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from redline.errors import UsageError
+from redline.core.errors import UsageError
 
 CLUSTER_SLOTS = 16384
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from redline.errors import UsageError
+from redline.core.errors import UsageError
 
 VARIANTS_DIR = Path(__file__).resolve().parent
 DEFAULT_VARIANT = "default"

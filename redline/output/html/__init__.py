@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from redline.output import files
-from redline.store import Store
+from redline.store.results import Store
 
 
 def write_session_report(store: Store, session_id: int, path: Path) -> None:

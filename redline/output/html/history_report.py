@@ -1,15 +1,16 @@
 """The HTML history page: one chart per test × topology × target over its sessions (every run a
-point, the sessions' median line, the change points redline.history found with their change
+point, the sessions' median line, the change points redline.analysis.history found with their change
 and p-value, the levels between them, odd sessions ringed), the same sentences as `redline
 history` under each chart, and the build of every session on hover."""
 
 from __future__ import annotations
 
-from redline import history, metrics
+from redline.analysis import history
+from redline.core import metrics
 from redline.output.html import plots
 from redline.output.html.page import Page, table, text
 from redline.output.html.session_report import when
-from redline.output.numbers import format_number
+from redline.core.numbers import format_number
 
 
 def history_page(all_series: list[history.Series], *, metric: str, p_value: float, argv: list[str]) -> Page:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from redline.stats import Verdict
+from redline.analysis.stats import Verdict
 
 SIDE_COLOURS = {None: "#3b6fb6", "baseline": "#3b6fb6", "comparison": "#e07b24"}
 VERDICT_COLOURS = {Verdict.REGRESSION: "#c62828", Verdict.IMPROVEMENT: "#2e7d32",

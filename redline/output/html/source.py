@@ -1,6 +1,6 @@
 """What a report reads from the store — in ONE function, `read_session`.
 
-A session's runs are the store's run documents (`Store.load_runs`: `redline.run.Run`) in the
+A session's runs are the store's run documents (`Store.load_runs`: `redline.core.run.Run`) in the
 order they ran (interleaved A B B A for compare), each with its metrics, flags, facts (machine,
 server, build, pinning, dataset, state), per-second series and profile; a compare session's
 verdicts come back as the `TestComparison`s that compare printed (from the stored
@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from redline.comparison import TestComparison
-from redline.errors import UsageError
-from redline.run import Run
-from redline.store import Store
+from redline.analysis.comparison import TestComparison
+from redline.core.errors import UsageError
+from redline.core.run import Run
+from redline.store.results import Store
 
 
 @dataclass

@@ -1,0 +1,295 @@
+"""The real test runner: one test on one topology, its sides' servers in the test's planned state,
+each run measured with redline-load and the probes.
+
+The engine (redline/engine/engine.py) decides *which* run comes next; this module does what a run is on
+a real machine: servers, datasets and snapshots (redline.bench.state), the load, the server CPU and INFO
+probes, the watch for hung servers, and profiles. It fills the run document; it stores nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from redline.bench import admission
+from redline.system import machine
+from redline.bench import state
+from redline.core.errors import RunError, SkipTest
+from redline.load.redline_load import LoadRequest, LoadResult, NotAResult, ServerGone
+from redline.load.groups import run_test_load
+from redline.server.probes import WindowProbe
+from redline.core.run import Run
+from redline.engine.run_plan import Observer, RunSettings, Side
+from redline.server.process import Server
+from redline.bench.state import Prepared
+from redline.topology import CpuPlan, TopologySpec
+from redline.server.watch import ServerHung, ServerWatch
+
+if TYPE_CHECKING:
+    from redline.suites import TestSpec
+
+CLIENT_SATURATION = 0.90       # client_cpu_util above this: the load generator may have been the bottleneck
+MISS_PATH_RATIO = 0.50         # a read workload with more misses than this measures the miss path
+ERROR_TYPES_SHOWN = 3
+
+ArtifactPlace = Callable[[Run], Path]      # where a run's files (profiles) are kept
+
+
+class _LoadProgress:
+    """Forwards redline-load's events to the observer, the window probe and the profiler."""
+
+    def __init__(self, observer: Observer, probe: WindowProbe | None, settings: LoadRequest, recorder=None):
+        self.observer, self.probe, self.request, self.recorder = observer, probe, settings, recorder
+
+    def on_phase(self, phase: str, at: float) -> None:
+        if phase == "warmup":
+            self.observer.phase("warm-up", total=self.request.warmup_s)
+        elif phase == "measure":
+            if self.probe:
+                self.probe.mark_start()
+            if self.recorder:
+                self.recorder.start()
+            self.observer.phase("measurement", total=self.request.duration_s)
+        elif phase == "done" and self.probe:
+            self.probe.mark_end()
+
+    def on_progress(self, event: dict) -> None:
+        if event.get("requests_total"):
+            self.observer.progress(event.get("requests_done", 0), event["requests_total"])
+        else:
+            self.observer.progress(event.get("elapsed_s", 0.0))
+
+
+class ServerRunner:
+    """The engine's TestRunner on real servers (see redline.engine.engine.TestRunner)."""
+
+    def __init__(self, test: TestSpec, topology: TopologySpec, sides: list[Side], settings: RunSettings, *,
+                 observer: Observer, cpus: list[int], workdir: Path, artifacts: ArtifactPlace):
+        self.test, self.topology, self.sides, self.settings = test, topology, sides, settings
+        self.observer, self.cpus, self.workdir, self.artifacts = observer, cpus, workdir, artifacts
+        self.ready_sides: dict[Side, Prepared] = {}
+        self.replace: set[Side] = set()          # sides whose server hung: a fresh one is due
+        self.states: state.ServerStates | None = None
+
+    def skip_reason(self) -> str | None:
+        managed = all(side.target.managed for side in self.sides)
+        return admission.unsupported_reason(self.test, self.topology, managed=managed)
+
+    def plan(self) -> str:
+        plan = state.plan_state(self.test, self.topology, self.sides, self.settings)
+        self.states = state.ServerStates(self.test, self.topology, self.settings, plan, observer=self.observer,
+                                         cpus=self.cpus, workdir=self.workdir)
+        return plan.describe()
+
+    def prepare(self, side: Side) -> None:
+        self.ready_sides[side] = self.states.start(side)
+
+    def ready(self, side: Side) -> bool:
+        return side in self.ready_sides
+
+    def needs_fresh_server(self, side: Side) -> bool:
+        if side in self.replace:
+            self.replace.discard(side)
+            return True
+        return False
+
+    def release(self, side: Side) -> None:
+        prepared = self.ready_sides.pop(side, None)
+        if prepared is not None:
+            prepared.server.stop()
+
+    def close(self) -> None:
+        for side in list(self.ready_sides):
+            self.release(side)
+
+    def measure(self, side: Side, run: Run) -> None:
+        """One run of one side on a server in the test's planned state. A side whose server could
+        not be brought back into that state, or exited, runs no more; one that hung is replaced."""
+        try:
+            self.ready_sides[side] = self.states.before_run(side, self.ready_sides[side])
+        except (RunError, SkipTest) as exc:
+            self.ready_sides.pop(side)
+            self.observer.note(f"{side.target.label}: the server could not be restarted into the test's state; "
+                               f"the remaining runs of {self.test.name} are skipped")
+            run.finish("failed", error=str(exc))
+            return
+        prepared = self.ready_sides[side]
+        self._measure(side, run, prepared)
+        if prepared.hung:
+            self.release(side)
+            self.replace.add(side)
+            self.observer.note(f"{side.target.label}: the server hung and was killed; "
+                               "a fresh one is started for the next run")
+        elif run.status != "ok" and not prepared.server.alive():
+            self.release(side)
+            self.observer.note(f"{side.target.label}: the server exited; "
+                               f"the remaining runs of {self.test.name} are skipped")
+
+    # -- one run ------------------------------------------------------------------------------
+    def _measure(self, side: Side, run: Run, prepared: Prepared) -> None:
+        server, settings = prepared.server, self.settings
+        request = LoadRequest(arguments=server.load_arguments(self.test.client.arguments), host=server.host,
+                              port=server.port, json_path=self.workdir / f"run-{run.uid}.json",
+                              duration_s=settings.duration_s, warmup_s=settings.warmup_s,
+                              cpus=prepared.plan.client_cpus)
+        probe = WindowProbe(pids=server.pids(), client=server.info_client())
+        watch = ServerWatch(server)
+        run.facts = {**prepared.facts, "machine": machine.facts(), "loadgen_argv": request.argv(),
+                     "warmup_s": settings.warmup_s,
+                     "state": {**prepared.facts["state"], "at_run_start": state.at_run_start(server)}}
+        try:
+            try:
+                result = self._drive(side, run, request, probe, watch)
+            except ServerHung as hung:
+                prepared.hung = True
+                raise RunError(f"the server stopped answering during the run: {hung.reason}; "
+                               "it was killed") from None
+            except ServerGone:
+                reason = server.crash_reason()
+                raise RunError(f"the server exited during the run ({server.exit_description()})"
+                               + (f": {reason}" if reason else ""))
+            except NotAResult as exc:
+                raise RunError(_why_not_a_result(exc, probe)) from exc
+            run.metrics, run.series, run.flags = self._results(result, probe, prepared.plan)
+            run.facts["state"]["memory_at_window_start"] = state.memory_figures(probe.info_start)
+            run.facts["loadgen"] = result.extra
+            if result.groups:       # several clients at once (redline.load.groups): the headline is the last
+                run.facts.update(groups=result.groups, headline_group=result.headline, loadgen_argv=result.argv)
+                self.observer.note(f"headline metrics: {result.headline}, the last client (as upstream exports it)")
+            run.finish("ok")
+        except RunError as exc:
+            run.server_log_tail = server.log_tail()
+            run.finish("failed", error=str(exc))
+        finally:
+            probe.close()
+
+    def _drive(self, side: Side, run: Run, request: LoadRequest, probe: WindowProbe,
+               watch: ServerWatch) -> LoadResult:
+        """The load of one run (and, for a profile run, perf around its window)."""
+        recorder = self._recorder(side, self.ready_sides[side].server, run) if run.purpose == "profile" else None
+        try:
+            result = run_test_load(self.test, request, self.ready_sides[side].server.load_arguments,
+                                   listener=_LoadProgress(self.observer, probe, request, recorder),
+                                   server_alive=watch, timeout_s=self._run_timeout())
+            if recorder is not None:
+                self.observer.phase("profile: perf script, flame graph")
+                run.profile = recorder.stop().as_json()
+                recorder = None
+            return result
+        finally:
+            if recorder is not None:         # the run failed or was interrupted: perf's output is not used
+                recorder.abort()
+
+    def _results(self, result: LoadResult, probe: WindowProbe, plan: CpuPlan):
+        """The run's metrics, per-second series and flags."""
+        return _metrics(self.test, result, probe, plan)
+
+    def _run_timeout(self) -> float:
+        """Generous: the run's own length plus two minutes (a run that hangs must not hang redline)."""
+        workload = getattr(self.test.client, "workload", None)
+        own = self.settings.duration_s or (workload.test_time if workload and workload.test_time else 600)
+        return self.settings.warmup_s + own + 120.0
+
+    def _recorder(self, side: Side, server: Server, run: Run):
+        """perf for the profiled run; raises RunError when this server cannot be profiled."""
+        if not server.managed:
+            raise RunError("cannot profile a tcp:// target: redline does not run that server")
+        from redline.profile import Recorder   # perf tooling is only needed with --profile
+        return Recorder(pids=server.pids(), binary=side.target.binary, workdir=self.artifacts(run),
+                        title=f"{self.test.name} — {side.target.label}")
+
+
+def _metrics(test: TestSpec, result: LoadResult, probe: WindowProbe, plan: CpuPlan):
+    ops = result.ops or 0
+    cpu = probe.cpu
+    measured_s = result.measured_s or 0.0
+    client_cpus = len(plan.client_cpus) or 1
+    client_cpu_s = result.client_cpu_s
+    hits, misses = probe.info_delta("keyspace_hits"), probe.info_delta("keyspace_misses")
+    metrics = {
+        "ops_per_sec": result.ops_per_sec,
+        "p50_ms": result.percentile_ms("50.00"),
+        "p90_ms": result.percentile_ms("90.00"),
+        "p99_ms": result.percentile_ms("99.00"),
+        "p999_ms": result.percentile_ms("99.90"),
+        "server_cpu_us_per_op": cpu.total_s * 1e6 / ops if cpu and ops else None,
+        "client_cpu_util": (client_cpu_s / measured_s / client_cpus
+                            if client_cpu_s is not None and measured_s else None),
+        "used_memory_bytes": float(probe.info_end["used_memory"]) if probe.info_end else None,
+        "keyspace_hits": hits,
+        "keyspace_misses": misses,
+        "server_cpu_s": cpu.total_s if cpu else None,
+        "server_user_s": cpu.user_s if cpu else None,
+        "server_system_s": cpu.system_s if cpu else None,
+        "client_cpu_s": client_cpu_s,
+        "ops": float(ops),
+        "measured_s": measured_s,
+        "errors": float(sum((result.extra.get("errors") or {}).values())),
+    }
+    flags = []
+    if metrics["client_cpu_util"] is not None and metrics["client_cpu_util"] > CLIENT_SATURATION:
+        flags.append("client saturated its core")
+    if _measures_miss_path(test, hits, misses):
+        flags.append(f"measures the miss path ({misses / (hits + misses):.0%} misses)")
+    if metrics["errors"]:
+        flags.append(_error_replies(result.extra))
+    for warning in result.extra.get("warnings") or []:
+        flags.append(warning)
+    series = result.per_second()
+    if probe.cpu_per_second:
+        series["server_cpu_util"] = probe.cpu_per_second
+    return metrics, series, flags
+
+
+def _measures_miss_path(test: TestSpec, hits: int | None, misses: int | None) -> bool:
+    """Most key lookups of the measured window missed (INFO counts only reads), unless the suite
+    says it means to measure misses (`redline: expect-misses: true`)."""
+    if hits is None or misses is None or hits + misses == 0 or test.extensions.get("expect-misses"):
+        return False
+    return misses / (hits + misses) > MISS_PATH_RATIO
+
+
+def _error_replies(load_output: dict) -> str:
+    """'N error replies: n1 × <first message of that type>; …' — the server's own words, most
+    frequent types first, so a reader sees the cause (a syntax the server lacks, BUSYKEY …)."""
+    counts: dict[str, int] = load_output.get("errors") or {}
+    examples: dict[str, str] = load_output.get("error_examples") or {}
+    ranked = sorted(counts.items(), key=lambda item: -item[1])
+    parts = [f"{count} × {examples.get(kind, kind)}" for kind, count in ranked[:ERROR_TYPES_SHOWN]]
+    if len(ranked) > ERROR_TYPES_SHOWN:
+        parts.append(f"{len(ranked) - ERROR_TYPES_SHOWN} more types")
+    return f"{sum(counts.values())} error replies: {'; '.join(parts)}"
+
+
+def _nothing_completed(result: LoadResult, probe: WindowProbe) -> str:
+    """Why a window measured no operation: usually every connection's first requests queue behind
+    each other's slow calls for longer than the window (upstream runs such suites for minutes)."""
+    sent = result.extra.get("send_pattern") or {}
+    connections = (result.extra.get("connections") or {}).get("opened") or 0
+    in_flight = connections * (sent.get("pipeline") or 1)
+    reason = (f"no reply completed in the measured {result.measured_s:g} s with {in_flight} requests "
+              f"in flight ({connections} connections × pipeline {sent.get('pipeline') or 1})")
+    commands = [c.get("type", "") for c in sent.get("commands") or []]
+    executed = probe.server_time_per_call(commands)
+    if executed:
+        calls, per_call_ms = executed
+        round_s = in_flight * per_call_ms / 1000
+        reason += f"; the server spent {per_call_ms:.2f} ms per call over {calls} calls (INFO commandstats)"
+        if round_s > (result.measured_s or 0):
+            reason += f", so one round of those requests takes about {round_s:.1f} s — a longer --duration measures it"
+        else:
+            reason += ", so the replies were held back rather than slow (a blocking command waiting for data?)"
+    return reason
+
+
+def _why_not_a_result(refused: NotAResult, probe: WindowProbe) -> str:
+    """A failed run's reason when redline-load refused its own numbers: its words, or why no
+    reply completed, and the server's error replies if it sent any."""
+    result = refused.result
+    reason = str(refused)
+    lost = (result.extra.get("connections") or {}).get("lost")
+    if not lost and not result.ops and result.measured_s:
+        reason = _nothing_completed(result, probe)
+    if (result.extra.get("errors") or {}):
+        reason += f"; {_error_replies(result.extra)}"
+    return reason

@@ -1,0 +1,319 @@
+"""How a run's server state is reached: one rule for every side and every run of a test.
+
+A server filled by a preparation and one that loaded the same data from an RDB file hold equal
+data in different memory layouts (10M GEOADDs in generation order scatter a skiplist's nodes
+over the heap; an RDB load allocates them one after another) and can differ several times on
+range scans (DESIGN.md §3 "Same state"). So, decided once per test for all its sides:
+
+* restored — the preparation is snapshotted, and every run of every side measures a server that
+  started from that snapshot, the side that prepared it included: it prepares, saves the
+  snapshot, and restarts from it before measuring;
+* prepared — the preparation cannot be snapshotted (--no-snapshots, a tcp:// target, a
+  cluster, an append-only file, keys with a time to live, a failed SAVE): every side prepares
+  it the same way;
+* empty — the test prepares nothing.
+
+When the measured commands write (the server's COMMAND flags), the server is restarted into that
+state before every run but the first, so run 5 starts where run 1 did; the restart's cost is
+recorded with the run. Every run records how its state was reached, the key count and memory
+when it started, and the INFO memory figures at the start of its measured window; `compare`
+refuses a verdict on sides that reached their state differently.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+import redis
+
+from redline.bench import admission
+from redline.bench import preparation
+from redline.server import traits as server_traits
+from redline.bench import snapshot_plan
+from redline.core.errors import RunError, SkipTest
+from redline.server.identity import server_identity
+from redline.server.process import RemoteServer, Server
+from redline.topology import CpuPlan, deploy, plan_cpus, wait_replicas_in_sync
+
+if TYPE_CHECKING:
+    from redline.engine.run_plan import Observer, RunSettings, Side
+    from redline.suites import TestSpec
+    from redline.topology import TopologySpec
+
+RESTORED, PREPARED, EMPTY = "restored", "prepared", "empty"
+REPLICA_SYNC_TIMEOUT_S = 300.0
+MEMORY_FIGURES = ("used_memory", "used_memory_rss", "mem_fragmentation_ratio", "mem_allocator")
+MEMORY_DIFFERENCE = 0.05       # sides whose used_memory at run start differ more than this are flagged
+
+
+@dataclass
+class StatePlan:
+    """How every run of one test reaches its server state, the same for every side."""
+
+    origin: str                  # RESTORED, PREPARED or EMPTY
+    why: str                     # why this origin
+    restart_per_run: bool        # restart into the state before every run but the first
+    restart_why: str
+    snapshots: dict = field(default_factory=dict)    # Side -> snapshot_plan.Snapshot, when RESTORED
+
+    def fall_back(self, reason: str) -> None:
+        """The snapshot could not be saved after all: from now on every side prepares the data."""
+        self.origin, self.why, self.snapshots = PREPARED, f"not snapshotted: {reason}", {}
+
+    def facts(self) -> dict:
+        return {"origin": self.origin, "why": self.why, "restart_per_run": self.restart_per_run,
+                "restart_why": self.restart_why}
+
+    def describe(self) -> str:
+        restarts = "restarted before every run" if self.restart_per_run else "not restarted between runs"
+        return f"server state: {self.origin} ({self.why}); {restarts}: {self.restart_why}"
+
+
+def plan_state(test: TestSpec, topology: TopologySpec, sides: list[Side], settings: RunSettings) -> StatePlan:
+    """The one decision per test; RunError when a server binary cannot be asked (it cannot start)."""
+    origin, why, snapshots = _origin(test, topology, sides, settings)
+    restart, restart_why = _restarts(test, sides)
+    return StatePlan(origin, why, restart, restart_why, snapshots)
+
+
+def _origin(test: TestSpec, topology: TopologySpec, sides: list[Side], settings: RunSettings):
+    if not snapshot_plan.prepares_anything(test):
+        return EMPTY, "the test prepares no data", {}
+    obstacle = _snapshot_obstacle(test, topology, sides, settings)
+    if obstacle:
+        return PREPARED, f"not snapshotted: {obstacle}", {}
+    snapshots = {side: snapshot_plan.snapshot_for(test, binary=side.target.binary, scale=settings.scale)
+                 for side in sides}
+    return RESTORED, "every run starts from the prepared data's RDB snapshot", snapshots
+
+
+def _snapshot_obstacle(test: TestSpec, topology: TopologySpec, sides: list[Side],
+                       settings: RunSettings) -> str | None:
+    if not settings.snapshots:
+        return "--no-snapshots"
+    for side in sides:
+        if not side.target.managed:
+            return f"{side.target.label} is a tcp:// target (redline neither saves nor loads its data)"
+        obstacle = snapshot_plan.snapshot_obstacle(topology, {**test.db.configuration_parameters,
+                                                            **side.target.config})
+        if obstacle:
+            return obstacle
+    return None
+
+
+def _restarts(test: TestSpec, sides: list[Side]) -> tuple[bool, str]:
+    if not all(side.target.managed for side in sides):
+        return False, "redline cannot restart a tcp:// target; each run continues on what the previous one left"
+    writing = sorted({name for side in sides for name in server_traits.writing_commands(test, side.target.binary)})
+    if not writing:
+        return False, "the measured commands only read (COMMAND flags)"
+    return True, f"the measured commands write ({', '.join(writing)})"
+
+
+@dataclass
+class Prepared:
+    """One side of one test, ready to measure: its server(s), their CPU plan, the facts to record."""
+
+    server: Server
+    plan: CpuPlan
+    facts: dict
+    runs: int = 0                # runs this server has served
+    hung: bool = False           # the server stopped answering during a run and was killed
+
+
+class ServerStates:
+    """Brings each side's server into the test's planned state — when the test starts, and again
+    before a run when the plan restarts per run."""
+
+    def __init__(self, test: TestSpec, topology: TopologySpec, settings: RunSettings, plan: StatePlan, *,
+                 observer: Observer, cpus: list[int], workdir: Path, under=None):
+        self.test, self.topology, self.settings, self.plan = test, topology, settings, plan
+        self.observer, self.cpus, self.workdir = observer, cpus, workdir
+        self.under = under       # servers run under a tool (redline.topology.deploy's `under`)
+
+    def start(self, side: Side) -> Prepared:
+        """SkipTest when this server cannot run the test; RunError when it fails to get there."""
+        self.observer.phase(f"server start ({self.topology.name})")
+        if side.target.managed:
+            unknown = admission.unknown_parameters(self.test, side.target.binary, side.target.config)
+            if unknown:
+                raise SkipTest(f"the server does not know configuration parameter "
+                                           f"{', '.join(unknown)} (CONFIG GET)")
+        cpu_plan = plan_cpus(self.topology, self.cpus)
+        snapshot = self.plan.snapshots.get(side)
+        server, dataset = self._reach_state(side, cpu_plan, snapshot)
+        with _stopped_on_failure(server):
+            if self.topology.replicas:
+                self.observer.phase("replicas catching up")
+                dataset["replica_sync_s"] = wait_replicas_in_sync(server, REPLICA_SYNC_TIMEOUT_S)
+            info = server.info("server")
+        return Prepared(server, cpu_plan, {
+            "server_version": info.get("redis_version"),
+            "server_binary": str(side.target.binary) if side.target.binary else None,
+            "build": side.target.build_facts,
+            "identity": server_identity(info, side.target.binary, side.target.build_facts),
+            "server_config": {**self.test.db.configuration_parameters, **side.target.config},
+            "server_port": server.port,
+            "topology": getattr(server, "facts", {"topology": self.topology.name}),
+            "pinning": cpu_plan.as_dict(),
+            "dataset": dataset,
+            "state": self._state_facts(snapshot),
+        })
+
+    def before_run(self, side: Side, prepared: Prepared) -> Prepared:
+        """The server for the side's next run: the same one, or — when the plan restarts per run
+        and this one has served a run — a new one in the planned state, its cost in the facts."""
+        if self.plan.restart_per_run and prepared.runs:
+            prepared.server.stop()
+            started = time.monotonic()
+            prepared = self.start(side)
+            prepared.facts["state"]["reset_s"] = round(time.monotonic() - started, 3)
+        prepared.runs += 1
+        return prepared
+
+    def _state_facts(self, snapshot: snapshot_plan.Snapshot | None) -> dict:
+        facts = {**self.plan.facts(), "prepared_how": snapshot_plan.preparation_summary(self.test, self.settings.scale),
+                 "reset_s": None}
+        if snapshot is not None and self.plan.origin == RESTORED:
+            facts["snapshot_key"] = snapshot.plan.fingerprint()
+            facts["snapshot"] = snapshot.cache.path_for(snapshot.plan, snapshot.rdb_version).name
+        return facts
+
+    # -- reaching the state ---------------------------------------------------------------------
+    def _reach_state(self, side: Side, cpu_plan: CpuPlan,
+                     snapshot: snapshot_plan.Snapshot | None) -> tuple[Server, dict]:
+        if snapshot is None:
+            return self._prepared(side, cpu_plan)
+        if snapshot.cached is not None:
+            return self._restored(side, cpu_plan, snapshot)
+        server, dataset = self._prepared(side, cpu_plan)
+        with _stopped_on_failure(server):
+            obstacle = self._save(snapshot, server, dataset)
+        if obstacle:
+            self.plan.fall_back(obstacle)
+            self.observer.note(f"dataset snapshot not saved: {obstacle}; every side prepares the data itself")
+            return server, dataset
+        server.stop()         # measure what every later run and side measures: the restored server
+        server, restored = self._restored(side, cpu_plan, snapshot)
+        return server, {**restored, **dataset}
+
+    def _deployed(self, side: Side, cpu_plan: CpuPlan, seed_rdb: Path | None = None) -> Server:
+        target = side.target
+        if not target.managed:
+            server: Server = RemoteServer(*target.address).start()
+        else:
+            server = deploy(self.topology, binary=target.binary, cpu_plan=cpu_plan,
+                            config={**self.test.db.configuration_parameters, **target.config},
+                            progress=self.observer.detail, seed_rdb=seed_rdb, under=self.under)
+        with _stopped_on_failure(server):
+            admission.check_server_can_run(self.test, server)
+        return server
+
+    def _prepared(self, side: Side, cpu_plan: CpuPlan) -> tuple[Server, dict]:
+        server = self._deployed(side, cpu_plan)
+        with _stopped_on_failure(server):
+            started = time.monotonic()
+            dataset = preparation.prepare(self.test, server, scale=self.settings.scale, observer=self.observer,
+                                          client_cpus=cpu_plan.client_cpus, workdir=self.workdir)
+            dataset["prepared_s"] = round(time.monotonic() - started, 3)
+        return server, dataset
+
+    def _restored(self, side: Side, cpu_plan: CpuPlan, snapshot: snapshot_plan.Snapshot) -> tuple[Server, dict]:
+        """A server started from the snapshot; the start, which loads it, is the restore's cost."""
+        self.observer.phase("restoring the dataset snapshot")
+        started, rdb = time.monotonic(), snapshot.cached
+        server = self._deployed(side, cpu_plan, seed_rdb=rdb)
+        with _stopped_on_failure(server):
+            dataset = {"restored_from": str(rdb), **preparation.check_keyspace(self.test, server),
+                       "snapshot_key": snapshot.plan.fingerprint()}
+        dataset["restore_s"] = dataset["prepared_s"] = round(time.monotonic() - started, 3)
+        return server, dataset
+
+    def _save(self, snapshot: snapshot_plan.Snapshot, server: Server, dataset: dict) -> str | None:
+        """Save the prepared keyspace in the cache; why not, when it cannot be."""
+        from redline.datasets import DatasetError
+        if dataset["keys_with_ttl"]:
+            # an RDB stores deadlines, not durations: restored later, these keys would be gone
+            return f"{dataset['keys_with_ttl']} keys have a time to live and would be expired when restored"
+        self.observer.phase("saving a dataset snapshot")
+        saving = time.monotonic()
+        try:
+            dataset["snapshot"] = str(snapshot.cache.store_from_server(snapshot.plan, host=server.host,
+                                                                       port=server.port))
+        except (DatasetError, OSError, redis.RedisError) as exc:
+            return str(exc)
+        dataset["snapshot_save_s"] = round(time.monotonic() - saving, 3)
+        return None
+
+
+@contextmanager
+def _stopped_on_failure(server: Server) -> Iterator[None]:
+    try:
+        yield
+    except BaseException as exc:
+        if isinstance(exc, RunError):
+            exc.server_log_tail = server.log_tail()
+        server.stop()
+        raise
+
+
+# -- what a run records about its state ---------------------------------------------------------
+def at_run_start(server: Server) -> dict | None:
+    """Keys and memory just before the run's load starts (None when INFO cannot be read)."""
+    try:
+        client = server.info_client()
+        keys, with_ttl = preparation.keyspace_counts(client)
+        memory = client.info("memory")
+    except redis.RedisError:
+        return None
+    return {"keys": keys, "keys_with_ttl": with_ttl, "used_memory": memory.get("used_memory")}
+
+
+def memory_figures(info: dict | None) -> dict | None:
+    """used_memory, fragmentation and the allocator's own figures from an INFO reply."""
+    if not info:
+        return None
+    return {name: value for name, value in info.items()
+            if name in MEMORY_FIGURES or name.startswith("allocator_")}
+
+
+# -- comparing the states of two sides ------------------------------------------------------------
+def _how(state: dict | None) -> str:
+    if not state:
+        return "not recorded"
+    if state.get("origin") == RESTORED:
+        return f"restored from snapshot {state.get('snapshot_key', '?')[:12]}"
+    return str(state.get("origin"))
+
+
+def state_refusal(states: dict[str, list[dict | None]]) -> str | None:
+    """Why no verdict may be put on these sides (side name → the state facts of its runs): they
+    reached their server state in different ways, or one side in more than one way. None: same."""
+    ways = {side: sorted({_how(s) for s in runs}) for side, runs in states.items() if runs}
+    if len({tuple(w) for w in ways.values()}) <= 1 and all(len(w) == 1 for w in ways.values()):
+        return None
+    told = "; ".join(f"{side}: {' and '.join(w)}" for side, w in ways.items())
+    return f"the sides reached their server state differently ({told}): no verdict on different data layouts"
+
+
+def memory_flag(states: dict[str, list[dict | None]]) -> str | None:
+    """A warning when the sides' median used_memory at run start differ by more than 5% on the
+    same data (an allocator or encoding difference, or data that is not the same after all)."""
+    medians = {}
+    for side, runs in states.items():
+        values = [s["at_run_start"]["used_memory"] for s in runs
+                  if s and s.get("at_run_start") and s["at_run_start"].get("used_memory")]
+        if values:
+            medians[side] = statistics.median(values)
+    if len(medians) < 2:
+        return None
+    low, high = min(medians.values()), max(medians.values())
+    if high <= low * (1 + MEMORY_DIFFERENCE):
+        return None
+    told = ", ".join(f"{side} {value / 2**20:.1f} MiB" for side, value in medians.items())
+    return f"used_memory at run start differs by {high / low - 1:.1%} ({told})"

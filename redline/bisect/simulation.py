@@ -1,0 +1,65 @@
+"""Counted bisections on simulated counts: a CommitCounter (redline.bisect.measure) whose builds
+count like real ones without building or running anything, for the fast tests and for
+scripts/simulate_counted_bisect.py.
+
+A commit's true count is `base` before the culprit and `base × step` from it on (commits from
+`partial_from` on, before the culprit, count half the step in log terms: a change split over two
+commits). Each build has its own offset, uniform in ±`build_offset` (so two builds' counts sit up
+to 2 × build_offset apart: the dictionaries' layout moved whole-process counts by up to 1.6%,
+docs/measure-instructions.md "Sides that count differently"); each run its own noise, uniform in
+±`run_noise`.
+"""
+
+from __future__ import annotations
+
+import random
+
+from redline.bisect.search import Commit
+from redline.bisect.measure import Count, Counted
+
+RESTORED = {"origin": "restored", "snapshot_key": "simulated"}
+
+
+class SimulatedCounter:
+    def __init__(self, good: Commit, path: list[Commit], *, culprit: int, step: float, base: float = 4400.0,
+                 build_offset: float = 0.009, run_noise: float = 0.001, partial_from: int | None = None,
+                 failing=(), seed: int = 0):
+        self.index = {commit.sha: i for i, commit in enumerate(path)}
+        self.index[good.sha] = -1
+        self.culprit, self.step, self.base, self.partial_from = culprit, step, base, partial_from
+        self.failing = set(failing)
+        self.random = random.Random(seed)
+        self.offsets = {sha: 1 + self.random.uniform(-build_offset, build_offset) for sha in self.index}
+        self.run_noise = run_noise
+        self.calls: list[tuple[list[str], int, bool]] = []    # (commits' shas, runs, profiled) per count()
+        self.runs = 0
+
+    def truth(self, index: int) -> float:
+        if index >= self.culprit:
+            return self.base * self.step
+        if self.partial_from is not None and index >= self.partial_from:
+            return self.base * self.step ** 0.5
+        return self.base
+
+    def count(self, commits: list[Commit], tests: list[str], *, runs: int, profile: bool = False) -> Counted:
+        self.calls.append(([c.sha for c in commits], runs, profile))
+        counted = Counted()
+        for commit in commits:
+            index = self.index[commit.sha]
+            for test in tests:
+                if index in self.failing:
+                    counted.failures[(commit.sha, test)] = "1 runs failed: the server exited (signal 11)"
+                    continue
+                for _ in range(runs):
+                    self.runs += 1
+                    noise = 1 + self.random.uniform(-1, 1) * self.run_noise
+                    counted.counts.setdefault((commit.sha, test), []).append(
+                        Count(self.truth(index) * self.offsets[commit.sha] * noise, self.runs, RESTORED))
+        if profile:
+            counted.profiles = {test: ([{"symbol": "getGenericCommand"}], f"{test}.diff.svg") for test in tests}
+        return counted
+
+
+def commit_line(length: int) -> tuple[Commit, list[Commit]]:
+    """GOOD and `length` commits after it (the last is BAD)."""
+    return Commit("g" * 40, "good"), [Commit(f"{i:02x}" * 20, f"commit {i}") for i in range(length)]

@@ -1,0 +1,235 @@
+"""The one execution engine: which run comes next, and where every run goes.
+
+Every entry point (`redline run`, `compare`, `calibrate`, a job from the fleet) goes through it.
+For each test and topology it asks a *test runner* to get every side ready, then runs the sides
+interleaved A B B A …, asks for extra runs while a comparison is undecided (adaptive A/B), and
+hands every run document to every *result sink* (the SQLite store is one) and every *observer*
+(progress display, logs). It knows nothing of servers: the real runner is
+redline.bench.server_runner.ServerRunner; tests drive the engine with in-process fakes.
+"""
+
+from __future__ import annotations
+
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol, Sequence
+
+from redline.system import machine
+from redline.core.errors import RunError, SkipTest
+from redline.core.run import Run
+from redline.engine.run_plan import Observer, Observers, RunSettings, Side
+from redline.engine.sinks import ResultSink
+from redline.system.workdirs import make_workdir
+
+if TYPE_CHECKING:
+    from redline.suites import TestSpec
+    from redline.topology import TopologySpec
+
+MoreRuns = Callable[["TestSpec", list[Run], int], int]
+
+
+class TestRunner(Protocol):
+    """What a run is, for one test on one topology (the real one starts servers)."""
+
+    def skip_reason(self) -> str | None: ...           # why this machine/target cannot run the test here
+    def plan(self) -> str: ...                         # decide how runs reach their state (RunError); describe it
+    def prepare(self, side: Side) -> None: ...         # the side's server ready (SkipTest, RunError)
+    def ready(self, side: Side) -> bool: ...           # the side can run (again)
+    def release(self, side: Side) -> None: ...         # the side runs no more: stop its server
+    def needs_fresh_server(self, side: Side) -> bool: ...   # its server was lost in a way a new one mends
+    def measure(self, side: Side, run: Run) -> None: ...    # fill the run: status ok or failed, metrics …
+    def close(self) -> None: ...
+
+
+RunnerFactory = Callable[["TestSpec", "TopologySpec", list[Side], RunSettings, Observer, Path], TestRunner]
+
+
+def interleaved(sides: list[Side], runs: int, start: int = 0) -> list[tuple[Side, int]]:
+    """Runs start..runs-1 as A B B A A B … for two sides (each pair reverses the order of the
+    previous one); one side: in order."""
+    order: list[tuple[Side, int]] = []
+    for index in range(start, runs):
+        pair = sides if index % 2 == 0 else list(reversed(sides))
+        order += [(side, index) for side in pair]
+    return order
+
+
+@contextmanager
+def fresh_workdir() -> Iterator[Path]:
+    path = make_workdir()
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class Engine:
+    def __init__(self, *, runners: RunnerFactory, sinks: Sequence[ResultSink] = (),
+                 observers: Sequence[Observer] = ()):
+        self.runners = runners
+        self.sinks = list(sinks)
+        self.observer = Observers(observers)
+
+    def execute(self, *, tests: list[TestSpec], sides: list[Side], settings: RunSettings, session_id: int | None,
+                more_runs: MoreRuns | None = None) -> list[Run]:
+        """Every test, every topology, every side, interleaved. `more_runs(test, runs, runs_so_far)`
+        may ask for extra runs per side after the planned ones (adaptive A/B)."""
+        runs: list[Run] = []
+        for number, test in enumerate(tests, 1):
+            runs += self.execute_test(test, sides=sides, settings=settings, session_id=session_id,
+                                      more_runs=more_runs, position=(number, len(tests)))
+        return runs
+
+    def execute_test(self, test: TestSpec, *, sides: list[Side], settings: RunSettings, session_id: int | None,
+                     more_runs: MoreRuns | None = None, position: tuple[int, int] = (1, 1)) -> list[Run]:
+        """One test on each of the settings' topologies, in a work directory of its own."""
+        self.observer.test_started(test, *position)
+        for dropped in test.dropped:          # redline-owned settings (redline.suites.owned)
+            self.observer.note(f"{dropped.location}: {dropped.message}")
+        runs: list[Run] = []
+        with fresh_workdir() as workdir:
+            for topology in settings.topologies:
+                runner = self.runners(test, topology, sides, settings, self.observer, workdir)
+                runs += _TestExecution(self, test, topology, sides, settings, session_id, runner).execute(more_runs)
+        return runs
+
+    # -- what every run goes through ----------------------------------------------------------
+    def new_run(self, test: TestSpec, side: Side, topology: TopologySpec, session_id: int | None, index: int,
+                purpose: str = "measure") -> Run:
+        run = Run(test=test.name, target=side.target.label, side=side.name, run_index=index,
+                  topology=topology.name, purpose=purpose, suite_file=str(test.path), session_id=session_id)
+        run.start()
+        for sink in self.sinks:
+            sink.run_started(run)
+        return run
+
+    def finished(self, run: Run) -> Run:
+        for sink in self.sinks:
+            sink.run_finished(run)
+        return run
+
+    def interrupted(self, run: Run, reason: str) -> None:
+        for sink in self.sinks:
+            sink.run_interrupted(run, reason)
+
+
+class _TestExecution:
+    """One test on one topology: the sides made ready, the interleaved runs, the extra runs."""
+
+    def __init__(self, engine: Engine, test: TestSpec, topology: TopologySpec, sides: list[Side],
+                 settings: RunSettings, session_id: int | None, runner: TestRunner):
+        self.engine, self.test, self.topology, self.sides = engine, test, topology, sides
+        self.settings, self.session_id, self.runner = settings, session_id, runner
+        self.observer = engine.observer
+        self.runs: list[Run] = []
+
+    def execute(self, more_runs: MoreRuns | None) -> list[Run]:
+        try:
+            reason = self.runner.skip_reason()
+            if reason:
+                return [self._skipped(side, reason) for side in self.sides]
+            try:
+                description = self.runner.plan()
+            except RunError as exc:
+                return [self._failed(side, exc) for side in self.sides]
+            for side in self.sides:
+                self._prepare(side)
+            if not self._all_or_none():
+                return self.runs
+            if any(self.runner.ready(side) for side in self.sides):
+                self.observer.note(description)
+            self._measured_runs(more_runs)
+        finally:
+            self.runner.close()
+        return self.runs
+
+    def _measured_runs(self, more_runs: MoreRuns | None) -> None:
+        planned, batch = self.settings.runs, interleaved(self.sides, self.settings.runs)
+        while batch and self._any_ready():
+            for side, index in batch:
+                if self.runner.ready(side):
+                    self.runs.append(self._run(side, index))
+                    if self.runner.needs_fresh_server(side):
+                        self._prepare(side)
+            all_ready = all(self.runner.ready(side) for side in self.sides)
+            extra = more_runs(self.test, self.runs, planned) if more_runs and all_ready else 0
+            if extra:
+                self.observer.note(f"undecided: {extra} more runs per side")
+            planned, batch = planned + extra, interleaved(self.sides, planned + extra, start=planned)
+        if self.settings.profile:
+            for side in self.sides:
+                if self.runner.ready(side):
+                    self.runs.append(self._run(side, planned, purpose="profile"))
+
+    def _any_ready(self) -> bool:
+        return any(self.runner.ready(side) for side in self.sides)
+
+    def _all_or_none(self) -> bool:
+        """An A/B with one side only is no comparison: when a side cannot run the test at all,
+        the other sides are not measured either."""
+        skipped = [run for run in self.runs if run.status == "skipped"]
+        ready = [side for side in self.sides if self.runner.ready(side)]
+        if skipped and ready:
+            reason = f"not measured: {skipped[0].target} cannot run this test ({skipped[0].error})"
+            for side in ready:
+                self.runner.release(side)
+                self.runs.append(self._skipped(side, reason))
+            return False
+        return True
+
+    def _prepare(self, side: Side) -> None:
+        """The side's server(s), in the test's state; or a skipped or failed run saying why not."""
+        try:
+            self.runner.prepare(side)
+        except SkipTest as exc:
+            self.runs.append(self._skipped(side, str(exc)))
+        except RunError as exc:
+            self.runs.append(self._failed(side, exc))
+
+    def _run(self, side: Side, index: int, purpose: str = "measure") -> Run:
+        run = self.engine.new_run(self.test, side, self.topology, self.session_id, index, purpose)
+        try:
+            self.runner.measure(side, run)
+        except BaseException:
+            self.engine.interrupted(run, "redline was interrupted during this run")
+            raise
+        self.observer.run_finished(self.engine.finished(run))
+        return run
+
+    def _failed(self, side: Side, exc: RunError, index: int = 0) -> Run:
+        """A side that could not be prepared: one failed run says why."""
+        run = self.engine.new_run(self.test, side, self.topology, self.session_id, index)
+        run.facts = {"machine": machine.facts()}
+        run.server_log_tail = getattr(exc, "server_log_tail", None)
+        run.finish("failed", error=str(exc))
+        self.observer.run_finished(self.engine.finished(run))
+        return run
+
+    def _skipped(self, side: Side, reason: str) -> Run:
+        """A test this machine or server cannot run: stored, so that history says why it is missing."""
+        run = self.engine.new_run(self.test, side, self.topology, self.session_id, 0)
+        run.facts = {"machine": machine.facts()}
+        run.finish("skipped", error=reason)
+        self.engine.finished(run)
+        self.observer.test_skipped(self.test, reason)
+        return run
+
+
+def local_engine(store, *, observers: Sequence[Observer] = (), sinks: Sequence[ResultSink] = (),
+                 cpus: list[int] | None = None) -> Engine:
+    """The engine on this machine's real servers, storing into `store` (first) and `sinks`; profiles
+    are kept in the store's artifact directory."""
+    from redline.instructions.runner import InstructionsRunner
+    from redline.core.metrics import INSTRUCTIONS
+    from redline.system.pinning import available_cpus
+    from redline.bench.server_runner import ServerRunner
+    cpus = cpus if cpus is not None else available_cpus()
+
+    def runners(test, topology, sides, settings, observer, workdir):
+        counted = settings.measure_for(test) == INSTRUCTIONS
+        runner = InstructionsRunner if counted else ServerRunner       # timed, or under callgrind
+        return runner(test, topology, sides, settings, observer=observer, cpus=cpus, workdir=workdir,
+                      artifacts=lambda run: store.artifact_dir(run.run_id))
+
+    return Engine(runners=runners, sinks=[store, *sinks], observers=observers)

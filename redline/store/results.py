@@ -1,0 +1,557 @@
+"""The result store: one SQLite file (WAL), every run, its metrics and per-second series.
+
+A run is written in two steps: a 'running' row when it starts, and — in one transaction — its
+status, metrics and series when it ends. A redline killed mid-run leaves that row 'running';
+the next time the store is opened, rows whose owning process is gone become 'interrupted'.
+
+Opening is one check (`Store.__init__` → `_inspect`): a store is recognised by its SQLite
+application_id (or, for stores written before redline stamped one, by its tables); any other
+file is refused before anything is written to it. Every SQLite failure later on (disk full,
+read-only file system, a lock held past the busy timeout) is a `StoreError`: one line naming
+the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sqlite3
+import stat
+import time
+from contextlib import closing, contextmanager
+from pathlib import Path
+
+from redline.core.errors import RunError, UsageError
+from redline.core.run import Run
+
+APPLICATION_ID = 0x52446C6E          # 'RDln' in the SQLite header: this file is a redline store
+SQLITE_MAGIC = b"SQLite format 3\x00"
+REDLINE_TABLES = {"sessions", "runs", "metrics", "series"}   # a store from before APPLICATION_ID
+STORE_COMPANIONS = ("", "-wal", "-shm", "-journal")          # the files SQLite keeps for one store
+BUSY_TIMEOUT_VARIABLE = "REDLINE_STORE_BUSY_TIMEOUT"    # seconds to wait for another process's lock (default 30)
+SCHEMA_VERSION = 4
+# Changes to a store written by an older redline, by the version they lead to.
+MIGRATIONS = {
+    2: ["ALTER TABLE runs ADD COLUMN purpose TEXT NOT NULL DEFAULT 'measure'"],
+    3: ["ALTER TABLE runs ADD COLUMN topology TEXT NOT NULL DEFAULT 'oss-standalone'"],
+    4: ["ALTER TABLE runs ADD COLUMN uid TEXT",
+        "ALTER TABLE runs ADD COLUMN flags TEXT",
+        "UPDATE runs SET uid = lower(hex(randomblob(16))) WHERE uid IS NULL",
+        "UPDATE runs SET flags = json_extract(facts, '$.flags') WHERE facts IS NOT NULL"],
+}
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    argv TEXT NOT NULL,
+    machine TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started_at REAL NOT NULL,
+    finished_at REAL,
+    status TEXT NOT NULL DEFAULT 'running'
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    session_id INTEGER NOT NULL REFERENCES sessions(id),
+    test TEXT NOT NULL,
+    suite_file TEXT,
+    target TEXT NOT NULL,
+    side TEXT,
+    run_index INTEGER NOT NULL,
+    purpose TEXT NOT NULL DEFAULT 'measure' CHECK (purpose IN ('measure', 'profile')),
+    topology TEXT NOT NULL DEFAULT 'oss-standalone',
+    uid TEXT,
+    flags TEXT,
+    status TEXT NOT NULL CHECK (status IN ('running', 'ok', 'failed', 'interrupted', 'skipped')),
+    started_at REAL NOT NULL,
+    finished_at REAL,
+    error TEXT,
+    server_log_tail TEXT,
+    facts TEXT
+);
+CREATE INDEX IF NOT EXISTS runs_by_test ON runs(test, target);
+CREATE UNIQUE INDEX IF NOT EXISTS runs_by_uid ON runs(uid);
+CREATE TABLE IF NOT EXISTS metrics (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    name TEXT NOT NULL,
+    value REAL,
+    PRIMARY KEY (run_id, name)
+);
+CREATE TABLE IF NOT EXISTS series (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    name TEXT NOT NULL,
+    second INTEGER NOT NULL,
+    value REAL,
+    PRIMARY KEY (run_id, name, second)
+);
+CREATE TABLE IF NOT EXISTS profiles (
+    run_id INTEGER PRIMARY KEY REFERENCES runs(id),
+    folded_path TEXT NOT NULL,
+    svg_path TEXT NOT NULL,
+    unwinder TEXT,
+    event TEXT,
+    samples INTEGER,
+    detail TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS comparisons (
+    session_id INTEGER NOT NULL REFERENCES sessions(id),
+    test TEXT NOT NULL,
+    metric TEXT NOT NULL,
+    verdict TEXT,
+    detail TEXT NOT NULL,
+    PRIMARY KEY (session_id, test, metric)
+);
+CREATE TABLE IF NOT EXISTS noise_floors (
+    host TEXT NOT NULL,
+    test TEXT NOT NULL,
+    metric TEXT NOT NULL,
+    floor_pct REAL NOT NULL,
+    runs INTEGER NOT NULL,
+    target TEXT NOT NULL,
+    measured_at REAL NOT NULL,
+    PRIMARY KEY (host, test, metric)
+);
+CREATE TABLE IF NOT EXISTS bisections (
+    session_id INTEGER PRIMARY KEY REFERENCES sessions(id),
+    document TEXT NOT NULL
+);
+"""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class StoreError(RunError):
+    """The store failed while redline worked with it (disk full, locked past the busy timeout,
+    an I/O error): a runtime failure, exit 1. What was committed before stays."""
+
+
+class NotAStore(UsageError):
+    """The path given as the store cannot be one: not a redline store, unreadable, read-only,
+    or written by a newer redline. Nothing was written to it. Exit 2."""
+
+
+def busy_timeout_s() -> float:
+    text = os.environ.get(BUSY_TIMEOUT_VARIABLE, "30")
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise UsageError(f"{BUSY_TIMEOUT_VARIABLE}={text!r} is not a number of seconds")
+    return value
+
+
+# SQLite's words for the failures a user can meet, in the user's words.
+_SQLITE_PROBLEMS = {
+    "database or disk is full": "the disk is full",
+    "attempt to write a readonly database": "read-only (the file or its file system)",
+    "disk I/O error": "disk I/O error",
+    "unable to open database file": "cannot be opened (no permission, or its directory is gone)",
+    "file is not a database": "not an SQLite database",
+    "database disk image is malformed": "damaged (SQLite: database disk image is malformed)",
+}
+
+
+def store_problem(path: Path, text: str) -> str:
+    """The one-line form of every store error: it names the file first."""
+    return f"store {path}: {text}"
+
+
+class _StoreConnection(sqlite3.Connection):
+    """A connection whose operational failures become one `StoreError` line naming the store.
+    Constraint and programming errors (bugs) stay what they are."""
+
+    store_path: Path = Path()
+
+    def _guarded(self, method, *args):
+        try:
+            return method(*args)
+        except sqlite3.DatabaseError as exc:
+            if type(exc) not in (sqlite3.OperationalError, sqlite3.DatabaseError):
+                raise
+            raise StoreError(store_problem(self.store_path, explain(exc))) from exc
+
+    def execute(self, *args):
+        return self._guarded(super().execute, *args)
+
+    def executemany(self, *args):
+        return self._guarded(super().executemany, *args)
+
+
+def explain(exc: sqlite3.Error) -> str:
+    """An SQLite error in the user's words."""
+    message = str(exc)
+    if message == "database is locked":
+        return f"locked by another process for more than {busy_timeout_s():g} s (the busy timeout)"
+    return _SQLITE_PROBLEMS.get(message, message)
+
+
+def _file_kind_problem(path: Path) -> str | None:
+    """Why `path` can never hold a store (a directory, a device …), or None."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a store file"
+    if not stat.S_ISREG(mode):
+        return "is not a regular file (a device, FIFO or socket)"
+    return None
+
+
+def _writable_problem(path: Path) -> str | None:
+    """Why redline could not write the store at `path` (or create it), or None."""
+    existing = path if path.exists() else path.parent
+    try:
+        if os.statvfs(existing).f_flag & os.ST_RDONLY:
+            return "is on a read-only file system"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not os.access(existing, os.W_OK):
+        return "is not writable (permission denied)" if existing == path else \
+            f"cannot be created: directory {existing} is not writable"
+    if existing != path:        # a directory may refuse new files whatever it says (/proc, /sys)
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            return None
+        except OSError as exc:
+            return f"cannot be created: {exc.strerror or exc}"
+        os.unlink(path)
+    return None
+
+
+def _read_only_tables(path: Path) -> set[str]:
+    """The table names of an SQLite file, read without any chance of writing to it."""
+    uri = path.resolve().as_uri() + "?mode=ro"
+    try:
+        with closing(sqlite3.connect(uri, uri=True, timeout=busy_timeout_s())) as db:
+            return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.Error as exc:
+        raise NotAStore(store_problem(path, explain(exc))) from exc
+
+
+def inspect_store_file(path: Path) -> bool:
+    """The one store-opening check: True if `path` holds a redline store, False if there is
+    nothing there yet (a new store will be created); NotAStore for anything else. Reads only."""
+    problem = _file_kind_problem(path)
+    if problem:
+        raise NotAStore(store_problem(path, problem))
+    if not path.exists() and not path.parent.is_dir():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise NotAStore(store_problem(path, f"cannot create its directory: {exc.strerror or exc}")) from exc
+    problem = _writable_problem(path)
+    if problem:
+        raise NotAStore(store_problem(path, problem))
+    if not path.exists() or path.stat().st_size == 0:
+        return False
+    try:
+        with path.open("rb") as file:
+            header = file.read(100)
+    except OSError as exc:
+        raise NotAStore(store_problem(path, exc.strerror or str(exc))) from exc
+    if not header.startswith(SQLITE_MAGIC):
+        raise NotAStore(store_problem(path, "is not an SQLite database, so not a redline store; left untouched"))
+    application_id = int.from_bytes(header[68:72], "big")
+    if application_id == APPLICATION_ID:
+        _check_schema_version(path, int.from_bytes(header[60:64], "big"))
+        return True
+    if application_id == 0 and REDLINE_TABLES <= _read_only_tables(path):
+        return True      # written before redline stamped its application_id: stamped when opened
+    raise NotAStore(store_problem(path, f"is another program's SQLite database (application_id "
+                                        f"{application_id:#x}, no redline tables); left untouched"))
+
+
+def _check_schema_version(path: Path, version: int) -> None:
+    """A store written by a newer redline is refused (by its header before opening, by PRAGMA
+    user_version once open)."""
+    if version > SCHEMA_VERSION:
+        raise NotAStore(store_problem(path, f"was written by a newer redline (schema {version}; "
+                                            f"this redline reads up to {SCHEMA_VERSION})"))
+
+
+def is_store_file(store: Path, path: Path) -> bool:
+    """Whether writing `path` would write over the store or one of SQLite's files for it."""
+    for suffix in STORE_COMPANIONS:
+        companion = Path(str(store) + suffix)
+        if companion.exists() and path.exists():
+            if os.path.samefile(companion, path):
+                return True
+        elif companion.resolve() == path.resolve():
+            return True
+    return False
+
+
+def check_output_path(store: Path, path: Path, flag: str) -> None:
+    """An output file (--json, --markdown) must never be the result store: UsageError."""
+    if is_store_file(store, path):
+        raise UsageError(f"{flag} {path} is the result store {store} (or its -wal/-shm file); "
+                         "refusing to write over it")
+
+
+class Store:
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        existing = inspect_store_file(self.path)
+        try:
+            self.db = sqlite3.connect(self.path, timeout=busy_timeout_s(), isolation_level=None,
+                                      factory=_StoreConnection)
+        except sqlite3.Error as exc:
+            raise NotAStore(store_problem(self.path, explain(exc))) from exc
+        self.db.store_path = self.path
+        self.db.row_factory = sqlite3.Row
+        try:
+            self._set_up_schema(existing)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            self.recover_interrupted()
+        except BaseException:
+            self.db.close()
+            raise
+
+    def _set_up_schema(self, existing: bool) -> None:
+        """Create a new store, or bring an older one up to SCHEMA_VERSION, in one transaction:
+        an interrupted migration leaves the store as it was."""
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        _check_schema_version(self.path, version)
+        stamped = self.db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+        if existing and stamped and version == SCHEMA_VERSION:
+            return
+        with self._transaction():
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]   # another redline may have upgraded it
+            if version:
+                for target in range(version + 1, SCHEMA_VERSION + 1):
+                    for statement in MIGRATIONS.get(target, []):
+                        self.db.execute(statement)
+            for statement in SCHEMA.split(";"):
+                if statement.strip():
+                    self.db.execute(statement)
+            self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            self.db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- writing ----------------------------------------------------------------------------
+    def begin_session(self, *, kind: str, argv: list[str], machine: dict) -> int:
+        cur = self.db.execute(
+            "INSERT INTO sessions(kind, argv, machine, host, pid, started_at) VALUES (?,?,?,?,?,?)",
+            (kind, json.dumps(argv), json.dumps(machine), platform.node(), os.getpid(), time.time()))
+        return cur.lastrowid
+
+    def finish_session(self, session_id: int, status: str) -> None:
+        """The session ends; a run of it still 'running' (its final write failed) cannot go on."""
+        with self._transaction():
+            self.db.execute("UPDATE sessions SET finished_at=?, status=? WHERE id=?",
+                            (time.time(), status, session_id))
+            self.db.execute("UPDATE runs SET status='interrupted', error=? WHERE session_id=? AND status='running'",
+                            ("redline stopped before this run's result was stored", session_id))
+
+    # -- the store as a result sink (redline.engine.sinks.ResultSink) --------------------------------
+    def run_started(self, run: Run) -> None:
+        """A 'running' row for the run (a redline killed now leaves it for recovery); the run
+        gets its row id."""
+        run.started_at = run.started_at or time.time()
+        cur = self.db.execute(
+            "INSERT INTO runs(session_id, test, suite_file, target, side, run_index, purpose, topology, uid, status,"
+            " started_at) VALUES (?,?,?,?,?,?,?,?,?,'running',?)",
+            (run.session_id, run.test, run.suite_file, run.target, run.side, run.run_index, run.purpose,
+             run.topology, run.uid, run.started_at))
+        run.run_id = cur.lastrowid
+
+    def run_finished(self, run: Run) -> None:
+        """Status, metrics, series and profile of one run, atomically."""
+        with self._transaction():
+            self._write_result(run)
+
+    def run_interrupted(self, run: Run, reason: str) -> None:
+        self.db.execute("UPDATE runs SET status='interrupted', finished_at=?, error=? "
+                        "WHERE id=? AND status='running'", (time.time(), reason, run.run_id))
+
+    def add_run(self, run: Run) -> bool:
+        """A finished run from elsewhere (a fleet agent's result), stored once: False, and nothing
+        written, when a run with its uid is already here."""
+        with self._transaction():
+            if self.db.execute("SELECT 1 FROM runs WHERE uid=?", (run.uid,)).fetchone():
+                return False
+            self.run_started(run)
+            self._write_result(run)
+        return True
+
+    def _write_result(self, run: Run) -> None:
+        run.finished_at = run.finished_at or time.time()
+        self.db.execute(
+            "UPDATE runs SET status=?, finished_at=?, error=?, server_log_tail=?, facts=?, flags=? WHERE id=?",
+            (run.status, run.finished_at, run.error, run.server_log_tail,
+             json.dumps(run.facts, default=str), json.dumps(run.flags), run.run_id))
+        self.db.executemany("INSERT OR REPLACE INTO metrics(run_id, name, value) VALUES (?,?,?)",
+                            [(run.run_id, k, v) for k, v in run.metrics.items()])
+        self.db.executemany(
+            "INSERT OR REPLACE INTO series(run_id, name, second, value) VALUES (?,?,?,?)",
+            [(run.run_id, name, i, v) for name, values in run.series.items() for i, v in enumerate(values)])
+        if run.profile:
+            pr = run.profile
+            self.db.execute(
+                "INSERT OR REPLACE INTO profiles(run_id, folded_path, svg_path, unwinder, event, samples, detail)"
+                " VALUES (?,?,?,?,?,?,?)", (run.run_id, pr["folded_path"], pr["svg_path"], pr.get("unwinder"),
+                                            pr.get("event"), pr.get("samples"), json.dumps(pr)))
+
+    def _artifact_path(self, run_id: int) -> Path:
+        return self.path.with_name(self.path.stem + "-artifacts") / f"run-{run_id}"
+
+    def artifact_dir(self, run_id: int) -> Path:
+        """Files that belong to a run (profiles, flame graphs), next to the database file."""
+        path = self._artifact_path(run_id)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def remove_profile_leftovers(self, run_id: int) -> None:
+        """What a profiler killed with redline leaves in a run's artifacts: perf's data file
+        (megabytes no stored profile refers to) and its control FIFOs."""
+        directory = self._artifact_path(run_id)
+        if not directory.is_dir():
+            return
+        for entry in directory.iterdir():
+            if entry.name.startswith("perf.data") or stat.S_ISFIFO(entry.lstat().st_mode):
+                entry.unlink(missing_ok=True)
+
+    def recover_interrupted(self) -> int:
+        """Every run left 'running' by a session that is not running any more becomes
+        'interrupted': sessions of a redline process on this machine that no longer exists, and
+        sessions that ended while one of their runs could not be finished (a failed final write).
+        Profiler leftovers in those runs' artifacts are removed."""
+        here = platform.node()
+        sessions = self.db.execute("SELECT id, pid FROM sessions WHERE status='running' AND host=?",
+                                   (here,)).fetchall()
+        dead = [s["id"] for s in sessions if not _pid_alive(s["pid"])]
+        ended = [row[0] for row in self.db.execute(
+            "SELECT DISTINCT r.session_id FROM runs r JOIN sessions s ON s.id = r.session_id "
+            "WHERE r.status='running' AND s.status != 'running'")]
+        if not dead and not ended:
+            return 0
+        stale = [row[0] for session_id in dead + ended for row in self.db.execute(
+            "SELECT id FROM runs WHERE session_id=? AND status='running'", (session_id,))]
+        with self._transaction():
+            self.db.executemany("UPDATE runs SET status='interrupted', error=? WHERE id=? AND status='running'",
+                                [("redline stopped before this run finished", run_id) for run_id in stale])
+            self.db.executemany("UPDATE sessions SET status='interrupted' WHERE id=?",
+                                [(session_id,) for session_id in dead])
+        for run_id in stale:
+            self.remove_profile_leftovers(run_id)
+        return len(stale)
+
+    @contextmanager
+    def _transaction(self):
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def save_comparisons(self, session_id: int, rows: list[dict]) -> None:
+        """Verdicts of an A/B session: one row per test and metric, every number in `detail`."""
+        with self._transaction():
+            self.db.executemany(
+                "INSERT OR REPLACE INTO comparisons(session_id, test, metric, verdict, detail) VALUES (?,?,?,?,?)",
+                [(session_id, r["test"], r["metric"], r.get("verdict"), json.dumps(r)) for r in rows])
+
+    def save_bisection(self, session_id: int, document: dict) -> None:
+        """What a `redline bisect` session found so far (endpoints, steps, culprit, remainder) as
+        one JSON document, replaced after every step."""
+        self.db.execute("INSERT OR REPLACE INTO bisections(session_id, document) VALUES (?,?)",
+                        (session_id, json.dumps(document)))
+
+    def bisection(self, session_id: int) -> dict | None:
+        row = self.db.execute("SELECT document FROM bisections WHERE session_id=?", (session_id,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def save_noise_floor(self, *, test: str, metric: str, floor_pct: float, runs: int, target: str) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO noise_floors(host, test, metric, floor_pct, runs, target, measured_at)"
+            " VALUES (?,?,?,?,?,?,?)", (platform.node(), test, metric, floor_pct, runs, target, time.time()))
+
+    def noise_floors(self) -> dict[tuple[str, str], float]:
+        """This machine's noise floors from `redline calibrate`, by (test, metric)."""
+        return {(r["test"], r["metric"]): r["floor_pct"] for r in self.db.execute(
+            "SELECT test, metric, floor_pct FROM noise_floors WHERE host=?", (platform.node(),))}
+
+    def earlier_window_requests(self, test: str, topology: str, window_instructions: int) -> int | None:
+        """The requests per connection of this store's latest counted run of the test at this window
+        target (--measure instructions keeps it while it fits: redline.instructions.window)."""
+        row = self.db.execute(
+            "SELECT json_extract(facts, '$.instructions.requests_per_connection') FROM runs "
+            "WHERE test=? AND topology=? AND status='ok' "
+            "AND json_extract(facts, '$.instructions.window_instructions_target')=? "
+            "AND json_extract(facts, '$.instructions.requests_per_connection') IS NOT NULL "
+            "ORDER BY id DESC LIMIT 1", (test, topology, window_instructions)).fetchone()
+        return int(row[0]) if row else None
+
+    # -- reading ----------------------------------------------------------------------------
+    def runs(self, session_id: int | None = None) -> list[sqlite3.Row]:
+        if session_id is None:
+            return self.db.execute("SELECT * FROM runs ORDER BY id").fetchall()
+        return self.db.execute("SELECT * FROM runs WHERE session_id=? ORDER BY id", (session_id,)).fetchall()
+
+    def history(self, metric: str) -> list[sqlite3.Row]:
+        """Every measured run's value of `metric` on this machine, oldest first, with what identifies
+        its series (test, topology, target), the session it belongs to and the build it measured
+        (`identity`: JSON of redline.server.identity, NULL for runs stored before it was recorded)."""
+        return self.db.execute(
+            "SELECT r.session_id, r.test, r.topology, r.target, r.started_at, m.value, "
+            "json_extract(r.facts, '$.identity') AS identity, "
+            "json_extract(r.facts, '$.server_version') AS server_version FROM runs r "
+            "JOIN metrics m ON m.run_id = r.id JOIN sessions s ON s.id = r.session_id "
+            "WHERE m.name=? AND r.status='ok' AND r.purpose='measure' AND s.host=? AND m.value IS NOT NULL "
+            "ORDER BY r.started_at", (metric, platform.node())).fetchall()
+
+    def latest_profiled_session(self) -> int | None:
+        return self.db.execute("SELECT max(r.session_id) FROM runs r JOIN profiles p ON p.run_id = r.id").fetchone()[0]
+
+    def profiles(self, session_id: int) -> list[sqlite3.Row]:
+        """The profiled runs of a session with their profile rows."""
+        return self.db.execute(
+            "SELECT r.id, r.test, r.side, r.target, p.folded_path, p.svg_path, p.detail FROM runs r "
+            "JOIN profiles p ON p.run_id = r.id WHERE r.session_id=? ORDER BY r.id", (session_id,)).fetchall()
+
+    def load_runs(self, session_id: int | None = None) -> list[Run]:
+        """The run documents of a session (every session with None), in the order they ran."""
+        return [self._run_from_row(row) for row in self.runs(session_id)]
+
+    def _run_from_row(self, row: sqlite3.Row) -> Run:
+        facts = json.loads(row["facts"]) if row["facts"] else {}
+        flags = json.loads(row["flags"]) if row["flags"] else facts.pop("flags", None) or []
+        series: dict[str, list[float]] = {}
+        for r in self.db.execute("SELECT name, value FROM series WHERE run_id=? ORDER BY name, second", (row["id"],)):
+            series.setdefault(r["name"], []).append(r["value"])
+        profile = self.db.execute("SELECT detail FROM profiles WHERE run_id=?", (row["id"],)).fetchone()
+        return Run(test=row["test"], target=row["target"], side=row["side"], run_index=row["run_index"],
+                   topology=row["topology"], purpose=row["purpose"], suite_file=row["suite_file"], uid=row["uid"],
+                   session_id=row["session_id"], run_id=row["id"], started_at=row["started_at"],
+                   finished_at=row["finished_at"], status=row["status"], metrics=self.metrics(row["id"]),
+                   series=series, flags=flags, facts=facts, error=row["error"],
+                   server_log_tail=row["server_log_tail"], profile=json.loads(profile[0]) if profile else None)
+
+    def metrics(self, run_id: int) -> dict[str, float | None]:
+        return {r["name"]: r["value"] for r in
+                self.db.execute("SELECT name, value FROM metrics WHERE run_id=?", (run_id,))}
+
+    def series(self, run_id: int, name: str) -> list[float]:
+        return [r["value"] for r in self.db.execute(
+            "SELECT value FROM series WHERE run_id=? AND name=? ORDER BY second", (run_id, name))]
