@@ -15,7 +15,7 @@ from redline.commands.build import add_build_parser
 from redline.commands.fleet import add_fleet_parsers
 from redline.core.errors import RunError, UsageError
 from redline.export.options import add_export_arguments, add_placement_arguments, since_date
-from redline.output.terminal import printable
+from redline.core.terminal import printable
 from redline.commands.suites import add_suites_parser
 
 # What redline.commands.session_exit_code decides (README "Exit codes").

@@ -13,7 +13,8 @@ import pytest
 
 from redline.engine.engine import Engine
 from redline.core.errors import RunError, SkipTest
-from redline.engine.job import Job, JobResolver, SideSpec, execute_job, jobs_for, suite_reference
+from redline.engine.job import Job, JobResolver, SideSpec, jobs_for, suite_reference
+from redline.lab.local import execute_job
 from redline.core.run import Run
 from redline.engine.run_plan import Observer, RunSettings, Side
 from redline.store.results import Store

@@ -165,7 +165,7 @@ def test_brackets_in_a_test_name_or_a_server_reply_are_printed_as_text(tmp_path,
 
 def test_tables_of_user_text_render_literally_on_the_terminal_console():
     from rich.table import Table
-    from redline.output import terminal
+    from redline.core import terminal
     from redline.core.run import Run
     from redline.output.tables import results_table
     record = Run(test="[/bold] t [dim]", target="bin:/x [/y]", side=None, run_index=0, status="ok",

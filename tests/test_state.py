@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from conftest import REDIS_SERVER
-from redline.bench import state
+from redline.analysis import same_state
 from redline.analysis.comparison import COMPARED_METRICS, compare_test
 from redline.core.run import Run
 from redline.server.traits import writing_commands
@@ -176,17 +176,17 @@ def test_sides_that_reached_their_state_differently_get_no_verdict():
 def test_a_side_that_mixed_two_ways_or_two_snapshots_gets_no_verdict():
     mixed = _records("baseline", [_restored("abc")] * 6 + [{"origin": "prepared"}], 1.0) \
         + _records("comparison", [_restored("abc")] * 7, 1.0)
-    assert "baseline: prepared and restored from snapshot abc" in state.state_refusal(
+    assert "baseline: prepared and restored from snapshot abc" in same_state.state_refusal(
         {"baseline": [r.state for r in mixed if r.side == "baseline"],
          "comparison": [r.state for r in mixed if r.side == "comparison"]})
-    assert state.state_refusal({"baseline": [_restored("abc")], "comparison": [_restored("def")]})
-    assert state.state_refusal({"baseline": [_restored("abc")], "comparison": [_restored("abc")]}) is None
+    assert same_state.state_refusal({"baseline": [_restored("abc")], "comparison": [_restored("def")]})
+    assert same_state.state_refusal({"baseline": [_restored("abc")], "comparison": [_restored("abc")]}) is None
 
 
 def test_sides_whose_memory_differs_by_more_than_five_percent_are_flagged():
     base = [_restored("abc", 100 << 20)] * 5
-    assert state.memory_flag({"baseline": base, "comparison": [_restored("abc", 104 << 20)] * 5}) is None
-    flag = state.memory_flag({"baseline": base, "comparison": [_restored("abc", 110 << 20)] * 5})
+    assert same_state.memory_flag({"baseline": base, "comparison": [_restored("abc", 104 << 20)] * 5}) is None
+    flag = same_state.memory_flag({"baseline": base, "comparison": [_restored("abc", 110 << 20)] * 5})
     assert flag == "used_memory at run start differs by 10.0% (baseline 100.0 MiB, comparison 110.0 MiB)"
     records = _records("baseline", base * 2, 1.0) + _records("comparison", [_restored("abc", 110 << 20)] * 10, 1.0)
     assert all(c.state_flags == [flag] for c in compare_test("t", records, {}))

@@ -6,7 +6,8 @@ import random
 
 from redline.core import metrics
 from redline.analysis.comparison import TestComparison as Comparison
-from redline.output import terminal, verdicts
+from redline.output import verdicts
+from redline.core import terminal
 from redline.analysis.stats import compare_metric
 
 UPSTREAM = ["memtier_benchmark-1Mkeys-geo-geodist-pipeline-10", "memtier_benchmark-1Mkeys-geo-geodist-pipeline-1",

@@ -7,8 +7,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from redline.analysis import same_state
 from redline.core import metrics
-from redline.bench import state
 from redline.analysis.counted import MIN_RUNS as INSTRUCTION_MIN_RUNS, deterministic_verdict
 from redline.core.run import Run
 from redline.analysis.stats import (MetricComparison, Verdict, benjamini_hochberg, compare_metric,
@@ -119,8 +119,8 @@ def compare_test(test: str, records: list[Run], noise_floors: dict[tuple[str, st
     redline.analysis.counted, on their own metrics only (never against timed ones)."""
     out = []
     states = _states_by_side(records)
-    refusal = state.state_refusal(states)
-    flags = [flag for flag in (state.memory_flag(states),) if flag]
+    refusal = same_state.state_refusal(states)
+    flags = [flag for flag in (same_state.memory_flag(states),) if flag]
     instructions = metrics.measure_of(r.metrics for r in records if r.status == "ok") == metrics.INSTRUCTIONS
     least = INSTRUCTION_MIN_RUNS if instructions else MIN_RUNS
     for metric in metrics.compared(metrics.INSTRUCTIONS if instructions else metrics.TIME):
@@ -190,3 +190,12 @@ def apply_false_discovery_control(comparisons: list[TestComparison], q: float = 
     for c, rejected in zip(tested, benjamini_hochberg([c.result.p_value for c in tested], q=q)):
         c.survives_fdr = rejected and c.verdict_alone in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
         c.comparisons_in_session = len(tested)
+
+
+def measured_runs_by_test(records: list[Run]) -> dict[str, list[Run]]:
+    """The measured runs (not the profiled ones) grouped by test (and topology)."""
+    by_test: dict[str, list[Run]] = {}
+    for r in records:
+        if r.purpose == "measure":
+            by_test.setdefault(r.key, []).append(r)
+    return by_test

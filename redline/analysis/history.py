@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from redline.output import files
 from redline.analysis.changepoint import (DEFAULT_MIN_EFFECT_PCT, MIN_SESSIONS, ChangePoint, NoiseModel, OddSession,
                                  analyse_sessions)
 from redline.analysis.stats import MIN_TAU_PCT
@@ -203,6 +202,3 @@ def _change_json(series: Series, cp: ChangePoint) -> dict:
 def _iso(started_at: float) -> str:
     return datetime.fromtimestamp(started_at, tz=timezone.utc).isoformat()
 
-
-def write_json(path: Path, document: dict) -> None:
-    files.write_json(path, document)

@@ -21,15 +21,15 @@ from pathlib import Path
 from typing import Protocol
 
 from redline.core import metrics
-from redline.bench import state
+from redline.analysis import same_state
 from redline.bisect.search import Change, Commit, Settled, Unbuildable
 from redline.builder import BuildFailed
-from redline.commands.session import measured_runs_by_test
 from redline.analysis.comparison import (BASELINE, COMPARISON, TestComparison, apply_false_discovery_control,
-                                attach_profiles, compare_test, looks_confidence, profile_differences)
-from redline.engine.engine import MoreRuns, local_engine
+                                attach_profiles, compare_test, looks_confidence, measured_runs_by_test, profile_differences)
+from redline.engine.engine import MoreRuns
 from redline.analysis.counted import deterministic_verdict, one_run_step, step_tolerance_pct
-from redline.engine.job import Job, JobResolver, execute_job, jobs_for
+from redline.engine.job import Job, JobResolver, jobs_for
+from redline.lab.local import execute_job, local_engine
 from redline.output.progress import ConsoleObserver
 from redline.core.run import Run
 from redline.engine.run_plan import RunSettings, Side
@@ -285,7 +285,7 @@ class CountedComparer:
             missing = "the reference" if not ref else "the candidate"
             return _change(test, None, verdict=Verdict.INCONCLUSIVE, run_ids=run_ids,
                            note=f"no counted run of {missing}" + (f" ({why})" if why else ""))
-        refusal = state.state_refusal({BASELINE: [c.state for c in ref], COMPARISON: [c.state for c in cand]})
+        refusal = same_state.state_refusal({BASELINE: [c.state for c in ref], COMPARISON: [c.state for c in cand]})
         higher = self.metric.higher_is_better
         first = test not in self.tau
         if first:

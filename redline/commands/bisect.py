@@ -13,9 +13,11 @@ from redline.system import machine
 from redline.core import metrics
 from redline.bisect.search import Outcome, Unbuildable
 from redline.bisect.measure import CommitBuilds, Measuring, StepSettings, comparer_for
-from redline.commands.session import check_outputs, select_tests
+from redline.commands.session import check_outputs
+from redline.lab.session import select_tests
 from redline.core.errors import RunError, UsageError
-from redline.output import files, terminal
+from redline.output import files
+from redline.core import terminal
 from redline.output.bisect_report import report_lines, report_markdown
 from redline.output.progress import ConsoleObserver, print_plan
 from redline.engine.run_plan import RunSettings
@@ -69,7 +71,7 @@ def _hand_off(args, tests: list[TestSpec]) -> None:
 def check_arguments(args) -> tuple[Path, list[TestSpec]]:
     """Everything that can be checked before a build starts."""
     repo = _repository(args.target)
-    tests = select_tests(args)
+    tests = select_tests(args.suites, args.name)
     if args.from_change_point:
         _hand_off(args, tests)
     elif not (args.good and args.bad):

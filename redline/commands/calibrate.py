@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from redline.commands.report import html_if_asked
-from redline.commands.session import check_before_starting, execute_session, measured_runs_by_test, \
-    session_exit_code, target_from
+from redline.commands.session import check_before_starting, execute, session_exit_code
 from redline.core import metrics
+from redline.analysis.comparison import measured_runs_by_test
 from redline.analysis.counted import MIN_RUNS as INSTRUCTION_MIN_RUNS, spread_pct
 from redline.engine.run_plan import Side
-from redline.output import terminal
+from redline.lab.session import target_from
+from redline.core import terminal
 from redline.output.json_file import write_runs_json
 from redline.output.tables import noise_floor_table
 from redline.analysis.stats import noise_floor_pct
@@ -17,7 +18,7 @@ from redline.analysis.stats import noise_floor_pct
 def calibrate_command(args) -> int:
     target = target_from(args.target, args.config, "--config", args.variant)
     sides = [Side(target, "baseline"), Side(target, "comparison")]
-    session = execute_session(args, kind="calibrate", sides=sides, tests=check_before_starting(args, sides))
+    session = execute(args, kind="calibrate", sides=sides, tests=check_before_starting(args, sides))
     floors: dict[str, dict[str, float | str]] = {}
     shown: dict[str, None] = {}
     for test, records in measured_runs_by_test(session.records).items():

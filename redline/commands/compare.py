@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from redline.commands.report import html_if_asked
-from redline.commands.session import (DEFAULT_TOPOLOGY, check_before_starting, execute_session,
-                                      measured_runs_by_test, session_exit_code, target_from)
+from redline.commands.session import check_before_starting, execute, session_exit_code
 from redline.analysis.comparison import (COMPARED_METRICS, apply_false_discovery_control, attach_profiles, compare_test,
-                                looks_confidence)
+                                         looks_confidence, measured_runs_by_test)
 from redline.export.sink import live_export
 from redline.engine.run_plan import Side
+from redline.lab.session import target_from
+from redline.topology import DEFAULT_TOPOLOGY
 from redline.core.errors import UsageError
-from redline.output import files, terminal, verdicts
+from redline.output import files, verdicts
+from redline.core import terminal
 from redline.output.json_file import write_comparison_json
 from redline.output.markdown import comparison_markdown
 from redline.analysis.stats import Verdict
@@ -30,7 +32,7 @@ def compare_command(args) -> int:
     confidence = looks_confidence(args.runs, args.max_runs)
     lone_p_value = FDR_Q / (len(tests) * len(args.topology or [DEFAULT_TOPOLOGY]) * len(COMPARED_METRICS))
     export = live_export(args)
-    session = execute_session(args, kind="compare", sides=[baseline, comparison], tests=tests,
+    session = execute(args, kind="compare", sides=[baseline, comparison], tests=tests,
                               max_runs=args.max_runs, lone_p_value=lone_p_value, floors=floors,
                               sinks=(export,) if export else ())
     by_test = measured_runs_by_test(session.records)

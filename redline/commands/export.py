@@ -9,7 +9,7 @@ from redline.core.errors import UsageError
 from redline.export.options import exporter_from
 from redline.export.redistimeseries import ExportCounts, RedisTimeSeriesExporter, redacted
 from redline.export.runs import latest_session, read_session, sessions_since
-from redline.output import terminal
+from redline.core import terminal
 from redline.store.results import Store
 
 EXIT_CONFLICTS = 1

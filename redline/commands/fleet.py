@@ -131,7 +131,7 @@ def add_fleet_parsers(commands) -> None:
 
 
 def submit_command(args) -> int:
-    from redline.commands.session import select_tests
+    from redline.lab.session import select_tests
     from redline.core.errors import UsageError
     from redline.fleet import work
     from redline.fleet.process import connect
@@ -139,7 +139,7 @@ def submit_command(args) -> int:
              _side("comparison", args.comparison, args.comparison_config, args.variant)]
     if args.max_runs < args.runs:
         raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")
-    tests = select_tests(args)
+    tests = select_tests(args.suites, args.name)
     client = connect(args.redis)
     item = work.new_work(client, source="cli", sides=sides, platforms=args.platform, tests=tests,
                          topologies=args.topology,
@@ -157,7 +157,7 @@ def submit_command(args) -> int:
 
 def _side(name: str, text: str | None, pairs: list[str], variant: str | None):
     """A side as the job carries it, checked here (target scheme, binary, NAME=VALUE pairs)."""
-    from redline.commands.session import target_from
+    from redline.lab.session import target_from
     from redline.engine.job import SideSpec
     target = target_from(text, pairs, f"--{name}-config", variant)
     return SideSpec(name, target.spec, tuple(sorted(target.config.items())), variant)
@@ -198,7 +198,7 @@ def status_command(args) -> int:
     from redline.fleet import status
     from redline.fleet.process import connect
     from redline.core.errors import UsageError
-    from redline.output import terminal
+    from redline.core import terminal
     client = connect(args.redis)
     if args.work_id:
         answer = status.work_status(client, args.work_id)

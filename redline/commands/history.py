@@ -8,7 +8,8 @@ import re
 from redline.analysis import history
 from redline.commands.session import check_outputs
 from redline.core.errors import UsageError
-from redline.output import terminal
+from redline.output import files
+from redline.core import terminal
 from redline.output.tables import history_lines, history_table
 from redline.store.results import Store
 
@@ -29,5 +30,5 @@ def history_command(args) -> int:
     for line in history_lines(all_series):
         out.print(line)
     if args.json:
-        history.write_json(args.json, history.as_json(all_series, metric=args.metric, p_threshold=args.p_value))
+        files.write_json(args.json, history.as_json(all_series, metric=args.metric, p_threshold=args.p_value))
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from redline.core.errors import UsageError
-from redline.output import terminal
+from redline.core import terminal
 from redline.store.results import Store
 
 

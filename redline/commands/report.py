@@ -10,7 +10,7 @@ import sys
 from redline.analysis import history
 from redline.commands.session import check_outputs
 from redline.core.errors import UsageError
-from redline.output import terminal
+from redline.core import terminal
 from redline.output.html import write_history_report, write_session_report
 from redline.output.html.source import latest_session
 from redline.store.results import Store

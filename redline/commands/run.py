@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from redline.commands.report import html_if_asked
-from redline.commands.session import check_before_starting, execute_session, session_exit_code, target_from
+from redline.commands.session import check_before_starting, execute, session_exit_code
 from redline.export.sink import live_export
 from redline.engine.run_plan import Side
-from redline.output import terminal
+from redline.lab.session import target_from
+from redline.core import terminal
 from redline.output.json_file import write_runs_json
 from redline.output.tables import print_profiles, print_results
 
@@ -16,7 +17,7 @@ def run_command(args) -> int:
     sides = [Side(target)]
     tests = check_before_starting(args, sides)
     export = live_export(args)
-    session = execute_session(args, kind="run", sides=sides, tests=tests, sinks=(export,) if export else ())
+    session = execute(args, kind="run", sides=sides, tests=tests, sinks=(export,) if export else ())
     measured = [r for r in session.records if r.purpose == "measure"]
     out = terminal.console()
     print_results(out, measured)

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from redline.commands.argtypes import regex
 from redline.core.errors import UsageError
-from redline.output import terminal
+from redline.core import terminal
 from redline.suites import (Diagnostic, SpecError, TestSpec, builtin_suites, discover, load_test,
                    parse_priority_range, select)
 

@@ -19,6 +19,8 @@ from redline.core import metrics
 RUN_FORMAT = 1
 STATUSES = ("running", "ok", "failed", "interrupted", "skipped")
 PURPOSES = ("measure", "profile")
+# How a run's server state was reached (facts.state.origin; redline.bench.state decides it).
+RESTORED, PREPARED, EMPTY = "restored", "prepared", "empty"
 # What identifies a run, in the order the JSON shows it (metrics follow, flat, as in round 1).
 _IDENTITY = ("uid", "test", "target", "side", "run_index", "topology", "purpose", "suite_file", "session_id",
              "run_id", "started_at", "finished_at", "status")

@@ -5,7 +5,8 @@ For each test and topology it asks a *test runner* to get every side ready, then
 interleaved A B B A …, asks for extra runs while a comparison is undecided (adaptive A/B), and
 hands every run document to every *result sink* (the SQLite store is one) and every *observer*
 (progress display, logs). It knows nothing of servers: the real runner is
-redline.bench.server_runner.ServerRunner; tests drive the engine with in-process fakes.
+redline.bench.server_runner.ServerRunner, composed with the store in redline.lab.local; tests drive the
+engine with in-process fakes.
 """
 
 from __future__ import annotations
@@ -214,22 +215,3 @@ class _TestExecution:
         self.engine.finished(run)
         self.observer.test_skipped(self.test, reason)
         return run
-
-
-def local_engine(store, *, observers: Sequence[Observer] = (), sinks: Sequence[ResultSink] = (),
-                 cpus: list[int] | None = None) -> Engine:
-    """The engine on this machine's real servers, storing into `store` (first) and `sinks`; profiles
-    are kept in the store's artifact directory."""
-    from redline.instructions.runner import InstructionsRunner
-    from redline.core.metrics import INSTRUCTIONS
-    from redline.system.pinning import available_cpus
-    from redline.bench.server_runner import ServerRunner
-    cpus = cpus if cpus is not None else available_cpus()
-
-    def runners(test, topology, sides, settings, observer, workdir):
-        counted = settings.measure_for(test) == INSTRUCTIONS
-        runner = InstructionsRunner if counted else ServerRunner       # timed, or under callgrind
-        return runner(test, topology, sides, settings, observer=observer, cpus=cpus, workdir=workdir,
-                      artifacts=lambda run: store.artifact_dir(run.run_id))
-
-    return Engine(runners=runners, sinks=[store, *sinks], observers=observers)

@@ -1,7 +1,7 @@
 """A job is data: one test on one topology, its sides and run settings, as JSON.
 
 It is the unit of work a fleet agent receives, and what `redline run`, `compare` and `calibrate`
-build and execute locally through the same path (`execute_job`). A job names everything by text
+build and execute locally through the same path (`redline.lab.local.execute_job`). A job names everything by text
 that resolves on the machine that executes it: the suite file (`builtin:<suite>/<file>` for the
 suites shipped with redline), the test's name, each side's target spec and server configuration.
 """
@@ -12,7 +12,6 @@ import json
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from redline.core.errors import UsageError
 from redline.engine.run_plan import RunSettings, Side
@@ -20,9 +19,6 @@ from redline.suites import SpecError, TestSpec, builtin_suites_dir, load_test
 from redline.server.targets import Target, ensure_built, parse_target
 from redline.topology import parse_topology
 
-if TYPE_CHECKING:
-    from redline.engine.engine import Engine, MoreRuns
-    from redline.core.run import Run
 
 JOB_FORMAT = 1
 BUILTIN = "builtin:"
@@ -142,42 +138,3 @@ class JobResolver:
                 target = ensure_built(target, progress=self.progress)
             self.sides[spec] = Side(target, spec.name)
         return self.sides[spec]
-
-
-def compare_policy(job: Job, floors: dict) -> MoreRuns | None:
-    """The adaptive A/B rule of a compare job: extra runs per side while its verdicts are
-    undecided, up to `max_runs` (redline.analysis.comparison.extra_runs_needed)."""
-    if not job.adaptive:
-        return None
-    from redline.analysis.comparison import compare_test, extra_runs_needed, looks_confidence
-    runs = job.settings.get("runs", 1)
-    confidence = looks_confidence(runs, job.max_runs)
-
-    def more_runs(test, records, runs_so_far):
-        key = records[-1].key if records else test.name
-        return extra_runs_needed(compare_test(key, [r for r in records if r.key == key], floors,
-                                              confidence=confidence), runs_so_far, job.max_runs,
-                                 lone_p_value=job.lone_p_value)
-    return more_runs
-
-
-def execute_job(job: Job, *, engine: Engine, session_id: int | None, resolver: JobResolver | None = None,
-                floors: dict | None = None, position: tuple[int, int] = (1, 1),
-                more_runs: MoreRuns | None = None) -> list[Run]:
-    """Run one job with `engine`: every run goes to the engine's sinks and observers. `more_runs`
-    replaces compare's adaptive rule (a bisection step decides on its own rule)."""
-    resolver = resolver or JobResolver()
-    test = resolver.test(job)
-    sides = [resolver.side(spec) for spec in job.sides]
-    return engine.execute_test(test, sides=sides, settings=job.run_settings(), session_id=session_id,
-                               more_runs=more_runs or compare_policy(job, floors or {}), position=position)
-
-
-def execute_jobs(jobs: list[Job], *, engine: Engine, session_id: int | None, resolver: JobResolver,
-                 floors: dict | None = None) -> list[Run]:
-    runs: list[Run] = []
-    for number, job in enumerate(jobs, 1):
-        runs += execute_job(job, engine=engine, session_id=session_id, resolver=resolver, floors=floors,
-                            position=(number, len(jobs)))
-    return runs
-

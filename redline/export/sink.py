@@ -8,7 +8,7 @@ from __future__ import annotations
 from redline.export.options import exporter_from
 from redline.export.redistimeseries import ExportCounts, ExportError, RedisTimeSeriesExporter, redacted
 from redline.export.runs import read_session
-from redline.output import terminal
+from redline.core import terminal
 from redline.core.run import Run
 
 EXIT_EXPORT_FAILED = 1

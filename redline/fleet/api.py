@@ -179,7 +179,7 @@ def _git(settings: Settings, commit: str) -> str:
 def api_command(args) -> int:
     import uvicorn
 
-    from redline.commands.session import select_tests
+    from redline.lab.session import select_tests
     try:
         secret = args.secret_file.read_bytes().strip()
     except OSError as exc:
@@ -188,7 +188,7 @@ def api_command(args) -> int:
         raise UsageError(f"--secret-file {args.secret_file} is empty")
     if args.max_runs < args.runs:
         raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")
-    tests = select_tests(args)
+    tests = select_tests(args.suites, args.name)
     client = connect(args.redis)
     settings = Settings(secret=secret, repository=str(Path(args.repository).expanduser()), branches=args.branch,
                         label=args.label, platforms=args.platform, tests=tests, variant=args.variant,

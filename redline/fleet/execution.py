@@ -8,9 +8,9 @@ docs/fleet.md "Builds".
 
 from __future__ import annotations
 
-from redline.engine.engine import local_engine
 from redline.core.errors import UsageError
-from redline.engine.job import Job, JobResolver, execute_job
+from redline.engine.job import Job, JobResolver
+from redline.lab.local import execute_job, local_engine
 from redline.engine.run_plan import Observer
 from redline.store.results import Store
 

@@ -11,7 +11,7 @@ import time
 import redis
 
 from redline.core.errors import RunError, UsageError
-from redline.output.terminal import printable
+from redline.core.terminal import printable
 
 
 def connect(url: str) -> redis.Redis:

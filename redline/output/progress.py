@@ -13,9 +13,9 @@ from redline.system import machine
 from redline.core import metrics
 from redline.core.run import Run
 from redline.engine.run_plan import Observer
-from redline.output import terminal
+from redline.core import terminal
 from redline.core.numbers import format_count
-from redline.output.terminal import styled
+from redline.core.terminal import styled
 from redline.system.pinning import available_cpus
 from redline.topology import plan_cpus
 

@@ -14,7 +14,7 @@ from redline.analysis import history
 from redline.core import metrics
 from redline.core.run import Run
 from redline.core.numbers import format_number
-from redline.output.terminal import styled
+from redline.core.terminal import styled
 
 
 def _median(values: list[float]) -> float | None:

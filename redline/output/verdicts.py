@@ -10,7 +10,7 @@ from redline.core import metrics
 from redline.analysis.comparison import TestComparison
 from redline.core.numbers import format_number
 from redline.output.tables import common_prefix
-from redline.output.terminal import styled
+from redline.core.terminal import styled
 from redline.analysis.stats import Verdict
 
 ORDER = {Verdict.REGRESSION: 0, Verdict.IMPROVEMENT: 1, Verdict.INCONCLUSIVE: 2, Verdict.NO_CHANGE: 3}

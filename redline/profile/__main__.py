@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from redline.output import terminal
+from redline.core import terminal
 
 from redline.core.errors import RunError, UsageError
 from redline.profile import (Recorder, describe_move, diff_flamegraph, format_hot_stacks_table,
