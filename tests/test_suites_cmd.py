@@ -51,7 +51,7 @@ def suite(tmp_path: Path, file: str, *, name: str, group: str = "string", comman
 
 def run(argv: list[str]) -> tuple[int, str, str]:
     parser = argparse.ArgumentParser(prog="redline")
-    suites_cmd.add_suites_parser(parser.add_subparsers(dest="command"))
+    suites_cmd.add_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(argv)
     out, err = io.StringIO(), io.StringIO()
     args.console = Console(file=out, width=300, color_system=None)
@@ -73,7 +73,7 @@ def summary_row(output: str, label: str) -> list[str]:
 
 def test_parser_registers_both_subcommands():
     parser = argparse.ArgumentParser(prog="redline")
-    suites_cmd.add_suites_parser(parser.add_subparsers(dest="command"))
+    suites_cmd.add_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["suites", "list", "--priority", "1:50", "--group", "geo", "x"])
     assert args.func is suites_cmd.run_list and args.paths == ["x"] and args.priority == "1:50"
     assert parser.parse_args(["suites", "validate", "a", "b"]).func is suites_cmd.run_validate

@@ -8,11 +8,12 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from redline.analysis import same_state
+from redline.analysis.counted import MIN_RUNS as INSTRUCTION_MIN_RUNS
+from redline.analysis.counted import deterministic_verdict
+from redline.analysis.stats import (MetricComparison, Verdict, benjamini_hochberg, compare_metric, confidence_per_look,
+                                    needs_more_runs)
 from redline.core import metrics
-from redline.analysis.counted import MIN_RUNS as INSTRUCTION_MIN_RUNS, deterministic_verdict
 from redline.core.run import Run
-from redline.analysis.stats import (MetricComparison, Verdict, benjamini_hochberg, compare_metric,
-                           confidence_per_look, needs_more_runs)
 
 # metric → is a higher value better?
 COMPARED_METRICS = {metric.name: metric.higher_is_better for metric in metrics.COMPARED}   # name: higher is better

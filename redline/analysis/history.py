@@ -12,10 +12,9 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 
 from redline.analysis.changepoint import (DEFAULT_MIN_EFFECT_PCT, MIN_SESSIONS, ChangePoint, NoiseModel, OddSession,
-                                 analyse_sessions)
+                                          analyse_sessions)
 from redline.analysis.stats import MIN_TAU_PCT
 
 NEEDS = f"needs {2 * MIN_SESSIONS} sessions ({MIN_SESSIONS} on each side of a change)"

@@ -14,9 +14,9 @@ import redis
 from redline.core.errors import RunError, SkipTest
 from redline.server.process import Server
 from redline.server.traits import binary_traits
-from redline.topology import DEFAULT_TOPOLOGY
-from redline.suites.commands import literal_commands, used_commands
 from redline.suites import roles
+from redline.suites.commands import literal_commands, used_commands
+from redline.topology import DEFAULT_TOPOLOGY
 
 if TYPE_CHECKING:
     from redline.suites import TestSpec

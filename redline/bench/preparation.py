@@ -13,8 +13,8 @@ import redis
 from redline.core.errors import RunError
 from redline.load.redline_load import LoadRequest, run_load
 from redline.server.process import Server
-from redline.suites.keyspace import unreachable_keyspace
 from redline.server.watch import ServerWatch
+from redline.suites.keyspace import unreachable_keyspace
 
 if TYPE_CHECKING:
     from redline.suites import TestSpec
@@ -44,7 +44,7 @@ class _PreloadProgress:
 
 
 def _generated_dataset(test: TestSpec, server: Server, scale: float, observer) -> dict:
-    from redline import datasets   # the generators are only needed by tests that name a dataset
+    from redline import datasets  # the generators are only needed by tests that name a dataset
     from redline.datasets import DatasetError
     from redline.datasets.bulkload import BulkLoadError
 

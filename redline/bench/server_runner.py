@@ -11,19 +11,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from redline.bench import admission
-from redline.system import machine
-from redline.bench import state
+from redline.bench import admission, state
+from redline.bench.state import Prepared
 from redline.core.errors import RunError, SkipTest
-from redline.load.redline_load import LoadRequest, LoadResult, NotAResult, ServerGone
-from redline.load.groups import run_test_load
-from redline.server.probes import WindowProbe
 from redline.core.run import Run
 from redline.engine.run_plan import Observer, RunSettings, Side
+from redline.load.groups import run_test_load
+from redline.load.redline_load import LoadRequest, LoadResult, NotAResult, ServerGone
+from redline.server.probes import WindowProbe
 from redline.server.process import Server
-from redline.bench.state import Prepared
-from redline.topology import CpuPlan, TopologySpec
 from redline.server.watch import ServerHung, ServerWatch
+from redline.system import machine
+from redline.topology import CpuPlan, TopologySpec
 
 if TYPE_CHECKING:
     from redline.suites import TestSpec
@@ -194,7 +193,7 @@ class ServerRunner:
         """perf for the profiled run; raises RunError when this server cannot be profiled."""
         if not server.managed:
             raise RunError("cannot profile a tcp:// target: redline does not run that server")
-        from redline.profile import Recorder   # perf tooling is only needed with --profile
+        from redline.profile import Recorder  # perf tooling is only needed with --profile
         return Recorder(pids=server.pids(), binary=side.target.binary, workdir=self.artifacts(run),
                         title=f"{self.test.name} — {side.target.label}")
 

@@ -13,10 +13,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from redline.system.cache_dir import cache_root
-from redline.load.redline_load import loadgen_binary
 from redline.bench.preparation import dataset_scale
+from redline.load.redline_load import loadgen_binary
 from redline.server.traits import rdb_version_of
+from redline.system.cache_dir import cache_root
 
 if TYPE_CHECKING:
     from redline.suites import TestSpec

@@ -30,12 +30,10 @@ from typing import TYPE_CHECKING, Iterator
 
 import redis
 
-from redline.bench import admission
-from redline.bench import preparation
-from redline.server import traits as server_traits
-from redline.bench import snapshot_plan
+from redline.bench import admission, preparation, snapshot_plan
 from redline.core.errors import RunError, SkipTest
 from redline.core.run import EMPTY, PREPARED, RESTORED
+from redline.server import traits as server_traits
 from redline.server.identity import server_identity
 from redline.server.process import RemoteServer, Server
 from redline.topology import CpuPlan, deploy, plan_cpus, wait_replicas_in_sync

@@ -20,23 +20,24 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from redline.core import metrics
 from redline.analysis import same_state
+from redline.analysis.comparison import (BASELINE, COMPARISON, TestComparison, apply_false_discovery_control,
+                                         attach_profiles, compare_test, looks_confidence, measured_runs_by_test,
+                                         profile_differences)
+from redline.analysis.counted import deterministic_verdict, one_run_step, step_tolerance_pct
+from redline.analysis.stats import MetricComparison, Verdict
 from redline.bisect.search import Change, Commit, Settled, Unbuildable
 from redline.builder import BuildFailed
-from redline.analysis.comparison import (BASELINE, COMPARISON, TestComparison, apply_false_discovery_control,
-                                attach_profiles, compare_test, looks_confidence, measured_runs_by_test, profile_differences)
+from redline.core import metrics
+from redline.core.run import Run
 from redline.engine.engine import MoreRuns
-from redline.analysis.counted import deterministic_verdict, one_run_step, step_tolerance_pct
 from redline.engine.job import Job, JobResolver, jobs_for
+from redline.engine.run_plan import RunSettings, Side
 from redline.lab.local import execute_job, local_engine
 from redline.output.progress import ConsoleObserver
-from redline.core.run import Run
-from redline.engine.run_plan import RunSettings, Side
-from redline.analysis.stats import MetricComparison, Verdict
+from redline.server.targets import Target, ensure_built, parse_target
 from redline.store.results import Store
 from redline.suites import TestSpec
-from redline.server.targets import Target, ensure_built, parse_target
 
 FDR_Q = 0.05
 

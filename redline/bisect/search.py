@@ -37,8 +37,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
-from redline.core.errors import UsageError
 from redline.analysis.stats import Verdict
+from redline.core.errors import UsageError
 
 GOOD, BAD = "good", "bad"
 SKIPPED, UNDECIDABLE = "skipped", "undecidable"

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import random
 
-from redline.bisect.search import Commit
 from redline.bisect.measure import Count, Counted
+from redline.bisect.search import Commit
 
 RESTORED = {"origin": "restored", "snapshot_key": "simulated"}
 

@@ -14,7 +14,7 @@ from typing import Callable
 
 from redline.builder.cache import LOG, MANIFEST, BuildCache
 from redline.builder.make import (TAIL_LINES, BuildFailed, MakeJob, Progress, ccache_available, compiler_version,
-                                cpu_count, run_make)
+                                  cpu_count, run_make)
 from redline.builder.sources import SourceTree, checkout_commit, copy_tree, resolve_commit, scan_tree
 from redline.builder.variants import Variant
 from redline.core.errors import UsageError

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Callable
 
 from redline.builder.sources import GIT_REDIRECTS
-from redline.system.children import spawn
 from redline.core.errors import RunError, UsageError
+from redline.system.children import spawn
 
 Progress = Callable[[str], None]
 

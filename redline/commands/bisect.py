@@ -9,22 +9,23 @@ import sys
 from pathlib import Path
 
 from redline.bisect import search
-from redline.system import machine
-from redline.core import metrics
-from redline.bisect.search import Outcome, Unbuildable
 from redline.bisect.measure import CommitBuilds, Measuring, StepSettings, comparer_for
+from redline.bisect.search import Outcome, Unbuildable
+from redline.commands.argtypes import positive_int
+from redline.commands.arguments import add_measurement_arguments, add_selection_arguments
 from redline.commands.session import check_outputs
-from redline.lab.session import select_tests
+from redline.core import metrics, terminal
 from redline.core.errors import RunError, UsageError
+from redline.engine.run_plan import RunSettings
+from redline.lab.session import select_tests
 from redline.output import files
-from redline.core import terminal
 from redline.output.bisect_report import report_lines, report_markdown
 from redline.output.progress import ConsoleObserver, print_plan
-from redline.engine.run_plan import RunSettings
 from redline.store.results import Store, inspect_store_file
 from redline.suites import TestSpec
-from redline.topology import DEFAULT_TOPOLOGY, parse_topology
+from redline.system import machine
 from redline.system.workdirs import remove_abandoned_workdirs
+from redline.topology import DEFAULT_TOPOLOGY, parse_topology
 
 EXIT_OK, EXIT_UNRESOLVED = 0, 1
 
@@ -146,6 +147,33 @@ def _plan_line(args, commits: int, good, tests: int) -> str:
         return (f"bisect: {commits} commits after {good.short}, {tests} tests; counted under callgrind: "
                 f"{args.runs} runs per side at the endpoints, then one run per commit; deciding on {args.metric}")
     return f"bisect: {commits} commits after {good.short}, {tests} tests × {args.runs} runs per step, deciding on {args.metric}"
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("bisect", help="the first commit between --good and --bad at which a metric moved "
+                                                "(builds, interleaved A/B runs, verdicts)")
+    parser.add_argument("target", metavar="git:REPO", help="the repository (the refs are --good and --bad)")
+    add_selection_arguments(parser)
+    parser.add_argument("--good", metavar="REF", help="a commit before the change")
+    parser.add_argument("--bad", metavar="REF", help="a later commit, after the change")
+    parser.add_argument("--from-change-point", metavar="FILE[#SESSION]",
+                        help="take --good, --bad and --metric from a change point in `redline history --json` "
+                             "output (the one on the selected tests, or the one at SESSION)")
+    parser.add_argument("--metric",
+                        help=f"the metric decided on: {', '.join(m.name for m in metrics.COMPARED)} "
+                             "(default server_cpu_us_per_op, or the history's with --from-change-point); with "
+                             "--measure instructions: "
+                             f"{', '.join(m.name for m in metrics.compared(metrics.INSTRUCTIONS))} "
+                             "(default instructions_per_op)")
+    parser.add_argument("--all-parents", action="store_true",
+                        help="descend into merged branches (default: the first-parent line from good to bad)")
+    add_measurement_arguments(parser, default_runs=5)
+    parser.add_argument("--max-runs", type=positive_int, default=None,
+                        help="an undecided step gets more runs, up to this many per side; then the commit is "
+                             "skipped as undecidable (default 9; not with --measure instructions, whose steps "
+                             "are one run each)")
+    parser.add_argument("--markdown", type=Path, metavar="FILE", help="write the report as markdown to FILE")
+    parser.set_defaults(func=bisect_command)
 
 
 def bisect_command(args) -> int:

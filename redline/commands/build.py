@@ -10,7 +10,7 @@ from redline.core.errors import UsageError
 from redline.output.progress import progress_display
 
 
-def add_build_parser(subparsers) -> None:
+def add_parser(subparsers) -> None:
     build = subparsers.add_parser(
         "build", help="build redis-server from a git ref or a source tree (cached by commit and variant)",
         description="Build a server from git:PATH@REF (any commit-ish of a local clone of redis or valkey) "

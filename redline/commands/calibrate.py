@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+from redline.analysis.comparison import measured_runs_by_test
+from redline.analysis.counted import MIN_RUNS as INSTRUCTION_MIN_RUNS
+from redline.analysis.counted import spread_pct
+from redline.analysis.stats import noise_floor_pct
+from redline.commands.arguments import EXIT_STATUS, add_measurement_arguments, add_selection_arguments
 from redline.commands.report import html_if_asked
 from redline.commands.session import check_before_starting, execute, session_exit_code
-from redline.core import metrics
-from redline.analysis.comparison import measured_runs_by_test
-from redline.analysis.counted import MIN_RUNS as INSTRUCTION_MIN_RUNS, spread_pct
+from redline.core import metrics, terminal
 from redline.engine.run_plan import Side
 from redline.lab.session import target_from
-from redline.core import terminal
 from redline.output.json_file import write_runs_json
 from redline.output.tables import noise_floor_table
-from redline.analysis.stats import noise_floor_pct
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("calibrate", help="A/A runs: measure each test's noise floor on this machine",
+                                 epilog=EXIT_STATUS)
+    add_selection_arguments(parser)
+    parser.add_argument("--target", metavar="TARGET", help="server (default: redis-server on PATH)")
+    parser.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
+    add_measurement_arguments(parser, default_runs=7)
+    parser.set_defaults(func=calibrate_command)
 
 
 def calibrate_command(args) -> int:

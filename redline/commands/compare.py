@@ -2,23 +2,50 @@
 
 from __future__ import annotations
 
-from redline.commands.report import html_if_asked
-from redline.commands.session import check_before_starting, execute, session_exit_code
+from pathlib import Path
+
 from redline.analysis.comparison import (COMPARED_METRICS, apply_false_discovery_control, attach_profiles, compare_test,
                                          looks_confidence, measured_runs_by_test)
-from redline.export.sink import live_export
-from redline.engine.run_plan import Side
-from redline.lab.session import target_from
-from redline.topology import DEFAULT_TOPOLOGY
-from redline.core.errors import UsageError
-from redline.output import files, verdicts
+from redline.analysis.stats import Verdict
+from redline.commands.argtypes import positive_int
+from redline.commands.arguments import COMPARE_MAX_RUNS, EXIT_STATUS, add_measurement_arguments, add_selection_arguments
+from redline.commands.report import html_if_asked
+from redline.commands.session import check_before_starting, execute, session_exit_code
 from redline.core import terminal
+from redline.core.errors import UsageError
+from redline.engine.run_plan import Side
+from redline.export.options import add_export_arguments
+from redline.export.sink import live_export
+from redline.lab.session import target_from
+from redline.output import files, verdicts
 from redline.output.json_file import write_comparison_json
 from redline.output.markdown import comparison_markdown
-from redline.analysis.stats import Verdict
 from redline.store.results import Store
+from redline.topology import DEFAULT_TOPOLOGY
 
 FDR_Q = 0.05          # Benjamini–Hochberg false-discovery rate for verdicts of change
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("compare", help="A/B: two servers, interleaved runs, verdicts with confidence intervals",
+                                 epilog=EXIT_STATUS)
+    add_selection_arguments(parser)
+    parser.add_argument("--baseline", metavar="TARGET", help="baseline server (default: redis-server on PATH)")
+    parser.add_argument("--comparison", metavar="TARGET", help="comparison server (default: redis-server on PATH)")
+    parser.add_argument("--baseline-config", action="append", default=[], metavar="NAME=VALUE",
+                        help="server configuration for the baseline (repeatable)")
+    parser.add_argument("--comparison-config", action="append", default=[], metavar="NAME=VALUE",
+                        help="server configuration for the comparison (repeatable)")
+    add_measurement_arguments(parser, default_runs=7)
+    parser.add_argument("--max-runs", type=positive_int, default=None,
+                        help=f"inconclusive tests get more runs, up to this many per side (default {COMPARE_MAX_RUNS}; "
+                             "with --measure instructions: --runs)")
+    parser.add_argument("--fail-on-regression", action="store_true",
+                        help="exit 3 when a regression survives Benjamini–Hochberg false-discovery control "
+                             "(exit 1, as always, when a run failed)")
+    parser.add_argument("--markdown", type=Path, metavar="FILE", help="write a pull-request comment to FILE")
+    add_export_arguments(parser)
+    parser.set_defaults(func=compare_command)
 
 
 def compare_command(args) -> int:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from redline.commands.argtypes import session_id
+from redline.commands.arguments import Parser, add_store_argument
+from redline.core import terminal
 from redline.core.errors import UsageError
-from redline.export.options import exporter_from
+from redline.export.options import add_placement_arguments, exporter_from, since_date
 from redline.export.redistimeseries import ExportCounts, RedisTimeSeriesExporter, redacted
 from redline.export.runs import latest_session, read_session, sessions_since
-from redline.core import terminal
 from redline.store.results import Store
 
 EXIT_CONFLICTS = 1
@@ -47,6 +49,22 @@ def export_sessions(exporter: RedisTimeSeriesExporter, store: Store, session_ids
                   + (f" ({more} more not shown)" if more > 0 else ""), soft_wrap=True)
         return EXIT_CONFLICTS
     return 0
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("export", help="stored results to other tools: RedisTimeSeries in the upstream scheme")
+    sinks = parser.add_subparsers(dest="sink", metavar="SINK", parser_class=Parser, required=True)
+    rts = sinks.add_parser("redistimeseries", help="a session's runs and verdicts as RedisTimeSeries series in the "
+                                                   "Redis Benchmarks Specification's key scheme (docs/export.md)")
+    rts.add_argument("session", nargs="?", default=None, type=session_id, metavar="SESSION",
+                     help="session id or 'latest' (default)")
+    rts.add_argument("--since", type=since_date, metavar="DATE",
+                     help="every session started since DATE (YYYY-MM-DD or ISO 8601 time, UTC)")
+    rts.add_argument("--redis", required=True, metavar="URL",
+                     help="redis://[user:password@]host:port[/db], rediss:// for TLS, unix://path")
+    add_store_argument(rts)
+    add_placement_arguments(rts)
+    rts.set_defaults(func=export_command)
 
 
 def export_command(args) -> int:

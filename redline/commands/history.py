@@ -4,14 +4,33 @@ on each side of them."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from redline.analysis import history
+from redline.commands.argtypes import positive_float, regex
+from redline.commands.arguments import add_store_argument
 from redline.commands.session import check_outputs
+from redline.core import metrics, terminal
 from redline.core.errors import UsageError
 from redline.output import files
-from redline.core import terminal
 from redline.output.tables import history_lines, history_table
 from redline.store.results import Store
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("history", help="stored results over time, with change points")
+    parser.add_argument("--name", type=regex, metavar="REGEX", help="only tests whose name matches REGEX")
+    parser.add_argument("--metric", default="ops_per_sec",
+                        help=f"{', '.join(m.name for m in metrics.COMPARED)} or any other stored metric "
+                             f"({', '.join(m.name for m in metrics.REGISTRY if not m.compared)}); "
+                             "default ops_per_sec")
+    parser.add_argument("--p-value", type=positive_float, default=0.001,
+                        help="change-point significance (default 0.001); a change also needs 2 sessions on each "
+                             "side and at least max(2%%, 2 × the calibrated noise floor), else 3%%")
+    add_store_argument(parser)
+    parser.add_argument("--json", type=Path, metavar="FILE",
+                        help="write the series (every session's runs and build) and change points as JSON to FILE")
+    parser.set_defaults(func=history_command)
 
 
 def history_command(args) -> int:

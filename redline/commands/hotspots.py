@@ -4,9 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from redline.core.errors import UsageError
+from redline.commands.argtypes import positive_int, session_id
+from redline.commands.arguments import add_store_argument
 from redline.core import terminal
+from redline.core.errors import UsageError
 from redline.store.results import Store
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("hotspots", help="the hottest symbols and stacks across every profiled test of a session")
+    parser.add_argument("session", nargs="?", default="latest", type=session_id, metavar="SESSION",
+                        help="session id (see `redline run` output) or 'latest' (default)")
+    add_store_argument(parser)
+    parser.add_argument("--top", type=positive_int, default=20, help="rows per table (default 20)")
+    parser.set_defaults(func=hotspots_command)
 
 
 def hotspots_command(args) -> int:

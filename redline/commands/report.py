@@ -6,16 +6,35 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 
 from redline.analysis import history
+from redline.commands.argtypes import positive_float, regex, session_id
+from redline.commands.arguments import add_store_argument
 from redline.commands.session import check_outputs
+from redline.core import metrics, terminal
 from redline.core.errors import UsageError
-from redline.core import terminal
 from redline.output.html import write_history_report, write_session_report
 from redline.output.html.source import latest_session
 from redline.store.results import Store
 
 DEFAULT_HISTORY_METRIC = "ops_per_sec"
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("report", help="one self-contained HTML file: a session's report, or --history")
+    parser.add_argument("session", nargs="?", default=None, type=session_id, metavar="SESSION",
+                        help="session id or 'latest' (default)")
+    parser.add_argument("--history", action="store_true",
+                        help="every series (test × topology × target) over its sessions, with change points")
+    parser.add_argument("--name", type=regex, metavar="REGEX", help="with --history: only tests whose name matches")
+    parser.add_argument("--metric", metavar="M", help=f"with --history: the metric (default ops_per_sec; any of "
+                                                      f"{', '.join(metrics.NAMES)})")
+    parser.add_argument("--p-value", type=positive_float, default=0.001,
+                        help="with --history: change-point significance (default 0.001)")
+    add_store_argument(parser)
+    parser.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help="the HTML file to write")
+    parser.set_defaults(func=report_command)
 
 
 def report_command(args) -> int:

@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+from redline.commands.arguments import EXIT_STATUS, add_measurement_arguments, add_selection_arguments
 from redline.commands.report import html_if_asked
 from redline.commands.session import check_before_starting, execute, session_exit_code
-from redline.export.sink import live_export
-from redline.engine.run_plan import Side
-from redline.lab.session import target_from
 from redline.core import terminal
+from redline.engine.run_plan import Side
+from redline.export.options import add_export_arguments
+from redline.export.sink import live_export
+from redline.lab.session import target_from
 from redline.output.json_file import write_runs_json
 from redline.output.tables import print_profiles, print_results
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("run", help="measure suites against one server and store every run",
+                                 epilog=EXIT_STATUS)
+    add_selection_arguments(parser)
+    parser.add_argument("--target", default=None, metavar="TARGET",
+                        help="bin:/path/to/redis-server or tcp://host:port (default: redis-server on PATH)")
+    parser.add_argument("--config", action="append", default=[], metavar="NAME=VALUE",
+                        help="server configuration for the target (repeatable)")
+    add_measurement_arguments(parser, default_runs=1)
+    add_export_arguments(parser)
+    parser.set_defaults(func=run_command)
 
 
 def run_command(args) -> int:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from redline.core import terminal
 from redline.core.errors import UsageError
 from redline.engine.run_plan import RunSettings, Side
 from redline.lab.session import Session, SessionPlan, execute_session, select_tests
-from redline.core import terminal
 from redline.output.files import check_output_paths
 from redline.store.results import check_output_path, inspect_store_file
 from redline.suites import TestSpec

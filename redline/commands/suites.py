@@ -14,15 +14,15 @@ from rich.table import Table
 from rich.text import Text
 
 from redline.commands.argtypes import regex
-from redline.core.errors import UsageError
 from redline.core import terminal
-from redline.suites import (Diagnostic, SpecError, TestSpec, builtin_suites, discover, load_test,
-                   parse_priority_range, select)
+from redline.core.errors import UsageError
+from redline.suites import (Diagnostic, SpecError, TestSpec, builtin_suites, discover, load_test, parse_priority_range,
+                            select)
 
 SEVERITY_STYLES = {"error": "bold red", "warning": "yellow", "ignored": "dim"}
 
 
-def add_suites_parser(subparsers) -> None:
+def add_parser(subparsers) -> None:
     """Register `suites validate PATH...` and `suites list [PATH...] [filters]`."""
     suites = subparsers.add_parser("suites", help="validate and list test suites",
                                    description="Validate and list test-suite files (upstream "

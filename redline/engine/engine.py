@@ -16,11 +16,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Protocol, Sequence
 
-from redline.system import machine
 from redline.core.errors import RunError, SkipTest
 from redline.core.run import Run
 from redline.engine.run_plan import Observer, Observers, RunSettings, Side
 from redline.engine.sinks import ResultSink
+from redline.system import machine
 from redline.system.workdirs import make_workdir
 
 if TYPE_CHECKING:

@@ -15,10 +15,9 @@ from pathlib import Path
 
 from redline.core.errors import UsageError
 from redline.engine.run_plan import RunSettings, Side
-from redline.suites import SpecError, TestSpec, builtin_suites_dir, load_test
 from redline.server.targets import Target, ensure_built, parse_target
+from redline.suites import SpecError, TestSpec, builtin_suites_dir, load_test
 from redline.topology import parse_topology
-
 
 JOB_FORMAT = 1
 BUILTIN = "builtin:"

@@ -18,10 +18,10 @@ import redis
 
 from redline.core import metrics as metric_registry
 from redline.core.errors import RunError, UsageError
+from redline.core.run import Run
 from redline.export import scheme
 from redline.export.runs import PlacementRules, StoredSession, history_series, placement_of, timestamp_ms
 from redline.export.scheme import Placement, Project
-from redline.core.run import Run
 
 PIPELINE_BATCH = 500          # samples per round trip
 DUPLICATE_ERROR = "DUPLICATE_POLICY"

@@ -12,8 +12,8 @@ import platform
 import re
 from dataclasses import dataclass
 
-from redline.export.scheme import Placement, slug
 from redline.core.run import Run
+from redline.export.scheme import Placement, slug
 from redline.store.results import Store
 
 SHA_LIKE = re.compile(r"^[0-9a-fA-F]{7,40}$")

@@ -5,11 +5,11 @@ goes on, and the command names the `redline export` line that exports the sessio
 
 from __future__ import annotations
 
+from redline.core import terminal
+from redline.core.run import Run
 from redline.export.options import exporter_from
 from redline.export.redistimeseries import ExportCounts, ExportError, RedisTimeSeriesExporter, redacted
 from redline.export.runs import read_session
-from redline.core import terminal
-from redline.core.run import Run
 
 EXIT_EXPORT_FAILED = 1
 

@@ -25,13 +25,13 @@ import traceback
 
 import redis
 
-from redline.system import machine
 from redline.core.errors import RunError, UsageError
 from redline.fleet import keys
 from redline.fleet.execution import Executor, JobRefused, LogObserver
 from redline.fleet.process import Stopping, log, while_reachable
 from redline.fleet.work import ensure_group
 from redline.store.results import Store
+from redline.system import machine
 
 INLINE_LIMIT = 512 * 1024        # results documents larger than this go by reference (keys.BLOB)
 READ_BLOCK_MS = 2000

@@ -20,7 +20,6 @@ import hmac
 import json
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 
 import redis
 from starlette.applications import Starlette
@@ -30,9 +29,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from redline.core.errors import RunError, UsageError
-from redline.fleet import keys, work
-from redline.fleet.process import Stopping, connect, log
 from redline.engine.job import SideSpec
+from redline.fleet import keys, work
+from redline.fleet.process import log
 
 MAX_BODY = 1024 * 1024
 DELIVERY_KEPT_S = 7 * 24 * 3600
@@ -174,28 +173,3 @@ def merge_base(repository: str, base: str, head: str) -> str:
 
 def _git(settings: Settings, commit: str) -> str:
     return f"git:{settings.repository}@{commit}"
-
-
-def api_command(args) -> int:
-    import uvicorn
-
-    from redline.lab.session import select_tests
-    try:
-        secret = args.secret_file.read_bytes().strip()
-    except OSError as exc:
-        raise UsageError(f"--secret-file {args.secret_file}: {exc.strerror}") from exc
-    if not secret:
-        raise UsageError(f"--secret-file {args.secret_file} is empty")
-    if args.max_runs < args.runs:
-        raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")
-    tests = select_tests(args.suites, args.name)
-    client = connect(args.redis)
-    settings = Settings(secret=secret, repository=str(Path(args.repository).expanduser()), branches=args.branch,
-                        label=args.label, platforms=args.platform, tests=tests, variant=args.variant,
-                        run_settings=work.Settings(runs=args.runs, max_runs=args.max_runs, duration_s=args.duration))
-    Stopping()      # uvicorn handles SIGTERM/Ctrl-C, then re-raises it: to a flag, not an interruption
-    say("listening", host=args.host, port=args.port, tests=len(tests), label=repr(args.label))
-    uvicorn.Server(uvicorn.Config(make_app(client, settings), host=args.host, port=args.port, log_level="warning",
-                                  access_log=False, lifespan="off")).run()
-    say("stopped")
-    return 0

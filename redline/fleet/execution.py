@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from redline.core.errors import UsageError
 from redline.engine.job import Job, JobResolver
-from redline.lab.local import execute_job, local_engine
 from redline.engine.run_plan import Observer
+from redline.lab.local import execute_job, local_engine
 from redline.store.results import Store
 
 

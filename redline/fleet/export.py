@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from redline.core.run import Run
 from redline.export.redistimeseries import ExportCounts, ExportError, RedisTimeSeriesExporter, redacted
 from redline.export.runs import PlacementRules, StoredSession
-from redline.core.run import Run
 
 
 class FleetExport:

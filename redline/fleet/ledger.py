@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 import time
 
-from redline.system import machine
 from redline.core.run import Run
 from redline.store.results import Store
+from redline.system import machine
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS fleet_work (

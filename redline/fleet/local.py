@@ -10,15 +10,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from redline.system.children import spawn
 from redline.core.errors import RunError, UsageError
 from redline.export.options import export_argv
 from redline.fleet.process import Stopping, log
-from redline.server.process import LOOPBACK, answers_ping, free_port
+from redline.server.process import LOOPBACK, answers_ping
+from redline.system.children import spawn
 
 REDIS_START_TIMEOUT_S = 30
 STOP_TIMEOUT_S = 60          # an agent stops its servers and gives its job back, a collector ends its entry
@@ -99,28 +98,3 @@ class Supervisor:
     def stop_all(self) -> None:
         for label in sorted(self.children, key=lambda label: label == "collector"):   # agents first
             stop(self.children[label], label)
-
-
-def local_command(args) -> int:
-    stopping = Stopping(wake_on_child_exit=True)
-    if args.export:                      # checked once here, not by a collector started again and again
-        from redline.export.redistimeseries import connect
-        connect(args.export).close()
-    port = args.port or free_port()
-    directory = args.dir or Path(tempfile.mkdtemp(prefix="redline-fleet-"))
-    directory.mkdir(parents=True, exist_ok=True)
-    redis_process = start_redis(port, directory)
-    url = f"redis://{LOOPBACK}:{port}/0"
-    print(url, flush=True)
-    supervisor = Supervisor(url, args, stopping)
-    try:
-        for label in ["collector", *(f"local-{number}" for number in range(1, args.agents + 1))]:
-            supervisor.start(label)
-        log("fleet local", "running", redis=url, platform=args.platform, agents=args.agents, store=args.store,
-            aof=directory, pids=",".join(f"{label}:{p.pid}" for label, p in supervisor.children.items()))
-        supervisor.watch()
-    finally:
-        supervisor.stop_all()
-        stop(redis_process, "redis-server")
-        log("fleet local", "stopped")
-    return 0

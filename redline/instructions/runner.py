@@ -6,18 +6,18 @@ deterministic profile (redline.instructions.profile) instead of a perf recording
 
 from __future__ import annotations
 
+from redline.bench.server_runner import ServerRunner, _LoadProgress
 from redline.core.errors import RunError
+from redline.core.run import Run
+from redline.engine.run_plan import Side
 from redline.instructions.callgrind import control_of, under_callgrind
 from redline.instructions.profile import callgrind_profile
 from redline.instructions.visibility import visibility_warnings
 from redline.instructions.window import WINDOW_INSTRUCTIONS, RequestPlan, WindowResult, measure_window
 from redline.load.redline_load import LoadRequest, LoadResult
 from redline.server.probes import WindowProbe
-from redline.core.run import Run
-from redline.engine.run_plan import Side
-from redline.bench.server_runner import ServerRunner, _LoadProgress
-from redline.topology import CpuPlan
 from redline.server.watch import ServerWatch
+from redline.topology import CpuPlan
 
 KEPT_FROM_THE_LOAD = ("keyspace_hits", "keyspace_misses", "used_memory_bytes", "ops", "measured_s", "errors")
 

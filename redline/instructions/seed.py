@@ -17,8 +17,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from redline.system.cache_dir import cache_root
 from redline.core.errors import RunError
+from redline.system.cache_dir import cache_root
 
 SOURCE = Path(__file__).with_name("fixed_seed.c")
 

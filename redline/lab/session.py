@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from redline.core import terminal
 from redline.core.errors import UsageError
 from redline.core.metrics import INSTRUCTIONS
 from redline.core.run import Run
 from redline.engine.job import JobResolver, jobs_for
 from redline.engine.run_plan import RunSettings, Side
 from redline.lab.local import execute_jobs, local_engine
-from redline.core import terminal
 from redline.output.progress import ConsoleObserver, print_plan
 from redline.server.targets import Target, default_target, ensure_built, parse_config_pairs, parse_target
 from redline.server.traits import binary_traits

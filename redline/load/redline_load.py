@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
-from redline.system.children import spawn
 from redline.core.errors import RunError
-from redline.system.pinning import pinned
 from redline.suites import roles
 from redline.suites.memtier import without_options
 from redline.suites.owned import CLIENT_OPTIONS
+from redline.system.children import spawn
+from redline.system.pinning import pinned
 
 PERCENTILES = "50,90,99,99.9,99.99"
 LISTENER_GRACE_S = 90.0     # the window probe may wait this long for a busy server to answer INFO (2 × its 30 s timeout, and some)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from redline.core import metrics
 from redline.analysis.comparison import TestComparison
-from redline.core.run import Run
+from redline.core import metrics
 from redline.core.numbers import format_number
+from redline.core.run import Run
 from redline.output.verdicts import WORDS, cells, explain, interval_label, moves, sorted_comparisons, summary_sentence
-
 
 # What the verdict table's columns and words mean (markdown emphasis; the HTML report shows it too).
 LEGEND = ("Legend: Δ is the Hodges–Lehmann estimate of comparison vs baseline; the 95% interval is "

@@ -9,13 +9,12 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from redline.system import machine
-from redline.core import metrics
-from redline.core.run import Run
-from redline.engine.run_plan import Observer
-from redline.core import terminal
+from redline.core import metrics, terminal
 from redline.core.numbers import format_count
+from redline.core.run import Run
 from redline.core.terminal import styled
+from redline.engine.run_plan import Observer
+from redline.system import machine
 from redline.system.pinning import available_cpus
 from redline.topology import plan_cpus
 

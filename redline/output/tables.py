@@ -12,8 +12,8 @@ from rich.table import Table
 
 from redline.analysis import history
 from redline.core import metrics
-from redline.core.run import Run
 from redline.core.numbers import format_number
+from redline.core.run import Run
 from redline.core.terminal import styled
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from redline.core import metrics
 from redline.analysis.comparison import TestComparison
-from redline.core.numbers import format_number
-from redline.output.tables import common_prefix
-from redline.core.terminal import styled
 from redline.analysis.stats import Verdict
+from redline.core import metrics
+from redline.core.numbers import format_number
+from redline.core.terminal import styled
+from redline.output.tables import common_prefix
 
 ORDER = {Verdict.REGRESSION: 0, Verdict.IMPROVEMENT: 1, Verdict.INCONCLUSIVE: 2, Verdict.NO_CHANGE: 3}
 STYLE = {Verdict.REGRESSION: "red", Verdict.IMPROVEMENT: "green", Verdict.INCONCLUSIVE: "yellow",

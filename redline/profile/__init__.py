@@ -4,8 +4,8 @@ differential flame graphs and hotspots across a suite. See docs/profiles.md."""
 from redline.profile.compare import describe_move, moved_symbols
 from redline.profile.flamegraph import diff_flamegraph, render_flamegraph
 from redline.profile.folding import fold_perf_script, read_folded, write_folded
-from redline.profile.hotspots import (HotStack, HotSymbol, Hotspots, format_hot_stacks_table,
-                                      format_hotspots_table, hotspots)
+from redline.profile.hotspots import (Hotspots, HotStack, HotSymbol, format_hot_stacks_table, format_hotspots_table,
+                                      hotspots)
 from redline.profile.recorder import ProfileResult, Recorder
 from redline.profile.symbols import SymbolShares, symbol_shares
 from redline.profile.unwinder import UnwinderChoice, choose_unwinder

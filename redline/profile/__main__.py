@@ -14,10 +14,9 @@ import time
 from pathlib import Path
 
 from redline.core import terminal
-
 from redline.core.errors import RunError, UsageError
-from redline.profile import (Recorder, describe_move, diff_flamegraph, format_hot_stacks_table,
-                             format_hotspots_table, hotspots, moved_symbols)
+from redline.profile import (Recorder, describe_move, diff_flamegraph, format_hot_stacks_table, format_hotspots_table,
+                             hotspots, moved_symbols)
 
 
 def _record(args: argparse.Namespace) -> None:

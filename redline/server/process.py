@@ -15,8 +15,8 @@ from typing import Callable
 
 import redis
 
-from redline.system.children import spawn
 from redline.core.errors import RunError
+from redline.system.children import spawn
 from redline.system.pinning import pinned
 from redline.system.procfs import stopped_pids
 from redline.system.workdirs import make_workdir

@@ -12,8 +12,8 @@ import time
 
 from redline.core.errors import RunError
 from redline.server.probes import read_cpu
-from redline.system.procfs import stopped_pids
 from redline.server.process import Server, answers_ping
+from redline.system.procfs import stopped_pids
 
 SILENT_LIMIT_S = 10.0    # no PING answered and no CPU used for this long: the server hung
 PING_EVERY_S = 1.0       # also the PING's own timeout

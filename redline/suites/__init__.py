@@ -5,8 +5,8 @@
     select(tests, name_regex, ...)         filters
     parse_client_arguments(argv) -> Workload   memtier_benchmark arguments, typed
 """
-from .discovery import (Discovery, PriorityRange, builtin_suites, builtin_suites_dir, discover,
-                        looks_like_test, parse_priority_range, resolve_suites, select)
+from .discovery import (Discovery, PriorityRange, builtin_suites, builtin_suites_dir, discover, looks_like_test,
+                        parse_priority_range, resolve_suites, select)
 from .errors import Diagnostic, SpecError
 from .loader import EXTENSION_KEYS, SUPPORTED_VERSION, load_test
 from .memtier import ArgumentProblem, Workload, parse_client_arguments, split_command

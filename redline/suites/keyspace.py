@@ -16,7 +16,7 @@ SCRIPT_COMMANDS = {"EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_R
 
 def unreachable_keyspace(db: DbConfig) -> str | None:
     """Why `db.keyspacelen` cannot be reached by this preparation, or None when it may be."""
-    from redline import datasets      # the registry of built-in generators
+    from redline import datasets  # the registry of built-in generators
     expected = db.keyspacelen
     generated = db.dataset_name and datasets.lookup(db.dataset_name) is not None
     if not expected or db.init_lua or generated or db.dataset_url:

@@ -8,13 +8,13 @@ import yaml
 
 from redline.core.metrics import INSTRUCTIONS, TIME
 
-from .errors import Diagnostic, SpecError
-from .memtier import parse_client_arguments, split_command
-from .keyspace import unreachable_keyspace
-from .parallel import parallel_warnings
-from .model import DbConfig, TestSpec, ToolInvocation
 from . import roles
+from .errors import Diagnostic, SpecError
+from .keyspace import unreachable_keyspace
+from .memtier import parse_client_arguments, split_command
+from .model import DbConfig, TestSpec, ToolInvocation
 from .owned import owned_command, owned_server_parameter, server_parameter_note
+from .parallel import parallel_warnings
 from .yamlnodes import NodeReader, compose_file, line_of, suggest, type_name
 
 SUPPORTED_VERSION = "0.4"

@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass, field
 
 from .command_table import command_kind
-from .memtier_options import (INT_MAX, OptionSpec, float_value, int_value, is_float, is_int, option_table,
-                              resolve_long, short_options)
+from .memtier_options import (INT_MAX, OptionSpec, float_value, int_value, is_float, is_int, option_table, resolve_long,
+                              short_options)
 from .owned import CLIENT_OPTIONS, client_option_note, owned_command
 
 KEY_PATTERN_LETTERS = "RGSPZ"

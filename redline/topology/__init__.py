@@ -9,8 +9,7 @@ primary + replicas; and the CPU pinning plan for their processes and the client.
 """
 
 from redline.topology.cpus import CpuPlan, plan_cpus
-from redline.topology.deployment import (Deployment, attach_replicas_now, deploy,
-                                         wait_replicas_in_sync)
+from redline.topology.deployment import Deployment, attach_replicas_now, deploy, wait_replicas_in_sync
 from redline.topology.spec import DEFAULT_TOPOLOGY, TopologySpec, parse_topology
 
 __all__ = ["DEFAULT_TOPOLOGY", "CpuPlan", "Deployment", "TopologySpec", "attach_replicas_now", "deploy", "parse_topology",

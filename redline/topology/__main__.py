@@ -18,9 +18,10 @@ from pathlib import Path
 
 from redline.core.errors import RunError, UsageError
 from redline.load.redline_load import LoadRequest, run_load
-from redline.system.pinning import available_cpus
 from redline.server.probes import read_cpu
+from redline.system.pinning import available_cpus
 from redline.topology import deploy, parse_topology, plan_cpus, wait_replicas_in_sync
+
 
 def _config_pairs(pairs: list[str]) -> dict[str, str]:
     config = {}

@@ -13,12 +13,12 @@ import redis.cluster
 
 from redline.core.errors import RunError, UsageError
 from redline.server.process import ManagedServer, Server, ServerSettings
+from redline.system.workdirs import make_workdir
 from redline.topology import cluster as cluster_ops
 from redline.topology import replication
 from redline.topology.cpus import CpuPlan
 from redline.topology.info import SummedInfo
 from redline.topology.spec import TopologySpec
-from redline.system.workdirs import make_workdir
 
 Progress = Callable[[str], None]
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from redline.analysis import history
 from redline.core import metrics
+from redline.core.numbers import format_number
 from redline.output.html import plots
 from redline.output.html.page import Page, table, text
 from redline.output.html.session_report import when
-from redline.core.numbers import format_number
 
 
 def history_page(all_series: list[history.Series], *, metric: str, p_value: float, argv: list[str]) -> Page:

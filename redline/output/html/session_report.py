@@ -12,13 +12,13 @@ from collections import defaultdict
 from datetime import datetime, timezone
 
 from redline.analysis import history
-from redline.core import metrics
 from redline.analysis.comparison import TestComparison
+from redline.core import metrics
+from redline.core.run import Run
 from redline.output.html import plots
 from redline.output.html.page import Page, facts_table, table, text
 from redline.output.html.source import SessionData
 from redline.output.markdown import LEGEND, sides_sentence
-from redline.core.run import Run
 from redline.output.verdicts import (WORDS, by_test, cells, explain, interval_label, interval_words, moves,
                                      sorted_comparisons, summary_sentence)
 

@@ -1,0 +1,59 @@
+"""`redline api`: GitHub webhooks in, work items out (the endpoint itself: redline/fleet/api.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from redline.commands.argtypes import positive_int, regex, whole_seconds
+from redline.commands.arguments import add_redis_argument, platform_name
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("api", help="receive GitHub webhooks (push, labelled pull requests) and enqueue work")
+    add_redis_argument(parser)
+    parser.add_argument("--port", type=positive_int, default=8080, help="port (default 8080)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--secret-file", type=Path, required=True, metavar="FILE", help="the webhook secret")
+    parser.add_argument("--repository", required=True, metavar="PATH",
+                        help="the git repository the agents build from (their path; git:PATH@COMMIT targets)")
+    parser.add_argument("--branch", action="append", metavar="NAME",
+                        help="branches whose pushes are benchmarked (repeatable; default: the repository's default branch)")
+    parser.add_argument("--label", default="action run:benchmarks",
+                        help="the pull-request label that asks for a benchmark (default 'action run:benchmarks')")
+    parser.add_argument("--platform", action="append", type=platform_name, metavar="NAME")
+    parser.add_argument("--suite", action="append", dest="suites", metavar="SUITE", help="suites (default: quick)")
+    parser.add_argument("--name", type=regex, metavar="REGEX")
+    parser.add_argument("--runs", type=positive_int, default=7)
+    parser.add_argument("--max-runs", type=positive_int, default=15)
+    parser.add_argument("--duration", type=whole_seconds, metavar="TIME")
+    parser.add_argument("--variant", metavar="NAME")
+    parser.set_defaults(func=api_command)
+
+
+def api_command(args) -> int:
+    import uvicorn
+
+    from redline.core.errors import UsageError
+    from redline.fleet import work
+    from redline.fleet.api import Settings, make_app, say
+    from redline.fleet.process import Stopping, connect
+    from redline.lab.session import select_tests
+    try:
+        secret = args.secret_file.read_bytes().strip()
+    except OSError as exc:
+        raise UsageError(f"--secret-file {args.secret_file}: {exc.strerror}") from exc
+    if not secret:
+        raise UsageError(f"--secret-file {args.secret_file} is empty")
+    if args.max_runs < args.runs:
+        raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")
+    tests = select_tests(args.suites, args.name)
+    client = connect(args.redis)
+    settings = Settings(secret=secret, repository=str(Path(args.repository).expanduser()), branches=args.branch,
+                        label=args.label, platforms=args.platform, tests=tests, variant=args.variant,
+                        run_settings=work.Settings(runs=args.runs, max_runs=args.max_runs, duration_s=args.duration))
+    Stopping()      # uvicorn handles SIGTERM/Ctrl-C, then re-raises it: to a flag, not an interruption
+    say("listening", host=args.host, port=args.port, tests=len(tests), label=repr(args.label))
+    uvicorn.Server(uvicorn.Config(make_app(client, settings), host=args.host, port=args.port, log_level="warning",
+                                  access_log=False, lifespan="off")).run()
+    say("stopped")
+    return 0

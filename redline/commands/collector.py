@@ -1,0 +1,38 @@
+"""`redline collector`: the fleet's results stored once; verdicts and comments (redline/fleet/collector.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from redline.commands.arguments import add_redis_argument, add_store_argument
+from redline.export.options import add_export_arguments
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("collector", help="store the fleet's results once; verdicts and comments")
+    add_redis_argument(parser)
+    add_store_argument(parser)
+    parser.add_argument("--collector-name", default="collector", metavar="NAME",
+                        help="consumer name; keep it across restarts (default collector)")
+    parser.add_argument("--github-token-file", type=Path, metavar="FILE",
+                        help="post each pull request's comment with this token")
+    parser.add_argument("--github-api", default="https://api.github.com", metavar="URL")
+    add_export_arguments(parser, platform_default="the fleet platform that ran the job",
+                         what="as results are stored")
+    parser.set_defaults(func=collector_command)
+
+
+def collector_command(args) -> int:
+    from redline.fleet import github
+    from redline.fleet.collector import Collector
+    from redline.fleet.export import fleet_export
+    from redline.fleet.process import Stopping, connect, log
+    from redline.store.results import Store
+    stopping = Stopping()
+    poster = github.Poster(args.github_token_file, args.github_api) if args.github_token_file else None
+    store = Store(args.store)             # a path that is no store is a usage error before Redis is asked
+    export = fleet_export(args, store_path=args.store,
+                          say=lambda event, **fields: log(f"collector {args.collector_name}", event, **fields))
+    Collector(connect(args.redis), store=store, name=args.collector_name, stopping=stopping,
+              github_poster=poster, export=export).serve()
+    return 0
