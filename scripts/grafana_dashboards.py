@@ -38,7 +38,7 @@ from grafana_foundation_sdk.models import dashboard as model
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from redline import metrics  # noqa: E402
+from redline.core import metrics  # noqa: E402
 from redline.export import scheme  # noqa: E402
 from redline.fleet import keys as fleet_keys  # noqa: E402
 

@@ -102,7 +102,7 @@ def test_a_commit_that_does_not_build_is_skipped(bisection, bisect_repo):
 def test_the_bisection_is_stored_as_a_session(bisection, workdir):
     proc, doc = bisection
     store = Store(workdir / "r.db")
-    assert store.bisection(doc["session"]) == doc
+    assert store.session_document(doc["session"], "bisection") == doc
     db = sqlite3.connect(workdir / "r.db")
     kind, status = db.execute("SELECT kind, status FROM sessions WHERE id=?", (doc["session"],)).fetchone()
     assert (kind, status) == ("bisect", "finished")

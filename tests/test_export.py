@@ -255,7 +255,7 @@ def test_a_server_lost_during_the_session_costs_no_run(compare_store, tmp_path):
     server = TimeSeriesServer(tmp_path / "timeseries")
     args = type("Args", (), {"github_org": "redis", "github_repo": "redis", "triggering_env": "redline",
                              "platform": None, "branch": None})()
-    sink = RedisTimeSeriesSink(exporter_from(args, server.url), server.url)
+    sink = RedisTimeSeriesSink(exporter_from(args, server.url), server.url, compare_store)
     store = Store(compare_store)
     runs = store.load_runs(1)
     sink.run_finished(runs[0])
@@ -263,7 +263,8 @@ def test_a_server_lost_during_the_session_costs_no_run(compare_store, tmp_path):
     for run in runs[1:]:
         sink.run_finished(run)                 # never raises: the measurement goes on
     assert sink.counts.runs == 1 and "Connection refused" in sink.failure
-    assert sink.finish(store, 1, 0) == 1       # but the command says the export is incomplete
+    problem = sink.session_finished(store.load_session(1))    # but the command is told the export is incomplete
+    assert problem.startswith("export incomplete: ") and "redline export redistimeseries 1" in problem
 
 
 # -- change points --------------------------------------------------------------------------------

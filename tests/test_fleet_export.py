@@ -166,7 +166,10 @@ def test_the_verdicts_of_a_work_item_on_two_platforms_go_under_each_platform(tim
     """The collector names a test `KEY on PLATFORM` in the comparisons of a work item that ran on
     several platforms; each platform's runs and verdicts are exported under that platform."""
     from redline.export.redistimeseries import RedisTimeSeriesExporter, connect
-    from redline.export.runs import PlacementRules, StoredSession
+    from redline.analysis.comparison import TestComparison
+    from redline.analysis.stats import MetricComparison
+    from redline.export.runs import PlacementRules
+    from redline.store.session import SessionDocument
     from redline.fleet.collector import verdict_label
     from redline.fleet.export import FleetExport
     said = []
@@ -175,9 +178,12 @@ def test_the_verdicts_of_a_work_item_on_two_platforms_go_under_each_platform(tim
     documents = {"a": measured_runs(time.time() - 60), "b": measured_runs(time.time() - 30)}
     runs = {platform: [Run.from_json(d) for d in docs] for platform, docs in documents.items()}
     platform_of = {run.uid: platform for platform, mine in runs.items() for run in mine}
-    rows = [{"test": verdict_label("quick-set-sadd", platform, 2), "metric": "ops_per_sec", "verdict": verdict,
-             "delta_pct": delta} for platform, verdict, delta in (("a", "regression", -5.0), ("b", "no_change", 0.5))]
-    session = StoredSession(7, "fleet", time.time() - 90, runs["a"] + runs["b"], rows)
+    rows = [TestComparison(verdict_label("quick-set-sadd", platform, 2), "ops_per_sec",
+                           MetricComparison(1000.0, 1000.0 * (1 + delta / 100), delta, delta - 1, delta + 1, 0.001,
+                                            verdict, 2.0, 1.0, 7, 7, True, "", True), survives_fdr=True)
+            for platform, verdict, delta in (("a", "regression", -5.0), ("b", "no_change", 0.5))]
+    session = SessionDocument(7, "fleet", [], {}, "here", time.time() - 90, None, "finished", runs["a"] + runs["b"],
+                              rows)
     link.work_complete("w", session, platform_of, lambda key, platform: verdict_label(key, platform, 2))
     assert said == ["exported", "exported"]
     ts = timeseries.client()

@@ -198,7 +198,7 @@ def bisect_command(args) -> int:
                                 settings=settings, measuring=Measuring(store, session_id, observer))
 
         def save(outcome: Outcome) -> None:
-            store.save_bisection(session_id, {**context, **outcome.as_json()})
+            store.save_session_document(session_id, "bisection", {**context, **outcome.as_json()})
 
         try:
             outcome = search.bisect(comparer, good, path, [t.name for t in tests],

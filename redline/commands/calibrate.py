@@ -7,13 +7,10 @@ from redline.analysis.counted import MIN_RUNS as INSTRUCTION_MIN_RUNS
 from redline.analysis.counted import spread_pct
 from redline.analysis.stats import noise_floor_pct
 from redline.commands.arguments import EXIT_STATUS, add_measurement_arguments, add_selection_arguments
-from redline.commands.report import html_if_asked
-from redline.commands.session import check_before_starting, execute, session_exit_code
-from redline.core import metrics, terminal
+from redline.commands.session import check_before_starting, execute, finish
+from redline.core import metrics
 from redline.engine.run_plan import Side
 from redline.lab.session import target_from
-from redline.output.json_file import write_runs_json
-from redline.output.tables import noise_floor_table
 
 
 def add_parser(commands) -> None:
@@ -31,12 +28,10 @@ def calibrate_command(args) -> int:
     sides = [Side(target, "baseline"), Side(target, "comparison")]
     session = execute(args, kind="calibrate", sides=sides, tests=check_before_starting(args, sides))
     floors: dict[str, dict[str, float | str]] = {}
-    shown: dict[str, None] = {}
     for test, records in measured_runs_by_test(session.records).items():
         floors[test] = {}
         measure = metrics.measure_of(r.metrics for r in records if r.status == "ok")
         for metric in (m.name for m in metrics.compared(measure)):
-            shown[metric] = None
             a = [r.metrics[metric] for r in records if r.side == "baseline" and r.status == "ok" and r.metrics.get(metric)]
             b = [r.metrics[metric] for r in records if r.side == "comparison" and r.status == "ok" and r.metrics.get(metric)]
             try:
@@ -47,11 +42,8 @@ def calibrate_command(args) -> int:
             session.store.save_noise_floor(test=test, metric=metric, floor_pct=floor,
                                            runs=min(len(a), len(b)), target=target.label)
             floors[test][metric] = floor
-    terminal.console().print(noise_floor_table(floors, list(shown)))
-    if args.json:
-        write_runs_json(args.json, [r for r in session.records if r.purpose == "measure"])
-    html_if_asked(args, session)
-    return session_exit_code(session)
+    session.store.save_session_document(session.session_id, "noise_floors", floors)
+    return finish(args, session)
 
 
 def _floor(measure: str, a: list[float], b: list[float]) -> float:

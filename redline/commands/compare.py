@@ -9,17 +9,12 @@ from redline.analysis.comparison import (COMPARED_METRICS, apply_false_discovery
 from redline.analysis.stats import Verdict
 from redline.commands.argtypes import positive_int
 from redline.commands.arguments import COMPARE_MAX_RUNS, EXIT_STATUS, add_measurement_arguments, add_selection_arguments
-from redline.commands.report import html_if_asked
-from redline.commands.session import check_before_starting, execute, session_exit_code
-from redline.core import terminal
+from redline.commands.session import check_before_starting, execute, finish
 from redline.core.errors import UsageError
 from redline.engine.run_plan import Side
 from redline.export.options import add_export_arguments
 from redline.export.sink import live_export
 from redline.lab.session import target_from
-from redline.output import files, verdicts
-from redline.output.json_file import write_comparison_json
-from redline.output.markdown import comparison_markdown
 from redline.store.results import Store
 from redline.topology import DEFAULT_TOPOLOGY
 
@@ -59,9 +54,8 @@ def compare_command(args) -> int:
     confidence = looks_confidence(args.runs, args.max_runs)
     lone_p_value = FDR_Q / (len(tests) * len(args.topology or [DEFAULT_TOPOLOGY]) * len(COMPARED_METRICS))
     export = live_export(args)
-    session = execute(args, kind="compare", sides=[baseline, comparison], tests=tests,
-                              max_runs=args.max_runs, lone_p_value=lone_p_value, floors=floors,
-                              sinks=(export,) if export else ())
+    session = execute(args, kind="compare", sides=[baseline, comparison], tests=tests, max_runs=args.max_runs,
+                      lone_p_value=lone_p_value, floors=floors, sinks=(export,) if export else ())
     by_test = measured_runs_by_test(session.records)
     comparisons = [c for test, records in by_test.items()
                    for c in compare_test(test, records, floors, confidence=confidence)]
@@ -70,20 +64,5 @@ def compare_command(args) -> int:
         artifacts = session.store.path.with_name(session.store.path.stem + "-artifacts") / f"compare-{session.session_id}"
         attach_profiles(comparisons, session.records, artifacts)
     session.store.save_comparisons(session.session_id, [c.as_json() for c in comparisons])
-    out = terminal.console()
-    out.print(verdicts.terminal_table(comparisons, width=out.width))
-    for line in verdicts.name_legend(comparisons, width=out.width):
-        out.print(line)
-    out.print(verdicts.summary_sentence(comparisons, len(by_test)))
-    for line in verdicts.profile_lines(comparisons):
-        out.print(line)
-    if args.markdown:
-        files.write_output(args.markdown, comparison_markdown(comparisons, session.records,
-                                                         baseline=baseline.target.label,
-                                                         comparison=comparison.target.label))
-    if args.json:
-        write_comparison_json(args.json, comparisons, session.records)
-    html_if_asked(args, session)
     regressions = [c for c in comparisons if c.verdict == Verdict.REGRESSION]
-    code = session_exit_code(session, regressions=len(regressions) if args.fail_on_regression else 0)
-    return export.finish(session.store, session.session_id, code) if export else code
+    return finish(args, session, regressions=len(regressions) if args.fail_on_regression else 0)

@@ -11,7 +11,6 @@ from redline.core import terminal
 from redline.core.errors import UsageError
 from redline.export.options import add_placement_arguments, exporter_from, since_date
 from redline.export.redistimeseries import ExportCounts, RedisTimeSeriesExporter, redacted
-from redline.export.runs import latest_session, read_session, sessions_since
 from redline.store.results import Store
 
 EXIT_CONFLICTS = 1
@@ -24,9 +23,7 @@ def export_sessions(exporter: RedisTimeSeriesExporter, store: Store, session_ids
     total = ExportCounts()
     tests = set()
     for session_id in session_ids:
-        session = read_session(store, session_id)
-        if session is None:
-            raise UsageError(f"no session {session_id} in {store.path}")
+        session = store.load_session(session_id)
         counts = exporter.export_session(session)
         total.add(counts)
         tests |= {run.test for run in session.runs}
@@ -74,11 +71,11 @@ def export_command(args) -> int:
         raise UsageError(f"no result store at {args.store}")
     store = Store(args.store)
     if args.since is not None:
-        session_ids = sessions_since(store, args.since)
+        session_ids = store.sessions_since(args.since)
         if not session_ids:
             raise UsageError(f"no session in {args.store} started since {datetime.fromtimestamp(args.since, timezone.utc)}")
     else:
-        session = latest_session(store) if args.session in (None, "latest") else args.session
+        session = store.latest_session() if args.session in (None, "latest") else args.session
         if session is None:
             raise UsageError(f"no session in {args.store}")
         session_ids = [session]

@@ -11,11 +11,11 @@ from pathlib import Path
 from redline.analysis import history
 from redline.commands.argtypes import positive_float, regex, session_id
 from redline.commands.arguments import add_store_argument
-from redline.commands.session import check_outputs
-from redline.core import metrics, terminal
+from redline.commands.session import check_outputs, said_written
+from redline.core import metrics
 from redline.core.errors import UsageError
-from redline.output.html import write_history_report, write_session_report
-from redline.output.html.source import latest_session
+from redline.output import files, renderer
+from redline.output.html import write_history_report
 from redline.store.results import Store
 
 DEFAULT_HISTORY_METRIC = "ops_per_sec"
@@ -58,20 +58,10 @@ def report_command(args) -> int:
         write_history_report(all_series, args.output, metric=metric, p_value=args.p_value, argv=sys.argv)
         what = f"{len(all_series)} series of {metric}"
     else:
-        session_id = latest_session(store) if args.session in (None, "latest") else args.session
-        write_session_report(store, session_id, args.output)
+        session_id = store.latest_session() if args.session in (None, "latest") else args.session
+        if session_id is None:
+            raise UsageError(f"no stored runs in {store.path}")
+        files.write_output(args.output, renderer("html")(store.load_session(session_id)))
         what = f"session {session_id}"
-    _say_written(args.output, what)
+    said_written(args.output, what)
     return 0
-
-
-def html_if_asked(args, session) -> None:
-    """run/compare/calibrate --html FILE: the report of the session that just ended."""
-    if getattr(args, "html", None):
-        write_session_report(session.store, session.session_id, args.html)
-        _say_written(args.html, f"session {session.session_id}")
-
-
-def _say_written(path, what: str) -> None:
-    size = path.stat().st_size / 1e6
-    terminal.console(stderr=True).print(f"wrote {path} ({what}, {size:.1f} MB)")

@@ -11,6 +11,7 @@ from redline.core import terminal
 from redline.core.errors import UsageError
 from redline.engine.run_plan import RunSettings, Side
 from redline.lab.session import Session, SessionPlan, execute_session, select_tests
+from redline.output import files, renderer
 from redline.output.files import check_output_paths
 from redline.store.results import check_output_path, inspect_store_file
 from redline.suites import TestSpec
@@ -61,6 +62,26 @@ def execute(args, *, kind: str, sides: list[Side], tests: list[TestSpec], sinks:
     return execute_session(plan, store_path=args.store, argv=sys.argv, sinks=sinks)
 
 
+def finish(args, session: Session, *, regressions: int = 0) -> int:
+    """The end every measuring command shares, once its verdicts and documents are stored: the
+    sinks hear the session end, the terminal shows it, --json/--markdown/--html are written from
+    the stored document, and the exit status."""
+    document = session.close()
+    sys.stdout.write(renderer("terminal")(document))
+    for flag in OUTPUT_FLAGS:
+        path = getattr(args, flag, None)
+        if path is not None:
+            files.write_output(path, renderer(flag)(document))
+            if flag == "html":
+                said_written(path, f"session {session.session_id}")
+    return session_exit_code(session, regressions=regressions)
+
+
+def said_written(path: Path, what: str) -> None:
+    size = path.stat().st_size / 1e6
+    terminal.console(stderr=True).print(f"wrote {path} ({what}, {size:.1f} MB)")
+
+
 def session_exit_code(session: Session, *, regressions: int = 0) -> int:
     """The one place that decides how run, compare and calibrate exit: says what was stored and
     what failed, then 1 if any run failed (before a regression: the comparison is incomplete),
@@ -73,6 +94,7 @@ def session_exit_code(session: Session, *, regressions: int = 0) -> int:
         + (f"; {len(skipped)} tests skipped" if skipped else ""), (f"; {len(failed)} failed" if failed else "", "red")))
     if regressions:
         console.print(f"{regressions} regression(s), false-discovery controlled", style="red")
-    if failed:
-        return EXIT_FAILED_RUNS
-    return EXIT_REGRESSION if regressions else EXIT_OK
+    for problem in session.problems:
+        console.print(problem, style="red", soft_wrap=True)
+    code = EXIT_FAILED_RUNS if failed else EXIT_REGRESSION if regressions else EXIT_OK
+    return code or (EXIT_FAILED_RUNS if session.problems else EXIT_OK)

@@ -20,8 +20,9 @@ from redline.core import metrics as metric_registry
 from redline.core.errors import RunError, UsageError
 from redline.core.run import Run
 from redline.export import scheme
-from redline.export.runs import PlacementRules, StoredSession, history_series, placement_of, timestamp_ms
+from redline.export.runs import PlacementRules, history_series, placement_of, timestamp_ms
 from redline.export.scheme import Placement, Project
+from redline.store.session import SessionDocument
 
 PIPELINE_BATCH = 500          # samples per round trip
 DUPLICATE_ERROR = "DUPLICATE_POLICY"
@@ -117,12 +118,12 @@ def run_samples(run: Run, placement: Placement, project: Project) -> list[Sample
     return samples
 
 
-def verdict_samples(session: StoredSession, placements: dict[int, Placement], project: Project) -> list[Sample]:
+def verdict_samples(session: SessionDocument, placements: dict[int, Placement], project: Project) -> list[Sample]:
     """The verdicts of a compare session as their own series, at the session's start: the verdict
     (scheme.VERDICT_CODES) and, where the statistics gave them, delta and interval in % and p."""
     at = int(round(session.started_at * 1000))
     samples = []
-    for row in session.comparisons:
+    for row in (c.as_json() for c in session.comparisons):
         sides = {run.side: placements[run.run_id] for run in session.runs
                  if run.key == row["test"] and run.run_id in placements}
         if "baseline" not in sides or "comparison" not in sides:
@@ -175,13 +176,13 @@ class RedisTimeSeriesExporter:
         counts.runs = 1
         return counts
 
-    def export_comparisons(self, session: StoredSession) -> ExportCounts:
+    def export_comparisons(self, session: SessionDocument) -> ExportCounts:
         placements = {run.run_id: placement_of(run, self.rules) for run in session.runs if exportable(run)}
         counts = self._write(verdict_samples(session, placements, self.project))
         counts.verdicts = len(session.comparisons)
         return counts
 
-    def export_session(self, session: StoredSession) -> ExportCounts:
+    def export_session(self, session: SessionDocument) -> ExportCounts:
         counts = ExportCounts()
         for run in session.runs:
             counts.add(self.export_run(run))

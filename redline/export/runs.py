@@ -1,13 +1,11 @@
 """What the exporter reads from the store, and where each run goes in the upstream scheme.
 
-All reading of the store is here: `read_session` (the store's run documents, `Store.load_runs`,
-and the session's verdicts), `history_series` (change points, as `redline history` finds them) and
-`sessions_since`/`latest_session` (which sessions).
+A session comes from the store as its one document (`Store.load_session`); `history_series` gives
+the change points as `redline history` finds them.
 """
 
 from __future__ import annotations
 
-import json
 import platform
 import re
 from dataclasses import dataclass
@@ -31,25 +29,6 @@ def measured_on(run: Run) -> str:
     return (run.facts.get("machine") or {}).get("hostname") or platform.node()
 
 
-@dataclass
-class StoredSession:
-    session_id: int
-    kind: str
-    started_at: float
-    runs: list[Run]
-    comparisons: list[dict]          # the comparisons table's `detail` of a compare session
-
-
-def read_session(store: Store, session_id: int) -> StoredSession | None:
-    """A session's run documents and its verdicts; None if there is no such session."""
-    row = store.db.execute("SELECT id, kind, started_at FROM sessions WHERE id=?", (session_id,)).fetchone()
-    if row is None:
-        return None
-    comparisons = [json.loads(c["detail"]) for c in store.db.execute(
-        "SELECT detail FROM comparisons WHERE session_id=? ORDER BY test, metric", (session_id,))]
-    return StoredSession(session_id, row["kind"], row["started_at"], store.load_runs(session_id), comparisons)
-
-
 def history_series(store: Store, metric: str, tests: set[str]) -> list:
     """`redline history`'s series of `metric` for these tests (this machine's runs), analysed for
     change points as `redline history` does by default."""
@@ -60,15 +39,6 @@ def history_series(store: Store, metric: str, tests: set[str]) -> list:
     for series in found:
         history.analyse(series, p_threshold=HISTORY_P_VALUE, noise_floor_pct=floors.get((series.test, metric)))
     return found
-
-
-def sessions_since(store: Store, since: float) -> list[int]:
-    """The sessions started at or after `since` (seconds since the epoch), oldest first."""
-    return [r[0] for r in store.db.execute("SELECT id FROM sessions WHERE started_at >= ? ORDER BY id", (since,))]
-
-
-def latest_session(store: Store) -> int | None:
-    return store.db.execute("SELECT max(id) FROM sessions").fetchone()[0]
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """`--export URL` on run and compare: the exporter as a result sink. Each run is exported as soon
-as the engine has stored it; a compare session's verdicts when they are saved. A failing
-RedisTimeSeries server never costs a measurement: the first failure stops exporting, the session
-goes on, and the command names the `redline export` line that exports the session later."""
+as the engine has stored it; a compare session's verdicts and the history's change points when
+the session is finished. A failing RedisTimeSeries server never costs a measurement: the first
+failure stops exporting, the session goes on, and the command names the `redline export` line
+that exports the session later."""
 
 from __future__ import annotations
 
@@ -9,18 +10,19 @@ from redline.core import terminal
 from redline.core.run import Run
 from redline.export.options import exporter_from
 from redline.export.redistimeseries import ExportCounts, ExportError, RedisTimeSeriesExporter, redacted
-from redline.export.runs import read_session
-
-EXIT_EXPORT_FAILED = 1
+from redline.store.session import SessionDocument
 
 
 class RedisTimeSeriesSink:
     """redline.engine.sinks.ResultSink writing each finished run to RedisTimeSeries."""
 
-    def __init__(self, exporter: RedisTimeSeriesExporter, url: str):
-        self.exporter, self.url = exporter, url
+    def __init__(self, exporter: RedisTimeSeriesExporter, url: str, store_path):
+        self.exporter, self.url, self.store_path = exporter, url, store_path
         self.counts = ExportCounts()
         self.failure: str | None = None
+
+    def session_started(self, session: SessionDocument) -> None:
+        """Nothing to write before a run has results."""
 
     def run_started(self, run: Run) -> None:
         """Nothing to write before a run has results."""
@@ -38,14 +40,13 @@ class RedisTimeSeriesSink:
             except ExportError as exc:
                 self.failure = str(exc)
 
-    def finish(self, store, session_id: int, code: int) -> int:
-        """After the session (and a compare's verdicts) is stored: export the verdicts, say what
-        was exported, and the command's exit status (1 when exporting failed or conflicted)."""
-        session = read_session(store, session_id)
-        if session is not None and session.comparisons:
+    def session_finished(self, session: SessionDocument) -> str | None:
+        """The verdicts and the history's change points, then what was exported; the problem (the
+        export failed or conflicted), which fails the command, or None."""
+        from redline.store.results import Store
+        if session.comparisons:
             self._export(lambda: self.exporter.export_comparisons(session))
-        if session is not None:
-            self._export(lambda: self.exporter.export_history(store, {run.test for run in session.runs}))
+        self._export(lambda: self.exporter.export_history(Store(self.store_path), {run.test for run in session.runs}))
         out = terminal.console(stderr=True)
         counts = self.counts
         out.print(f"exported to {redacted(self.url)}: {counts.runs} runs, {counts.written} samples"
@@ -53,14 +54,13 @@ class RedisTimeSeriesSink:
         problem = self.failure or (f"{len(counts.conflicts)} samples conflict with other values at the same "
                                    f"millisecond, first: {counts.conflicts[0]}" if counts.conflicts else None)
         if problem is None:
-            return code
-        out.print(f"export incomplete: {problem}; the runs are stored: `redline export redistimeseries "
-                  f"{session_id} --store {store.path} --redis URL` exports them again", style="red", soft_wrap=True)
-        return code or EXIT_EXPORT_FAILED
+            return None
+        return (f"export incomplete: {problem}; the runs are stored: `redline export redistimeseries "
+                f"{session.session_id} --store {self.store_path} --redis URL` exports them again")
 
 
 def live_export(args) -> RedisTimeSeriesSink | None:
     """The sink for --export URL (connected and checked before anything is measured), or None."""
     if not getattr(args, "export", None):
         return None
-    return RedisTimeSeriesSink(exporter_from(args, args.export), args.export)
+    return RedisTimeSeriesSink(exporter_from(args, args.export), args.export, args.store)

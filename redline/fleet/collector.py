@@ -16,7 +16,6 @@ import json
 import redis
 
 from redline.analysis.comparison import apply_false_discovery_control, compare_test, looks_confidence
-from redline.export.runs import read_session
 from redline.fleet import github, keys
 from redline.fleet.export import FleetExport
 from redline.fleet.ledger import Ledger
@@ -145,7 +144,7 @@ class Collector:
             if self.export:
                 platform_of = self.ledger.platforms_of_runs(work_id)
                 platforms = len(set(platform_of.values()))
-                self.export.work_complete(work_id, read_session(self.store, session_id), platform_of,
+                self.export.work_complete(work_id, self.store.load_session(session_id), platform_of,
                                           lambda key, platform: verdict_label(key, platform, platforms))
             self.client.xadd(keys.COMMENTS.key(), {"work_id": work_id, "state": state, "markdown": comment,
                                                    "github": work.get("github", "")},

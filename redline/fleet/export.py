@@ -21,7 +21,8 @@ from dataclasses import replace
 
 from redline.core.run import Run
 from redline.export.redistimeseries import ExportCounts, ExportError, RedisTimeSeriesExporter, redacted
-from redline.export.runs import PlacementRules, StoredSession
+from redline.export.runs import PlacementRules
+from redline.store.session import SessionDocument
 
 
 class FleetExport:
@@ -46,14 +47,14 @@ class FleetExport:
         self._export(lambda: sum_counts(exporter.export_run(run) for run in runs), session_id, platform,
                      job=job_id)
 
-    def work_complete(self, work_id: str, session: StoredSession, platform_of: dict[str, str],
+    def work_complete(self, work_id: str, session: SessionDocument, platform_of: dict[str, str],
                       label: Callable[[str, str], str]) -> None:
         """A complete work item: per platform, its runs and the verdicts of its tests (the
         comparisons' test is `label(key, platform)`, the collector's name for it)."""
         for platform in sorted(set(platform_of.values())):
             runs = [run for run in session.runs if platform_of.get(run.uid) == platform]
             names = {label(key, platform): key for key in {run.key for run in runs}}
-            rows = [{**row, "test": names[row["test"]]} for row in session.comparisons if row["test"] in names]
+            rows = [replace(c, test=names[c.test]) for c in session.comparisons if c.test in names]
             part = replace(session, runs=runs, comparisons=rows)
             exporter = self.exporter(platform)
             self._export(lambda: exporter.export_session(part), session.session_id, platform, work=work_id)

@@ -17,6 +17,7 @@ from redline.output.progress import ConsoleObserver, print_plan
 from redline.server.targets import Target, default_target, ensure_built, parse_config_pairs, parse_target
 from redline.server.traits import binary_traits
 from redline.store.results import Store
+from redline.store.session import SessionDocument
 from redline.suites import SpecError, TestSpec, resolve_suites, select
 from redline.system import machine
 from redline.system.workdirs import remove_abandoned_workdirs
@@ -95,12 +96,24 @@ class SessionPlan:
 
 @dataclass
 class Session:
-    """One invocation's work: the store session, the engine run, the records."""
+    """One invocation's work: the store session, the engine run, the records, and the sinks that
+    hear its end (`close`, once the command has stored its verdicts and documents)."""
 
     kind: str
     store: Store
     session_id: int
     records: list[Run]
+    sinks: tuple = ()
+    problems: list[str] = field(default_factory=list)     # what the sinks could not do (a failed export)
+
+    def close(self) -> SessionDocument:
+        """The stored session document, handed to every sink; their problems are kept."""
+        document = self.store.load_session(self.session_id)
+        for sink in (self.store, *self.sinks):
+            problem = sink.session_finished(document)
+            if problem:
+                self.problems.append(problem)
+        return document
 
 
 def execute_session(plan: SessionPlan, *, store_path, argv: list[str], sinks: tuple = ()) -> Session:
@@ -117,6 +130,9 @@ def execute_session(plan: SessionPlan, *, store_path, argv: list[str], sinks: tu
         _carry_request_counts(jobs, plan.tests, settings, store)
         remove_abandoned_workdirs()          # … and in the temp directory
         session_id = store.begin_session(kind=plan.kind, argv=argv, machine=machine.facts())
+        started = store.load_session(session_id)
+        for sink in (store, *sinks):
+            sink.session_started(started)
         status = "interrupted"
         try:
             records = execute_jobs(jobs, engine=local_engine(store, observers=[observer], sinks=sinks),
@@ -127,7 +143,7 @@ def execute_session(plan: SessionPlan, *, store_path, argv: list[str], sinks: tu
             store.finish_session(session_id, status)
     finally:
         observer.close()
-    return Session(plan.kind, store, session_id, records)
+    return Session(plan.kind, store, session_id, records, tuple(sinks))
 
 
 def _carry_request_counts(jobs: list, tests: list, settings: RunSettings, store: Store) -> None:

@@ -1,19 +1,19 @@
-"""`--json`: every run (run, calibrate), or the comparisons and every run (compare)."""
+"""`--json`: a stored session as JSON, `render(session) -> str` (redline.output.FORMATS): every
+measured run (run, calibrate), or the comparisons and every run (compare), each run the whole run
+document (redline.core.run)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import json
 
-from redline.analysis.comparison import TestComparison
-from redline.core.run import Run
-from redline.output.files import write_json
 from redline.output.verdicts import sorted_comparisons
+from redline.store.session import SessionDocument
 
 
-def write_runs_json(path: Path, records: list[Run]) -> None:
-    write_json(path, [r.to_json() for r in records])
-
-
-def write_comparison_json(path: Path, comparisons: list[TestComparison], records: list[Run]) -> None:
-    write_json(path, {"comparisons": [c.as_json() for c in sorted_comparisons(comparisons)],
-                      "runs": [r.to_json() for r in records]})
+def render(session: SessionDocument) -> str:
+    if session.comparisons or session.kind == "compare":
+        document = {"comparisons": [c.as_json() for c in sorted_comparisons(session.comparisons)],
+                    "runs": [r.to_json() for r in session.runs]}
+    else:
+        document = [r.to_json() for r in session.measured]
+    return json.dumps(document, indent=2) + "\n"

@@ -1,4 +1,6 @@
-"""`compare --markdown`: the verdicts and every run, for a pull request comment."""
+"""`--markdown`: a stored session as markdown, `render(session) -> str` (redline.output.FORMATS): a
+compare's verdicts and every run for a pull-request comment, a bisection's report, a run's or
+calibration's results."""
 
 from __future__ import annotations
 
@@ -6,7 +8,9 @@ from redline.analysis.comparison import TestComparison
 from redline.core import metrics
 from redline.core.numbers import format_number
 from redline.core.run import Run
+from redline.output.bisect_report import report_markdown
 from redline.output.verdicts import WORDS, cells, explain, interval_label, moves, sorted_comparisons, summary_sentence
+from redline.store.session import SessionDocument
 
 # What the verdict table's columns and words mean (markdown emphasis; the HTML report shows it too).
 LEGEND = ("Legend: Δ is the Hodges–Lehmann estimate of comparison vs baseline; the 95% interval is "
@@ -48,3 +52,22 @@ def comparison_markdown(comparisons: list[TestComparison], records: list[Run], *
                      + " | ".join(format_number(r.metrics.get(m.name)) for m in shown) + " |")
     lines += ["", "</details>", ""]
     return "\n".join(lines)
+
+
+def render(session: SessionDocument) -> str:
+    if session.comparisons or session.kind == "compare":
+        return comparison_markdown(session.comparisons, session.runs, baseline=session.side_label("baseline") or "?",
+                                   comparison=session.side_label("comparison") or "?")
+    if session.bisection:
+        return report_markdown(session.bisection)
+    return runs_markdown(session.measured)
+
+
+def runs_markdown(records: list[Run]) -> str:
+    """Every measured run with the metrics its measure gives."""
+    shown = metrics.compared(metrics.measure_of(r.metrics for r in records))
+    lines = ["| test | side | run | status | " + " | ".join(m.label for m in shown) + " |",
+             "|---|---|---:|---|" + "---:|" * len(shown)]
+    lines += [f"| {r.key} | {r.side or r.target} | {r.run_index + 1} | {r.status} | "
+              + " | ".join(format_number(r.metrics.get(m.name)) for m in shown) + " |" for r in records]
+    return "\n".join(lines) + "\n"

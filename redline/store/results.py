@@ -22,15 +22,17 @@ import time
 from contextlib import closing, contextmanager
 from pathlib import Path
 
+from redline.analysis.comparison import TestComparison
 from redline.core.errors import RunError, UsageError
 from redline.core.run import Run
+from redline.store.session import SessionDocument
 
 APPLICATION_ID = 0x52446C6E          # 'RDln' in the SQLite header: this file is a redline store
 SQLITE_MAGIC = b"SQLite format 3\x00"
 REDLINE_TABLES = {"sessions", "runs", "metrics", "series"}   # a store from before APPLICATION_ID
 STORE_COMPANIONS = ("", "-wal", "-shm", "-journal")          # the files SQLite keeps for one store
 BUSY_TIMEOUT_VARIABLE = "REDLINE_STORE_BUSY_TIMEOUT"    # seconds to wait for another process's lock (default 30)
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # Changes to a store written by an older redline, by the version they lead to.
 MIGRATIONS = {
     2: ["ALTER TABLE runs ADD COLUMN purpose TEXT NOT NULL DEFAULT 'measure'"],
@@ -39,6 +41,13 @@ MIGRATIONS = {
         "ALTER TABLE runs ADD COLUMN flags TEXT",
         "UPDATE runs SET uid = lower(hex(randomblob(16))) WHERE uid IS NULL",
         "UPDATE runs SET flags = json_extract(facts, '$.flags') WHERE facts IS NOT NULL"],
+    # a session's named documents (the bisection document of schema 4 among them)
+    5: ["CREATE TABLE IF NOT EXISTS bisections (session_id INTEGER PRIMARY KEY, document TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS session_documents (session_id INTEGER NOT NULL REFERENCES sessions(id), "
+        "name TEXT NOT NULL, document TEXT NOT NULL, PRIMARY KEY (session_id, name))",
+        "INSERT OR IGNORE INTO session_documents(session_id, name, document) "
+        "SELECT session_id, 'bisection', document FROM bisections",
+        "DROP TABLE bisections"],
 }
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -113,9 +122,11 @@ CREATE TABLE IF NOT EXISTS noise_floors (
     measured_at REAL NOT NULL,
     PRIMARY KEY (host, test, metric)
 );
-CREATE TABLE IF NOT EXISTS bisections (
-    session_id INTEGER PRIMARY KEY REFERENCES sessions(id),
-    document TEXT NOT NULL
+CREATE TABLE IF NOT EXISTS session_documents (
+    session_id INTEGER NOT NULL REFERENCES sessions(id),
+    name TEXT NOT NULL,
+    document TEXT NOT NULL,
+    PRIMARY KEY (session_id, name)
 );
 """
 
@@ -363,6 +374,13 @@ class Store:
                             ("redline stopped before this run's result was stored", session_id))
 
     # -- the store as a result sink (redline.engine.sinks.ResultSink) --------------------------------
+    def session_started(self, session: SessionDocument) -> None:
+        """The store made the session (begin_session): nothing more to write."""
+
+    def session_finished(self, session: SessionDocument) -> str | None:
+        """Everything of the session is written as it happens: nothing left to write."""
+        return None
+
     def run_started(self, run: Run) -> None:
         """A 'running' row for the run (a redline killed now leaves it for recovery); the run
         gets its row id."""
@@ -472,14 +490,15 @@ class Store:
                 "INSERT OR REPLACE INTO comparisons(session_id, test, metric, verdict, detail) VALUES (?,?,?,?,?)",
                 [(session_id, r["test"], r["metric"], r.get("verdict"), json.dumps(r)) for r in rows])
 
-    def save_bisection(self, session_id: int, document: dict) -> None:
-        """What a `redline bisect` session found so far (endpoints, steps, culprit, remainder) as
-        one JSON document, replaced after every step."""
-        self.db.execute("INSERT OR REPLACE INTO bisections(session_id, document) VALUES (?,?)",
-                        (session_id, json.dumps(document)))
+    def save_session_document(self, session_id: int, name: str, document: dict) -> None:
+        """A named JSON document of a session (a bisection's steps and culprit, a calibration's noise
+        floors, a gate's verdicts), replaced when saved again."""
+        self.db.execute("INSERT OR REPLACE INTO session_documents(session_id, name, document) VALUES (?,?,?)",
+                        (session_id, name, json.dumps(document)))
 
-    def bisection(self, session_id: int) -> dict | None:
-        row = self.db.execute("SELECT document FROM bisections WHERE session_id=?", (session_id,)).fetchone()
+    def session_document(self, session_id: int, name: str) -> dict | None:
+        row = self.db.execute("SELECT document FROM session_documents WHERE session_id=? AND name=?",
+                              (session_id, name)).fetchone()
         return json.loads(row[0]) if row else None
 
     def save_noise_floor(self, *, test: str, metric: str, floor_pct: float, runs: int, target: str) -> None:
@@ -531,22 +550,54 @@ class Store:
             "JOIN profiles p ON p.run_id = r.id WHERE r.session_id=? ORDER BY r.id", (session_id,)).fetchall()
 
     def load_runs(self, session_id: int | None = None) -> list[Run]:
-        """The run documents of a session (every session with None), in the order they ran."""
-        return [self._run_from_row(row) for row in self.runs(session_id)]
+        """The run documents of a session (every session with None), in the order they ran: three
+        queries in all (runs, then every metric and series value and profile of those runs)."""
+        rows = self.runs(session_id)
+        where, args = ("WHERE r.session_id=?", (session_id,)) if session_id is not None else ("", ())
+        metrics: dict[int, dict] = {}
+        for r in self.db.execute(f"SELECT m.run_id, m.name, m.value FROM metrics m JOIN runs r ON r.id = m.run_id {where}",
+                                 args):
+            metrics.setdefault(r[0], {})[r[1]] = r[2]
+        series: dict[int, dict[str, list[float]]] = {}
+        for r in self.db.execute(f"SELECT s.run_id, s.name, s.value FROM series s JOIN runs r ON r.id = s.run_id {where} "
+                                 "ORDER BY s.run_id, s.name, s.second", args):
+            series.setdefault(r[0], {}).setdefault(r[1], []).append(r[2])
+        profiles = {r[0]: json.loads(r[1]) for r in self.db.execute(
+            f"SELECT p.run_id, p.detail FROM profiles p JOIN runs r ON r.id = p.run_id {where}", args)}
+        return [self._run_from_row(row, metrics.get(row["id"], {}), series.get(row["id"], {}),
+                                   profiles.get(row["id"])) for row in rows]
 
-    def _run_from_row(self, row: sqlite3.Row) -> Run:
+    @staticmethod
+    def _run_from_row(row: sqlite3.Row, metrics: dict, series: dict, profile: dict | None) -> Run:
         facts = json.loads(row["facts"]) if row["facts"] else {}
         flags = json.loads(row["flags"]) if row["flags"] else facts.pop("flags", None) or []
-        series: dict[str, list[float]] = {}
-        for r in self.db.execute("SELECT name, value FROM series WHERE run_id=? ORDER BY name, second", (row["id"],)):
-            series.setdefault(r["name"], []).append(r["value"])
-        profile = self.db.execute("SELECT detail FROM profiles WHERE run_id=?", (row["id"],)).fetchone()
         return Run(test=row["test"], target=row["target"], side=row["side"], run_index=row["run_index"],
                    topology=row["topology"], purpose=row["purpose"], suite_file=row["suite_file"], uid=row["uid"],
                    session_id=row["session_id"], run_id=row["id"], started_at=row["started_at"],
-                   finished_at=row["finished_at"], status=row["status"], metrics=self.metrics(row["id"]),
+                   finished_at=row["finished_at"], status=row["status"], metrics=metrics,
                    series=series, flags=flags, facts=facts, error=row["error"],
-                   server_log_tail=row["server_log_tail"], profile=json.loads(profile[0]) if profile else None)
+                   server_log_tail=row["server_log_tail"], profile=profile)
+
+    def load_session(self, session_id: int) -> SessionDocument:
+        """The one session document (redline.store.session): a UsageError when there is none."""
+        row = self.db.execute("SELECT * FROM sessions WHERE id=?", (session_id,)).fetchone()
+        if row is None:
+            raise UsageError(f"no session {session_id} in {self.path}")
+        comparisons = [TestComparison.from_json(json.loads(c["detail"])) for c in self.db.execute(
+            "SELECT detail FROM comparisons WHERE session_id=? ORDER BY test, metric", (session_id,))]
+        documents = {d["name"]: json.loads(d["document"]) for d in self.db.execute(
+            "SELECT name, document FROM session_documents WHERE session_id=? ORDER BY name", (session_id,))}
+        return SessionDocument(session_id, row["kind"], json.loads(row["argv"]), json.loads(row["machine"]),
+                               row["host"], row["started_at"], row["finished_at"], row["status"],
+                               self.load_runs(session_id), comparisons, documents)
+
+    def latest_session(self) -> int | None:
+        """'latest' everywhere (report, export, hotspots): the newest session that stored a run."""
+        return self.db.execute("SELECT max(session_id) FROM runs").fetchone()[0]
+
+    def sessions_since(self, since: float) -> list[int]:
+        """The sessions started at or after `since` (seconds since the epoch), oldest first."""
+        return [r[0] for r in self.db.execute("SELECT id FROM sessions WHERE started_at >= ? ORDER BY id", (since,))]
 
     def metrics(self, run_id: int) -> dict[str, float | None]:
         return {r["name"]: r["value"] for r in

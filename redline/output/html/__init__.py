@@ -1,18 +1,17 @@
-"""Self-contained HTML reports: one per session (run, compare, calibrate) and the history page.
-See docs/report.md."""
+"""Self-contained HTML reports: a stored session's report, `render(session) -> str`
+(redline.output.FORMATS), and the history page. See docs/report.md."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from redline.output import files
-from redline.store.results import Store
+from redline.store.session import SessionDocument
 
 
-def write_session_report(store: Store, session_id: int, path: Path) -> None:
+def render(session: SessionDocument) -> str:
     from redline.output.html.session_report import session_page
-    from redline.output.html.source import read_session
-    files.write_output(path, session_page(read_session(store, session_id)).render())
+    return session_page(session).render()
 
 
 def write_history_report(all_series, path: Path, *, metric: str, p_value: float, argv: list[str]) -> None:

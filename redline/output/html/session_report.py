@@ -17,10 +17,10 @@ from redline.core import metrics
 from redline.core.run import Run
 from redline.output.html import plots
 from redline.output.html.page import Page, facts_table, table, text
-from redline.output.html.source import SessionData
 from redline.output.markdown import LEGEND, sides_sentence
 from redline.output.verdicts import (WORDS, by_test, cells, explain, interval_label, interval_words, moves,
                                      sorted_comparisons, summary_sentence)
+from redline.store.session import SessionDocument
 
 
 def when(timestamp: float | None) -> str:
@@ -31,7 +31,7 @@ def anchor_of(index: int) -> str:
     return f"test-{index + 1}"
 
 
-def session_page(data: SessionData) -> Page:
+def session_page(data: SessionDocument) -> Page:
     page = Page(f"redline {data.kind} · session {data.session_id}",
                 subtitle=[f"{text(when(data.started_at))} → {text(when(data.finished_at))} · {text(data.status)} · "
                           f"host {text(data.host)}", f"<code>{text(' '.join(data.argv))}</code>"])
@@ -49,7 +49,7 @@ def session_page(data: SessionData) -> Page:
     return page
 
 
-def _tests(data: SessionData) -> dict[str, list[Run]]:
+def _tests(data: SessionDocument) -> dict[str, list[Run]]:
     """Every test (and topology) of the session with its runs, in the order they ran."""
     grouped: dict[str, list[Run]] = defaultdict(list)
     for run in data.runs:
@@ -66,12 +66,12 @@ def _comparisons_by_test(comparisons: list[TestComparison]) -> dict[str, list[Te
 
 # -- summary -------------------------------------------------------------------------------------
 
-def _first_facts(data: SessionData) -> dict:
+def _first_facts(data: SessionDocument) -> dict:
     return next((r.facts for r in data.runs if r.status == "ok" and r.facts.get("server_version")),
                 next((r.facts for r in data.runs if r.facts), {}))
 
 
-def _summary(data: SessionData, tests: dict[str, list[Run]]) -> str:
+def _summary(data: SessionDocument, tests: dict[str, list[Run]]) -> str:
     machine = data.machine or {}
     facts = _first_facts(data)
     pinning = facts.get("pinning") or {}
@@ -107,7 +107,7 @@ def _median(values: list[float | None]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _results_table(data: SessionData, tests: dict[str, list[Run]]) -> str:
+def _results_table(data: SessionDocument, tests: dict[str, list[Run]]) -> str:
     shown = metrics.table_metrics(wide=True)
     rows = []
     for i, (key, runs) in enumerate(tests.items()):
@@ -120,7 +120,7 @@ def _results_table(data: SessionData, tests: dict[str, list[Run]]) -> str:
                  numeric=set(range(2, 3 + len(shown))))
 
 
-def _warnings(data: SessionData) -> str:
+def _warnings(data: SessionDocument) -> str:
     items = []
     for r in data.runs:
         where = f"{r.key}{f' [{r.side}]' if r.side else ''} run {r.run_index + 1}{' (profile)' if r.purpose == 'profile' else ''}"
@@ -144,7 +144,7 @@ def _run_hover(r: Run) -> str:
     return f"run {r.run_index + 1}{f' · {r.side}' if r.side else ''} · {when(r.started_at)}"
 
 
-def _test_block(page: Page, data: SessionData, key: str, runs: list[Run],
+def _test_block(page: Page, data: SessionDocument, key: str, runs: list[Run],
                 comparisons: list[TestComparison]) -> str:
     measured = [r for r in runs if r.purpose == "measure"]
     ok = [r for r in measured if r.status == "ok"]
@@ -248,7 +248,7 @@ def _profiles(page: Page, runs: list[Run], comparisons: list[TestComparison]) ->
 
 # -- compare -------------------------------------------------------------------------------------
 
-def _compare_sections(page: Page, data: SessionData, tests: dict[str, list[Run]]) -> None:
+def _compare_sections(page: Page, data: SessionDocument, tests: dict[str, list[Run]]) -> None:
     comparisons = data.comparisons
     baseline, comparison = data.side_label("baseline") or "?", data.side_label("comparison") or "?"
     lead = (f'<p class="lead"><b>redline</b>: {text(summary_sentence(comparisons, len({c.test for c in comparisons})))}</p>'
