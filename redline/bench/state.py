@@ -3,7 +3,7 @@
 A server filled by a preparation and one that loaded the same data from an RDB file hold equal
 data in different memory layouts (10M GEOADDs in generation order scatter a skiplist's nodes
 over the heap; an RDB load allocates them one after another) and can differ several times on
-range scans (DESIGN.md §3 "Same state"). So, decided once per test for all its sides:
+range scans (DESIGN.md §3, Measurement discipline, "Same state"). So, decided once per test for all its sides:
 
 * restored — the preparation is snapshotted, and every run of every side measures a server that
   started from that snapshot, the side that prepared it included: it prepares, saves the

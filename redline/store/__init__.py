@@ -1,0 +1,2 @@
+"""The result store: one SQLite file (results) and the one session document every output reads
+(session)."""
