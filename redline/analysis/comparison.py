@@ -18,6 +18,7 @@ from redline.core.run import Run
 # metric → is a higher value better?
 COMPARED_METRICS = {metric.name: metric.higher_is_better for metric in metrics.COMPARED}   # name: higher is better
 BASELINE, COMPARISON = "baseline", "comparison"
+FDR_Q = 0.05          # Benjamini–Hochberg false-discovery rate for verdicts of change (every command)
 MIN_RUNS = 5
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from redline.analysis import same_state
-from redline.analysis.comparison import (BASELINE, COMPARISON, TestComparison, apply_false_discovery_control,
+from redline.analysis.comparison import (BASELINE, COMPARISON, FDR_Q, TestComparison, apply_false_discovery_control,
                                          attach_profiles, compare_test, looks_confidence, measured_runs_by_test,
                                          profile_differences)
 from redline.analysis.counted import deterministic_verdict, one_run_step, step_tolerance_pct
@@ -39,7 +39,6 @@ from redline.server.targets import Target, ensure_built, parse_target
 from redline.store.results import Store
 from redline.suites import TestSpec
 
-FDR_Q = 0.05
 
 
 @dataclass

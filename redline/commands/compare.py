@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from redline.analysis.comparison import (COMPARED_METRICS, apply_false_discovery_control, attach_profiles, compare_test,
-                                         looks_confidence, measured_runs_by_test)
 from redline.analysis.stats import Verdict
 from redline.commands.argtypes import positive_int
 from redline.commands.arguments import COMPARE_MAX_RUNS, EXIT_STATUS, add_measurement_arguments, add_selection_arguments
-from redline.commands.session import check_before_starting, execute, finish
+from redline.commands.session import check_before_starting, finish, run_settings
 from redline.core.errors import UsageError
 from redline.engine.run_plan import Side
 from redline.export.options import add_export_arguments
 from redline.export.sink import live_export
-from redline.lab.session import target_from
+from redline.lab.compare import compare_plan, session_verdicts
+from redline.lab.session import execute_session, target_from
 from redline.store.results import Store
-from redline.topology import DEFAULT_TOPOLOGY
-
-FDR_Q = 0.05          # Benjamini–Hochberg false-discovery rate for verdicts of change
 
 
 def add_parser(commands) -> None:
@@ -51,18 +48,9 @@ def compare_command(args) -> int:
         raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")
     tests = check_before_starting(args, [baseline, comparison])
     floors = Store(args.store).noise_floors() if args.store.exists() else {}
-    confidence = looks_confidence(args.runs, args.max_runs)
-    lone_p_value = FDR_Q / (len(tests) * len(args.topology or [DEFAULT_TOPOLOGY]) * len(COMPARED_METRICS))
+    plan = compare_plan([baseline, comparison], tests, run_settings(args), max_runs=args.max_runs, floors=floors)
     export = live_export(args)
-    session = execute(args, kind="compare", sides=[baseline, comparison], tests=tests, max_runs=args.max_runs,
-                      lone_p_value=lone_p_value, floors=floors, sinks=(export,) if export else ())
-    by_test = measured_runs_by_test(session.records)
-    comparisons = [c for test, records in by_test.items()
-                   for c in compare_test(test, records, floors, confidence=confidence)]
-    apply_false_discovery_control(comparisons, q=FDR_Q)
-    if args.profile:
-        artifacts = session.store.path.with_name(session.store.path.stem + "-artifacts") / f"compare-{session.session_id}"
-        attach_profiles(comparisons, session.records, artifacts)
-    session.store.save_comparisons(session.session_id, [c.as_json() for c in comparisons])
+    session = execute_session(plan, store_path=args.store, argv=sys.argv, sinks=(export,) if export else ())
+    comparisons = session_verdicts(session, plan)
     regressions = [c for c in comparisons if c.verdict == Verdict.REGRESSION]
     return finish(args, session, regressions=len(regressions) if args.fail_on_regression else 0)

@@ -15,12 +15,12 @@ import json
 
 import redis
 
-from redline.analysis.comparison import apply_false_discovery_control, compare_test, looks_confidence
+from redline.analysis.comparison import FDR_Q, apply_false_discovery_control, compare_test, looks_confidence
 from redline.fleet import github, keys
 from redline.fleet.export import FleetExport
 from redline.fleet.ledger import Ledger
 from redline.fleet.process import Stopping, log, while_reachable
-from redline.fleet.work import FDR_Q, ensure_group
+from redline.fleet.work import ensure_group
 from redline.output.markdown import comparison_markdown
 from redline.store.results import Store
 

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 
 import redis
 
+from redline.analysis.comparison import FDR_Q
 from redline.core.errors import RunError, UsageError
 from redline.engine.job import Job, SideSpec, suite_reference
 from redline.fleet import keys
 
 PLATFORM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-FDR_Q = 0.05               # as `redline compare`: Benjamini–Hochberg over the whole work item
 
 
 def check_platform(name: str) -> str:
