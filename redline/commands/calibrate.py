@@ -7,10 +7,10 @@ from redline.analysis.counted import MIN_RUNS as INSTRUCTION_MIN_RUNS
 from redline.analysis.counted import spread_pct
 from redline.analysis.stats import noise_floor_pct
 from redline.commands.arguments import EXIT_STATUS, add_measurement_arguments, add_selection_arguments
-from redline.commands.session import check_before_starting, execute, finish
+from redline.commands.session import check_before_starting, execute, finish, run_settings
 from redline.core import metrics
 from redline.engine.run_plan import Side
-from redline.lab.session import target_from
+from redline.lab.session import SessionPlan, target_from
 
 
 def add_parser(commands) -> None:
@@ -26,7 +26,7 @@ def add_parser(commands) -> None:
 def calibrate_command(args) -> int:
     target = target_from(args.target, args.config, "--config", args.variant)
     sides = [Side(target, "baseline"), Side(target, "comparison")]
-    session = execute(args, kind="calibrate", sides=sides, tests=check_before_starting(args, sides))
+    session = execute(args, SessionPlan("calibrate", sides, check_before_starting(args, sides), run_settings(args)))
     floors: dict[str, dict[str, float | str]] = {}
     for test, records in measured_runs_by_test(session.records).items():
         floors[test] = {}

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from redline.analysis.stats import Verdict
 from redline.commands.argtypes import positive_int
 from redline.commands.arguments import COMPARE_MAX_RUNS, EXIT_STATUS, add_measurement_arguments, add_selection_arguments
-from redline.commands.session import check_before_starting, finish, run_settings
+from redline.commands.session import check_before_starting, execute, finish, run_settings
 from redline.core.errors import UsageError
 from redline.engine.run_plan import Side
 from redline.export.options import add_export_arguments
-from redline.export.sink import live_export
 from redline.lab.compare import compare_plan, session_verdicts
-from redline.lab.session import execute_session, target_from
+from redline.lab.session import target_from
 from redline.store.results import Store
 
 
@@ -49,8 +47,7 @@ def compare_command(args) -> int:
     tests = check_before_starting(args, [baseline, comparison])
     floors = Store(args.store).noise_floors() if args.store.exists() else {}
     plan = compare_plan([baseline, comparison], tests, run_settings(args), max_runs=args.max_runs, floors=floors)
-    export = live_export(args)
-    session = execute_session(plan, store_path=args.store, argv=sys.argv, sinks=(export,) if export else ())
+    session = execute(args, plan)
     comparisons = session_verdicts(session, plan)
     regressions = [c for c in comparisons if c.verdict == Verdict.REGRESSION]
     return finish(args, session, regressions=len(regressions) if args.fail_on_regression else 0)

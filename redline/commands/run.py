@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from redline.commands.arguments import EXIT_STATUS, add_measurement_arguments, add_selection_arguments
-from redline.commands.session import check_before_starting, execute, finish
+from redline.commands.session import check_before_starting, execute, finish, run_settings
 from redline.engine.run_plan import Side
 from redline.export.options import add_export_arguments
-from redline.export.sink import live_export
-from redline.lab.session import target_from
+from redline.lab.session import SessionPlan, target_from
 
 
 def add_parser(commands) -> None:
@@ -27,6 +26,5 @@ def run_command(args) -> int:
     target = target_from(args.target, args.config, "--config", args.variant)
     sides = [Side(target)]
     tests = check_before_starting(args, sides)
-    export = live_export(args)
-    session = execute(args, kind="run", sides=sides, tests=tests, sinks=(export,) if export else ())
+    session = execute(args, SessionPlan("run", sides, tests, run_settings(args)))
     return finish(args, session)

@@ -10,6 +10,7 @@ from pathlib import Path
 from redline.core import terminal
 from redline.core.errors import UsageError
 from redline.engine.run_plan import RunSettings, Side
+from redline.export.sink import live_export
 from redline.lab.session import Session, SessionPlan, execute_session, select_tests
 from redline.output import files, renderer
 from redline.output.files import check_output_paths
@@ -54,12 +55,16 @@ def run_settings(args) -> RunSettings:
                        measure=args.measure, window_instructions=args.window_instructions)
 
 
-def execute(args, *, kind: str, sides: list[Side], tests: list[TestSpec], sinks: tuple = (),
-            **compare_limits) -> Session:
-    """The session the arguments ask for, on this machine (`compare_limits`: SessionPlan's
-    max_runs, lone_p_value and floors)."""
-    plan = SessionPlan(kind, sides, tests, run_settings(args), **compare_limits)
-    return execute_session(plan, store_path=args.store, argv=sys.argv, sinks=sinks)
+def session_sinks(args) -> tuple:
+    """The result sinks the flags ask for besides the store (--export URL), made and checked
+    before anything is measured."""
+    export = live_export(args)
+    return (export,) if export else ()
+
+
+def execute(args, plan: SessionPlan) -> Session:
+    """The planned session on this machine, into the store and the sinks the flags ask for."""
+    return execute_session(plan, store_path=args.store, argv=sys.argv, sinks=session_sinks(args))
 
 
 def finish(args, session: Session, *, regressions: int = 0) -> int:
