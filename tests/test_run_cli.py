@@ -403,3 +403,17 @@ def test_error_replies_are_counted_with_the_servers_own_words(tmp_path, redline_
     [flag] = [f for f in run["flags"] if "error replies" in f]
     count = int(flag.split()[0])
     assert count > 100 and flag == f"{count} error replies: {count} × ERR syntax error"
+
+
+def test_jsonl_streams_every_run_as_it_is_stored(tmp_path):
+    """--jsonl: a line per finished run between the session's opening and closing lines, each run
+    the same document --json writes."""
+    out = tmp_path / "runs.jsonl"
+    done = subprocess.run([*REDLINE, "run", "--name", "set-sadd", "--runs", "2", "--duration", "1s", "--warmup", "0s",
+                           "--store", str(tmp_path / "r.db"), "--json", str(tmp_path / "r.json"), "--jsonl", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [line["event"] for line in lines] == ["session_started", "run", "run", "session_finished"]
+    assert [line["run"] for line in lines[1:3]] == json.loads((tmp_path / "r.json").read_text())
+    assert lines[-1]["runs"] == 2 and lines[0]["session"] == lines[-1]["session"]

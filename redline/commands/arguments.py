@@ -64,6 +64,9 @@ def add_measurement_arguments(parser: argparse.ArgumentParser, *, default_runs: 
     parser.add_argument("--no-snapshots", dest="snapshots", action="store_false",
                         help="always prepare datasets from scratch instead of restoring cached RDB snapshots")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write every run as JSON to FILE")
+    parser.add_argument("--jsonl", type=Path, metavar="FILE",
+                        help="append every run document to FILE as one line of JSON as soon as it is stored "
+                             "(follow a long session with `tail -f`)")
     parser.add_argument("--html", type=Path, metavar="FILE",
                         help="write the session's self-contained HTML report to FILE (as `redline report`)")
     parser.add_argument("--topology", action="append", metavar="NAME",

@@ -10,6 +10,7 @@ from pathlib import Path
 from redline.core import terminal
 from redline.core.errors import UsageError
 from redline.engine.run_plan import RunSettings, Side
+from redline.export.jsonl import JsonLinesSink
 from redline.export.sink import live_export
 from redline.lab.session import Session, SessionPlan, execute_session, select_tests
 from redline.output import files, renderer
@@ -24,14 +25,15 @@ EXIT_FAILED_RUNS = 1      # a run failed: the session's results are incomplete
 EXIT_REGRESSION = 3       # compare --fail-on-regression found a false-discovery-controlled regression
 
 
-OUTPUT_FLAGS = ("json", "markdown", "html")     # every file a measuring command writes besides the store
+OUTPUT_FLAGS = ("json", "markdown", "html")     # the files rendered from the session when it ends
+STREAM_FLAGS = ("jsonl",)                       # the files written while it runs
 
 
 def check_before_starting(args, sides: list[Side]) -> list[TestSpec]:
     """What can be checked before a server starts or the store is opened: the store file, the
     output paths, the build variant and the suites. Returns the tests the arguments select."""
     inspect_store_file(args.store)          # a store that can never be opened ends here, not after a build
-    check_outputs(args, {f"--{name}": getattr(args, name, None) for name in OUTPUT_FLAGS})
+    check_outputs(args, {f"--{name}": getattr(args, name, None) for name in OUTPUT_FLAGS + STREAM_FLAGS})
     if args.variant and not any(side.target.build for side in sides):
         raise UsageError(f"--variant {args.variant}: only git: and src: targets are built, and "
                          f"{' and '.join(side.target.spec for side in sides)} is not one")
@@ -56,10 +58,11 @@ def run_settings(args) -> RunSettings:
 
 
 def session_sinks(args) -> tuple:
-    """The result sinks the flags ask for besides the store (--export URL), made and checked
-    before anything is measured."""
+    """The result sinks the flags ask for besides the store (--export URL, --jsonl FILE), made and
+    checked before anything is measured."""
     export = live_export(args)
-    return (export,) if export else ()
+    lines = JsonLinesSink(args.jsonl) if getattr(args, "jsonl", None) else None
+    return tuple(sink for sink in (export, lines) if sink)
 
 
 def execute(args, plan: SessionPlan) -> Session:
