@@ -45,7 +45,7 @@ ELSEWHERE = ("redline run standard", "redline run path/to/suites/", "redline run
              "redline run --topology", "redline run --profile", "redline compare --baseline git:",
              "redline compare --measure instructions", "redline export", "redline compare …",
              "redline bisect", "redline build", "redline fleet", "redline submit", "redline agent",
-             "redline collector", "redline api", "redline suites validate")
+             "redline collector", "redline api", "redline suites validate", "redline show")
 
 
 def readme_commands() -> list[str]:
