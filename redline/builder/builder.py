@@ -66,6 +66,16 @@ class _Plan:
     materialize: Callable[[Path], None]
     timeout_s: float
 
+    @classmethod
+    def of(cls, *, label: str, identity: str, source: str, variant: Variant, materialize: Callable[[Path], None],
+           timeout_s: float) -> "_Plan":
+        """The plan of a build whose source is `identity` (git:SHA, src:DIGEST), keyed by it, the
+        variant's settings and the compiler's version."""
+        compiler = compiler_version(variant.cc)
+        key = _cache_key(label=label, identity=identity, variant=variant, compiler=compiler)
+        return cls(key=key, source=source, variant=variant, compiler=compiler, materialize=materialize,
+                   timeout_s=timeout_s)
+
 
 def _cache_key(*, label: str, identity: str, variant: Variant, compiler: str) -> str:
     material = json.dumps({"recipe": RECIPE_VERSION, "source": identity, "variant": variant.settings(),
@@ -84,16 +94,13 @@ def build_git(repo: Path, ref: str, variant: Variant, *, progress: Progress | No
     """
     started = time.monotonic()
     commit = resolve_commit(Path(repo), ref)
-    compiler = compiler_version(variant.cc)
 
     def materialize(destination: Path) -> None:
         _say(progress, f"redline: cloning {commit.repo} at {commit.sha[:12]}")
         checkout_commit(commit, destination)
 
-    plan = _Plan(key=_cache_key(label=f"git-{commit.sha[:12]}", identity=f"git:{commit.sha}", variant=variant,
-                                compiler=compiler),
-                 source=commit.source, variant=variant, compiler=compiler, materialize=materialize,
-                 timeout_s=timeout_s)
+    plan = _Plan.of(label=f"git-{commit.sha[:12]}", identity=f"git:{commit.sha}", source=commit.source,
+                    variant=variant, materialize=materialize, timeout_s=timeout_s)
     return _build(plan, cache=cache or BuildCache.default(), started=started, progress=progress)
 
 
@@ -104,16 +111,13 @@ def build_source(directory: Path, variant: Variant, *, progress: Progress | None
     started = time.monotonic()
     cache = cache or BuildCache.default()
     tree: SourceTree = scan_tree(Path(directory), memo_store=cache.root / ".scans")
-    compiler = compiler_version(variant.cc)
 
     def materialize(destination: Path) -> None:
         _say(progress, f"redline: copying {len(tree.files)} files of {tree.directory}")
         copy_tree(tree, destination)
 
-    plan = _Plan(key=_cache_key(label=f"src-{tree.digest[:12]}", identity=f"src:{tree.digest}", variant=variant,
-                                compiler=compiler),
-                 source=tree.source, variant=variant, compiler=compiler, materialize=materialize,
-                 timeout_s=timeout_s)
+    plan = _Plan.of(label=f"src-{tree.digest[:12]}", identity=f"src:{tree.digest}", source=tree.source,
+                    variant=variant, materialize=materialize, timeout_s=timeout_s)
     return _build(plan, cache=cache, started=started, progress=progress)
 
 
