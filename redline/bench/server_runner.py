@@ -18,6 +18,7 @@ from redline.core.run import Run
 from redline.engine.run_plan import Observer, RunSettings, Side
 from redline.load.groups import run_test_load
 from redline.load.redline_load import LoadRequest, LoadResult, NotAResult, ServerGone
+from redline.load.report import LoadReport
 from redline.server.probes import WindowProbe
 from redline.server.process import Server
 from redline.server.watch import ServerHung, ServerWatch
@@ -151,7 +152,7 @@ class ServerRunner:
                 raise RunError(_why_not_a_result(exc, probe)) from exc
             run.metrics, run.series, run.flags = self._results(result, probe, prepared.plan)
             run.facts["state"]["memory_at_window_start"] = state.memory_figures(probe.info_start)
-            run.facts["loadgen"] = result.extra
+            run.facts["loadgen"] = result.report.facts
             if result.groups:       # several clients at once (redline.load.groups): the headline is the last
                 run.facts.update(groups=result.groups, headline_group=result.headline, loadgen_argv=result.argv)
                 self.observer.note(f"headline metrics: {result.headline}, the last client (as upstream exports it)")
@@ -181,7 +182,7 @@ class ServerRunner:
 
     def _results(self, result: LoadResult, probe: WindowProbe, plan: CpuPlan):
         """The run's metrics, per-second series and flags."""
-        return _metrics(self.test, result, probe, plan)
+        return _metrics(self.test, result.report, probe, plan)
 
     def _run_timeout(self) -> float:
         """Generous: the run's own length plus two minutes (a run that hangs must not hang redline)."""
@@ -198,19 +199,19 @@ class ServerRunner:
                         title=f"{self.test.name} — {side.target.label}")
 
 
-def _metrics(test: TestSpec, result: LoadResult, probe: WindowProbe, plan: CpuPlan):
-    ops = result.ops or 0
+def _metrics(test: TestSpec, report: LoadReport, probe: WindowProbe, plan: CpuPlan):
+    ops = report.ops or 0
     cpu = probe.cpu
-    measured_s = result.measured_s or 0.0
+    measured_s = report.measured_s or 0.0
     client_cpus = len(plan.client_cpus) or 1
-    client_cpu_s = result.client_cpu_s
+    client_cpu_s = report.client_cpu_s
     hits, misses = probe.info_delta("keyspace_hits"), probe.info_delta("keyspace_misses")
     metrics = {
-        "ops_per_sec": result.ops_per_sec,
-        "p50_ms": result.percentile_ms("50.00"),
-        "p90_ms": result.percentile_ms("90.00"),
-        "p99_ms": result.percentile_ms("99.00"),
-        "p999_ms": result.percentile_ms("99.90"),
+        "ops_per_sec": report.ops_per_sec,
+        "p50_ms": report.percentile_ms(50),
+        "p90_ms": report.percentile_ms(90),
+        "p99_ms": report.percentile_ms(99),
+        "p999_ms": report.percentile_ms(99.9),
         "server_cpu_us_per_op": cpu.total_s * 1e6 / ops if cpu and ops else None,
         "client_cpu_util": (client_cpu_s / measured_s / client_cpus
                             if client_cpu_s is not None and measured_s else None),
@@ -223,7 +224,7 @@ def _metrics(test: TestSpec, result: LoadResult, probe: WindowProbe, plan: CpuPl
         "client_cpu_s": client_cpu_s,
         "ops": float(ops),
         "measured_s": measured_s,
-        "errors": float(sum((result.extra.get("errors") or {}).values())),
+        "errors": float(report.error_count),
     }
     flags = []
     if metrics["client_cpu_util"] is not None and metrics["client_cpu_util"] > CLIENT_SATURATION:
@@ -231,10 +232,9 @@ def _metrics(test: TestSpec, result: LoadResult, probe: WindowProbe, plan: CpuPl
     if _measures_miss_path(test, hits, misses):
         flags.append(f"measures the miss path ({misses / (hits + misses):.0%} misses)")
     if metrics["errors"]:
-        flags.append(_error_replies(result.extra))
-    for warning in result.extra.get("warnings") or []:
-        flags.append(warning)
-    series = result.per_second()
+        flags.append(_error_replies(report))
+    flags += report.warnings
+    series = report.per_second()
     if probe.cpu_per_second:
         series["server_cpu_util"] = probe.cpu_per_second
     return metrics, series, flags
@@ -248,33 +248,30 @@ def _measures_miss_path(test: TestSpec, hits: int | None, misses: int | None) ->
     return misses / (hits + misses) > MISS_PATH_RATIO
 
 
-def _error_replies(load_output: dict) -> str:
+def _error_replies(report: LoadReport) -> str:
     """'N error replies: n1 × <first message of that type>; …' — the server's own words, most
     frequent types first, so a reader sees the cause (a syntax the server lacks, BUSYKEY …)."""
-    counts: dict[str, int] = load_output.get("errors") or {}
-    examples: dict[str, str] = load_output.get("error_examples") or {}
-    ranked = sorted(counts.items(), key=lambda item: -item[1])
+    examples = report.error_examples
+    ranked = sorted(report.errors.items(), key=lambda item: -item[1])
     parts = [f"{count} × {examples.get(kind, kind)}" for kind, count in ranked[:ERROR_TYPES_SHOWN]]
     if len(ranked) > ERROR_TYPES_SHOWN:
         parts.append(f"{len(ranked) - ERROR_TYPES_SHOWN} more types")
-    return f"{sum(counts.values())} error replies: {'; '.join(parts)}"
+    return f"{report.error_count} error replies: {'; '.join(parts)}"
 
 
-def _nothing_completed(result: LoadResult, probe: WindowProbe) -> str:
+def _nothing_completed(report: LoadReport, probe: WindowProbe) -> str:
     """Why a window measured no operation: usually every connection's first requests queue behind
     each other's slow calls for longer than the window (upstream runs such suites for minutes)."""
-    sent = result.extra.get("send_pattern") or {}
-    connections = (result.extra.get("connections") or {}).get("opened") or 0
-    in_flight = connections * (sent.get("pipeline") or 1)
-    reason = (f"no reply completed in the measured {result.measured_s:g} s with {in_flight} requests "
-              f"in flight ({connections} connections × pipeline {sent.get('pipeline') or 1})")
-    commands = [c.get("type", "") for c in sent.get("commands") or []]
-    executed = probe.server_time_per_call(commands)
+    connections, pipeline = report.connections_opened, report.pipeline
+    in_flight = connections * pipeline
+    reason = (f"no reply completed in the measured {report.measured_s:g} s with {in_flight} requests "
+              f"in flight ({connections} connections × pipeline {pipeline})")
+    executed = probe.server_time_per_call(report.command_types)
     if executed:
         calls, per_call_ms = executed
         round_s = in_flight * per_call_ms / 1000
         reason += f"; the server spent {per_call_ms:.2f} ms per call over {calls} calls (INFO commandstats)"
-        if round_s > (result.measured_s or 0):
+        if round_s > (report.measured_s or 0):
             reason += f", so one round of those requests takes about {round_s:.1f} s — a longer --duration measures it"
         else:
             reason += ", so the replies were held back rather than slow (a blocking command waiting for data?)"
@@ -284,11 +281,10 @@ def _nothing_completed(result: LoadResult, probe: WindowProbe) -> str:
 def _why_not_a_result(refused: NotAResult, probe: WindowProbe) -> str:
     """A failed run's reason when redline-load refused its own numbers: its words, or why no
     reply completed, and the server's error replies if it sent any."""
-    result = refused.result
+    report = refused.result.report
     reason = str(refused)
-    lost = (result.extra.get("connections") or {}).get("lost")
-    if not lost and not result.ops and result.measured_s:
-        reason = _nothing_completed(result, probe)
-    if (result.extra.get("errors") or {}):
-        reason += f"; {_error_replies(result.extra)}"
+    if not report.connections_lost and not report.ops and report.measured_s:
+        reason = _nothing_completed(report, probe)
+    if report.errors:
+        reason += f"; {_error_replies(report)}"
     return reason

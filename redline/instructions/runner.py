@@ -88,7 +88,7 @@ class InstructionsRunner(ServerRunner):
                                      "valgrind": "callgrind --cache-sim=yes", "dump_events": list(window.dump.events)}
         if run.purpose == "profile":
             self.observer.phase("profile: callgrind call graph, flame graph")
-            run.profile = callgrind_profile(window.dump, self.artifacts(run), ops=window.load.ops or 0,
+            run.profile = callgrind_profile(window.dump, self.artifacts(run), ops=window.load.report.ops or 0,
                                             title=f"{self.test.name} — {side.target.label} (instructions)")
         return window.load
 
