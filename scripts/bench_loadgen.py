@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import os
 import resource
 import shutil
@@ -28,6 +27,10 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from redline.load.report import LoadReport  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 REDLINE_LOAD = REPO / "bin" / "redline-load"
@@ -117,13 +120,9 @@ def memtier_style_args(setup: Setup, cell: Cell) -> list[str]:
 
 
 def sample_from_memtier_json(tool: str, path: Path, cpu: float) -> Sample:
-    data = json.loads(path.read_text())
-    totals = data["ALL STATS"]["Totals"]
-    runtime = data["ALL STATS"]["Runtime"]
-    seconds = runtime["Total duration"] / 1000.0
-    pl = totals.get("Percentile Latencies", {})
-    return Sample(tool=tool, ops=int(totals["Count"]), seconds=seconds, cpu_s=cpu,
-                  p50_ms=pl.get("p50.00"), p99_ms=pl.get("p99.00"))
+    report = LoadReport.read(path)     # memtier_benchmark's file reads as redline-load's does
+    return Sample(tool=tool, ops=report.count, seconds=report.runtime_s, cpu_s=cpu,
+                  p50_ms=report.percentile_ms(50), p99_ms=report.percentile_ms(99))
 
 
 def run_redline(setup: Setup, cell: Cell) -> Sample:

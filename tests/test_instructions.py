@@ -164,7 +164,7 @@ def _measure(tmp_path: Path, name: str, plans: dict | None = None, **config: str
                                            window_instructions=WINDOW, plan=(plans or {}).get(command))
                    for command, arguments in LOADS.items()}
         windows["profile"] = callgrind_profile(windows["SET"].dump, tmp_path / name, title="SET under callgrind",
-                                               ops=windows["SET"].load.ops)
+                                               ops=windows["SET"].load.report.ops)
         return windows
     finally:
         server.stop()
@@ -177,7 +177,7 @@ def test_real_windows_aa_spread_appendonly_and_the_flame_graph(tmp_path):
     second, aof = _measure(tmp_path, "a2", plans), _measure(tmp_path, "aof", plans, appendonly="yes")
     for command in LOADS:
         a, b = first[command], second[command]
-        assert a.plan.requests == a.load.ops and a.metrics["command_calls"] == a.plan.requests
+        assert a.plan.requests == a.load.report.ops and a.metrics["command_calls"] == a.plan.requests
         for metric, most in (("instructions_per_op", 2.0), ("instructions_per_op_command", 0.5),
                              ("est_cycles_per_op", 3.0)):
             assert spread_pct([a.metrics[metric], b.metrics[metric]]) <= most, (command, metric, a.metrics, b.metrics)

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from redline.core import metrics
+from redline.instructions.callgrind import under_callgrind
 from redline.instructions.runner import InstructionsRunner
+from redline.lab.local import real_runner
 from redline.analysis.counted import spread_pct
 from redline.instructions.visibility import visibility_warnings
 from redline.engine.run_plan import Observer, RunSettings, Side
@@ -141,9 +143,10 @@ def test_what_callgrind_cannot_see_is_said_and_what_it_cannot_measure_is_skipped
     assert any("one thread at a time" in w for w in visibility_warnings(plain, parse_topology("oss-standalone-04-io-threads")))
 
     def skip(topology: str, target: str = "bin:/usr/bin/redis-server") -> str | None:
-        runner = InstructionsRunner(plain, parse_topology(topology), [Side(parse_target(target, {}, None))],
-                                    RunSettings(measure="instructions"), observer=Observer(), cpus=[0, 1],
-                                    workdir=tmp_path, artifacts=lambda run: tmp_path)
+        runner = real_runner(plain, parse_topology(topology), [Side(parse_target(target, {}, None))],
+                             RunSettings(measure="instructions"), Observer(), tmp_path, cpus=[0, 1],
+                             artifacts=lambda run: tmp_path)
+        assert isinstance(runner, InstructionsRunner) and runner.servers.under is under_callgrind
         return runner.skip_reason()
 
     assert skip("oss-standalone") is None

@@ -54,12 +54,12 @@ def test_every_message_published_reaches_each_subscriber_of_its_channel(server, 
     for index in range(300):
         delivered += client.publish(f"ch-{index % 3 + 1}", f"redline-ts:{int(time.time() * 1e6)}:{index}")
     thread.join(timeout=60)
-    counts = out["result"].extra["role_counts"]
+    counts = out["result"].report.role_counts
     assert delivered == 300 * 2                          # each channel has 2 subscribers
     assert counts["received_total"] == delivered
     assert counts["every_subscriber_got_every_message"] is True
     assert all(c["received"] == 200 for c in counts["per_channel"].values())
-    assert out["result"].percentile_ms("50.00") is not None     # the payloads carried their send time
+    assert out["result"].report.percentile_ms(50) is not None     # the payloads carried their send time
 
 
 def _tracking_run(server, tmp_path, patterns: str | None, writes: int) -> dict:
@@ -75,7 +75,7 @@ def _tracking_run(server, tmp_path, patterns: str | None, writes: int) -> dict:
         client.set(f"bench:hot:{index}", "v")
     thread.join(timeout=60)
     assert client.acl_users() == ["default"]              # the run's ACL users are gone
-    return out["result"].extra["role_counts"]
+    return out["result"].report.role_counts
 
 
 def test_acl_half_filtered_tracking_gets_half_the_invalidations_where_the_server_filters(server, tmp_path):
@@ -107,7 +107,7 @@ def test_blpop_consumers_pop_exactly_what_the_producer_pushed_minus_what_is_left
     # BLPOP whose connection closed while it was blocked (at most one per consumer connection)
     assert pushes - left <= pops <= pushes - left + 10
     counted = result.groups[1]["ops"]
-    assert result.headline == "consumers" and counted == result.ops
+    assert result.headline == "consumers" and counted == result.report.ops
     assert 0 < counted <= pops <= counted + 10               # at most one reply per connection unread at its end
     assert 0 < result.groups[0]["ops"] <= pushes
 
@@ -122,10 +122,10 @@ def test_every_enqueued_job_is_fetched_exactly_once(server, tmp_path, role, flag
     request = LoadRequest(arguments=["--workers", "8", "--jobs", "3000", "--warmup-jobs", "100", *flags, "--quiet"],
                           host=server.host, port=server.port, json_path=tmp_path / "jobs.json", role=role)
     result = run_load(request, timeout_s=120)
-    counts = result.extra["role_counts"]
+    counts = result.report.role_counts
     assert counts["enqueued"] == counts["fetched"] == counts["fetched_once"] == 3100
     assert counts["fetched_twice_or_more"] == counts["never_fetched"] == 0 and counts["exactly_once"] is True
-    assert result.ops == 3000 and result.percentile_ms("50.00") is not None    # the measured jobs, with latency
+    assert result.report.ops == 3000 and result.report.percentile_ms(50) is not None    # the measured jobs, with latency
     client = server.client()
     assert all(client.llen(key) == 0 for key in counts["fetch_keys"])
     if role == "resque-bench":
@@ -135,7 +135,7 @@ def test_every_enqueued_job_is_fetched_exactly_once(server, tmp_path, role, flag
 def test_a_job_queue_run_for_a_time_accounts_for_every_job_it_enqueued(server, tmp_path):
     request = LoadRequest(arguments=["--workers", "4", "--jobs", "100000000", "--num-queues", "2"], host=server.host,
                           port=server.port, json_path=tmp_path / "jobs.json", duration_s=1.5, role="sidekiq-bench")
-    counts = run_load(request, timeout_s=120).extra["role_counts"]
+    counts = run_load(request, timeout_s=120).report.role_counts
     assert 0 < counts["enqueued"] < 100000000
     assert counts["fetched"] == counts["enqueued"] and counts["exactly_once"] is True
 

@@ -14,6 +14,7 @@ import yaml
 from redis.cluster import RedisCluster
 
 from redline.core.errors import RunError, UsageError
+from redline.load.report import LoadReport
 from redline.topology import (attach_replicas_now, deploy, parse_topology, plan_cpus,
                               wait_replicas_in_sync)
 from redline.topology.cluster import slot_ranges
@@ -366,7 +367,7 @@ def test_set_and_get_load_in_cluster_mode_spreads_over_all_three_primaries(tmp_p
         assert min(sets) > 0 and min(gets) > 0 and min(n.dbsize() for n in nodes) > 0
         errors_after = sum(n.info("stats")["total_error_replies"] for n in nodes)
         assert errors_after == errors_before
-        assert json.loads(out.read_text())["redline"]["errors"] == {}
+        assert LoadReport.read(out).errors == {}
     finally:
         deployment.stop()
 

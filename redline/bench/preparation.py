@@ -114,7 +114,7 @@ def prepare(test: TestSpec, server: Server, *, scale: float | None, observer,
                              reconnect_on_error=True),    # requests lost with a connection are re-sent
                  listener=_PreloadProgress(observer), server_alive=ServerWatch(server),
                  timeout_s=test.db.preload.timeout_seconds or PRELOAD_TIMEOUT_S)
-        for warning in preload.extra.get("warnings", []):   # e.g. how -n allkeys differs from memtier
+        for warning in preload.report.warnings:   # e.g. how -n allkeys differs from memtier
             observer.note(f"preload: {warning}")
     client = server.command_client()
     has_init = bool(test.db.init_commands or test.db.init_lua)

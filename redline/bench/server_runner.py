@@ -1,26 +1,32 @@
 """The real test runner: one test on one topology, its sides' servers in the test's planned state,
 each run measured with redline-load and the probes.
 
-The engine (redline/engine/engine.py) decides *which* run comes next; this module does what a run is on
-a real machine: servers, datasets and snapshots (redline.bench.state), the load, the server CPU and INFO
-probes, the watch for hung servers, and profiles. It fills the run document; it stores nothing.
+The engine (redline/engine/engine.py) decides *which* run comes next; this module decides what a run
+is: a server in the test's state, the load with the window probe around its measured window, a
+watch for hung or exited servers, profiles; then the run document's status, error, metrics and
+flags. It stores nothing. Two collaborators do the work on the machine, injected by the
+composition root (redline.lab.local): a `ServerFactory` brings servers into the test's state,
+watches and probes them (real: redline.bench.servers.RealServers — datasets, snapshots, /proc,
+INFO), and a `LoadRunner` runs the test's load (real: redline.load.groups.run_test_load). With
+fakes of both and canned reports (tests/test_runner_seam.py) the failure and flag logic runs in
+milliseconds.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
-from redline.bench import admission, state
-from redline.bench.state import Prepared
+from redline.bench import admission
+from redline.bench.state import Prepared, memory_figures
 from redline.core.errors import RunError, SkipTest
 from redline.core.run import Run
 from redline.engine.run_plan import Observer, RunSettings, Side
-from redline.load.groups import run_test_load
-from redline.load.redline_load import LoadRequest, LoadResult, NotAResult, ServerGone
+from redline.load.redline_load import LoadListener, LoadRequest, LoadResult, NotAResult, ServerGone
+from redline.load.report import LoadReport
 from redline.server.probes import WindowProbe
 from redline.server.process import Server
-from redline.server.watch import ServerHung, ServerWatch
+from redline.server.watch import ServerHung
 from redline.system import machine
 from redline.topology import CpuPlan, TopologySpec
 
@@ -32,6 +38,31 @@ MISS_PATH_RATIO = 0.50         # a read workload with more misses than this meas
 ERROR_TYPES_SHOWN = 3
 
 ArtifactPlace = Callable[[Run], Path]      # where a run's files (profiles) are kept
+ServerAlive = Callable[[], bool]
+
+
+class LoadRunner(Protocol):
+    """What runs a test's load (real: redline.load.groups.run_test_load, over run_load): redline-load's
+    result, with the listener told its phases and `server_alive` polled meanwhile. Raises ServerGone
+    once `server_alive` returned False, lets its ServerHung through, raises NotAResult when
+    redline-load refused its own numbers (nothing completed, connections lost) and RunError for any
+    other failure."""
+
+    def __call__(self, test: TestSpec, request: LoadRequest, arguments_for: Callable[[list[str]], list[str]], *,
+                 listener: LoadListener | None = None, server_alive: ServerAlive | None = None,
+                 timeout_s: float | None = None) -> LoadResult: ...
+
+
+class ServerFactory(Protocol):
+    """What starts a side's servers in the test's state, restarts them, and reads them while a run
+    goes on (real: redline.bench.servers.RealServers)."""
+
+    def plan(self) -> str: ...                            # decide, once per test, how runs reach their state (RunError)
+    def start(self, side: Side) -> Prepared: ...          # a server in that state (SkipTest, RunError)
+    def before_run(self, side: Side, prepared: Prepared) -> Prepared: ...   # it, or a restart into the state
+    def watch(self, server: Server) -> ServerAlive: ...   # polled during the load: False once exited, ServerHung once hung
+    def probe(self, server: Server) -> WindowProbe: ...   # CPU and INFO at the measured window's edges
+    def at_run_start(self, server: Server) -> dict | None: ...   # keys and memory as the run starts
 
 
 class _LoadProgress:
@@ -60,28 +91,29 @@ class _LoadProgress:
 
 
 class ServerRunner:
-    """The engine's TestRunner on real servers (see redline.engine.engine.TestRunner)."""
+    """The engine's TestRunner on servers from `servers`, loaded by `load` (see the module docstring
+    and redline.engine.engine.TestRunner)."""
+
+    servers_under = None       # what this runner's servers run under (redline.topology.deploy's `under`)
 
     def __init__(self, test: TestSpec, topology: TopologySpec, sides: list[Side], settings: RunSettings, *,
-                 observer: Observer, cpus: list[int], workdir: Path, artifacts: ArtifactPlace):
+                 observer: Observer, servers: ServerFactory, load: LoadRunner, workdir: Path,
+                 artifacts: ArtifactPlace):
         self.test, self.topology, self.sides, self.settings = test, topology, sides, settings
-        self.observer, self.cpus, self.workdir, self.artifacts = observer, cpus, workdir, artifacts
+        self.observer, self.servers, self.load = observer, servers, load
+        self.workdir, self.artifacts = workdir, artifacts
         self.ready_sides: dict[Side, Prepared] = {}
         self.replace: set[Side] = set()          # sides whose server hung: a fresh one is due
-        self.states: state.ServerStates | None = None
 
     def skip_reason(self) -> str | None:
         managed = all(side.target.managed for side in self.sides)
         return admission.unsupported_reason(self.test, self.topology, managed=managed)
 
     def plan(self) -> str:
-        plan = state.plan_state(self.test, self.topology, self.sides, self.settings)
-        self.states = state.ServerStates(self.test, self.topology, self.settings, plan, observer=self.observer,
-                                         cpus=self.cpus, workdir=self.workdir)
-        return plan.describe()
+        return self.servers.plan()
 
     def prepare(self, side: Side) -> None:
-        self.ready_sides[side] = self.states.start(side)
+        self.ready_sides[side] = self.servers.start(side)
 
     def ready(self, side: Side) -> bool:
         return side in self.ready_sides
@@ -105,7 +137,7 @@ class ServerRunner:
         """One run of one side on a server in the test's planned state. A side whose server could
         not be brought back into that state, or exited, runs no more; one that hung is replaced."""
         try:
-            self.ready_sides[side] = self.states.before_run(side, self.ready_sides[side])
+            self.ready_sides[side] = self.servers.before_run(side, self.ready_sides[side])
         except (RunError, SkipTest) as exc:
             self.ready_sides.pop(side)
             self.observer.note(f"{side.target.label}: the server could not be restarted into the test's state; "
@@ -131,11 +163,10 @@ class ServerRunner:
                               port=server.port, json_path=self.workdir / f"run-{run.uid}.json",
                               duration_s=settings.duration_s, warmup_s=settings.warmup_s,
                               cpus=prepared.plan.client_cpus)
-        probe = WindowProbe(pids=server.pids(), client=server.info_client())
-        watch = ServerWatch(server)
+        probe, watch = self.servers.probe(server), self.servers.watch(server)
         run.facts = {**prepared.facts, "machine": machine.facts(), "loadgen_argv": request.argv(),
                      "warmup_s": settings.warmup_s,
-                     "state": {**prepared.facts["state"], "at_run_start": state.at_run_start(server)}}
+                     "state": {**prepared.facts["state"], "at_run_start": self.servers.at_run_start(server)}}
         try:
             try:
                 result = self._drive(side, run, request, probe, watch)
@@ -150,8 +181,8 @@ class ServerRunner:
             except NotAResult as exc:
                 raise RunError(_why_not_a_result(exc, probe)) from exc
             run.metrics, run.series, run.flags = self._results(result, probe, prepared.plan)
-            run.facts["state"]["memory_at_window_start"] = state.memory_figures(probe.info_start)
-            run.facts["loadgen"] = result.extra
+            run.facts["state"]["memory_at_window_start"] = memory_figures(probe.info_start)
+            run.facts["loadgen"] = result.report.facts
             if result.groups:       # several clients at once (redline.load.groups): the headline is the last
                 run.facts.update(groups=result.groups, headline_group=result.headline, loadgen_argv=result.argv)
                 self.observer.note(f"headline metrics: {result.headline}, the last client (as upstream exports it)")
@@ -163,13 +194,13 @@ class ServerRunner:
             probe.close()
 
     def _drive(self, side: Side, run: Run, request: LoadRequest, probe: WindowProbe,
-               watch: ServerWatch) -> LoadResult:
+               watch: ServerAlive) -> LoadResult:
         """The load of one run (and, for a profile run, perf around its window)."""
         recorder = self._recorder(side, self.ready_sides[side].server, run) if run.purpose == "profile" else None
         try:
-            result = run_test_load(self.test, request, self.ready_sides[side].server.load_arguments,
-                                   listener=_LoadProgress(self.observer, probe, request, recorder),
-                                   server_alive=watch, timeout_s=self._run_timeout())
+            result = self.load(self.test, request, self.ready_sides[side].server.load_arguments,
+                               listener=_LoadProgress(self.observer, probe, request, recorder),
+                               server_alive=watch, timeout_s=self._run_timeout())
             if recorder is not None:
                 self.observer.phase("profile: perf script, flame graph")
                 run.profile = recorder.stop().as_json()
@@ -181,7 +212,7 @@ class ServerRunner:
 
     def _results(self, result: LoadResult, probe: WindowProbe, plan: CpuPlan):
         """The run's metrics, per-second series and flags."""
-        return _metrics(self.test, result, probe, plan)
+        return _metrics(self.test, result.report, probe, plan)
 
     def _run_timeout(self) -> float:
         """Generous: the run's own length plus two minutes (a run that hangs must not hang redline)."""
@@ -198,19 +229,19 @@ class ServerRunner:
                         title=f"{self.test.name} — {side.target.label}")
 
 
-def _metrics(test: TestSpec, result: LoadResult, probe: WindowProbe, plan: CpuPlan):
-    ops = result.ops or 0
+def _metrics(test: TestSpec, report: LoadReport, probe: WindowProbe, plan: CpuPlan):
+    ops = report.ops or 0
     cpu = probe.cpu
-    measured_s = result.measured_s or 0.0
+    measured_s = report.measured_s or 0.0
     client_cpus = len(plan.client_cpus) or 1
-    client_cpu_s = result.client_cpu_s
+    client_cpu_s = report.client_cpu_s
     hits, misses = probe.info_delta("keyspace_hits"), probe.info_delta("keyspace_misses")
     metrics = {
-        "ops_per_sec": result.ops_per_sec,
-        "p50_ms": result.percentile_ms("50.00"),
-        "p90_ms": result.percentile_ms("90.00"),
-        "p99_ms": result.percentile_ms("99.00"),
-        "p999_ms": result.percentile_ms("99.90"),
+        "ops_per_sec": report.ops_per_sec,
+        "p50_ms": report.percentile_ms(50),
+        "p90_ms": report.percentile_ms(90),
+        "p99_ms": report.percentile_ms(99),
+        "p999_ms": report.percentile_ms(99.9),
         "server_cpu_us_per_op": cpu.total_s * 1e6 / ops if cpu and ops else None,
         "client_cpu_util": (client_cpu_s / measured_s / client_cpus
                             if client_cpu_s is not None and measured_s else None),
@@ -223,7 +254,7 @@ def _metrics(test: TestSpec, result: LoadResult, probe: WindowProbe, plan: CpuPl
         "client_cpu_s": client_cpu_s,
         "ops": float(ops),
         "measured_s": measured_s,
-        "errors": float(sum((result.extra.get("errors") or {}).values())),
+        "errors": float(report.error_count),
     }
     flags = []
     if metrics["client_cpu_util"] is not None and metrics["client_cpu_util"] > CLIENT_SATURATION:
@@ -231,10 +262,9 @@ def _metrics(test: TestSpec, result: LoadResult, probe: WindowProbe, plan: CpuPl
     if _measures_miss_path(test, hits, misses):
         flags.append(f"measures the miss path ({misses / (hits + misses):.0%} misses)")
     if metrics["errors"]:
-        flags.append(_error_replies(result.extra))
-    for warning in result.extra.get("warnings") or []:
-        flags.append(warning)
-    series = result.per_second()
+        flags.append(_error_replies(report))
+    flags += report.warnings
+    series = report.per_second()
     if probe.cpu_per_second:
         series["server_cpu_util"] = probe.cpu_per_second
     return metrics, series, flags
@@ -248,33 +278,30 @@ def _measures_miss_path(test: TestSpec, hits: int | None, misses: int | None) ->
     return misses / (hits + misses) > MISS_PATH_RATIO
 
 
-def _error_replies(load_output: dict) -> str:
+def _error_replies(report: LoadReport) -> str:
     """'N error replies: n1 × <first message of that type>; …' — the server's own words, most
     frequent types first, so a reader sees the cause (a syntax the server lacks, BUSYKEY …)."""
-    counts: dict[str, int] = load_output.get("errors") or {}
-    examples: dict[str, str] = load_output.get("error_examples") or {}
-    ranked = sorted(counts.items(), key=lambda item: -item[1])
+    examples = report.error_examples
+    ranked = sorted(report.errors.items(), key=lambda item: -item[1])
     parts = [f"{count} × {examples.get(kind, kind)}" for kind, count in ranked[:ERROR_TYPES_SHOWN]]
     if len(ranked) > ERROR_TYPES_SHOWN:
         parts.append(f"{len(ranked) - ERROR_TYPES_SHOWN} more types")
-    return f"{sum(counts.values())} error replies: {'; '.join(parts)}"
+    return f"{report.error_count} error replies: {'; '.join(parts)}"
 
 
-def _nothing_completed(result: LoadResult, probe: WindowProbe) -> str:
+def _nothing_completed(report: LoadReport, probe: WindowProbe) -> str:
     """Why a window measured no operation: usually every connection's first requests queue behind
     each other's slow calls for longer than the window (upstream runs such suites for minutes)."""
-    sent = result.extra.get("send_pattern") or {}
-    connections = (result.extra.get("connections") or {}).get("opened") or 0
-    in_flight = connections * (sent.get("pipeline") or 1)
-    reason = (f"no reply completed in the measured {result.measured_s:g} s with {in_flight} requests "
-              f"in flight ({connections} connections × pipeline {sent.get('pipeline') or 1})")
-    commands = [c.get("type", "") for c in sent.get("commands") or []]
-    executed = probe.server_time_per_call(commands)
+    connections, pipeline = report.connections_opened, report.pipeline
+    in_flight = connections * pipeline
+    reason = (f"no reply completed in the measured {report.measured_s:g} s with {in_flight} requests "
+              f"in flight ({connections} connections × pipeline {pipeline})")
+    executed = probe.server_time_per_call(report.command_types)
     if executed:
         calls, per_call_ms = executed
         round_s = in_flight * per_call_ms / 1000
         reason += f"; the server spent {per_call_ms:.2f} ms per call over {calls} calls (INFO commandstats)"
-        if round_s > (result.measured_s or 0):
+        if round_s > (report.measured_s or 0):
             reason += f", so one round of those requests takes about {round_s:.1f} s — a longer --duration measures it"
         else:
             reason += ", so the replies were held back rather than slow (a blocking command waiting for data?)"
@@ -284,11 +311,10 @@ def _nothing_completed(result: LoadResult, probe: WindowProbe) -> str:
 def _why_not_a_result(refused: NotAResult, probe: WindowProbe) -> str:
     """A failed run's reason when redline-load refused its own numbers: its words, or why no
     reply completed, and the server's error replies if it sent any."""
-    result = refused.result
+    report = refused.result.report
     reason = str(refused)
-    lost = (result.extra.get("connections") or {}).get("lost")
-    if not lost and not result.ops and result.measured_s:
-        reason = _nothing_completed(result, probe)
-    if (result.extra.get("errors") or {}):
-        reason += f"; {_error_replies(result.extra)}"
+    if not report.connections_lost and not report.ops and report.measured_s:
+        reason = _nothing_completed(report, probe)
+    if report.errors:
+        reason += f"; {_error_replies(report)}"
     return reason

@@ -6,7 +6,7 @@ deterministic profile (redline.instructions.profile) instead of a perf recording
 
 from __future__ import annotations
 
-from redline.bench.server_runner import ServerRunner, _LoadProgress
+from redline.bench.server_runner import ServerAlive, ServerRunner, _LoadProgress
 from redline.core.errors import RunError
 from redline.core.run import Run
 from redline.engine.run_plan import Side
@@ -16,7 +16,6 @@ from redline.instructions.visibility import visibility_warnings
 from redline.instructions.window import WINDOW_INSTRUCTIONS, RequestPlan, WindowResult, measure_window
 from redline.load.redline_load import LoadRequest, LoadResult
 from redline.server.probes import WindowProbe
-from redline.server.watch import ServerWatch
 from redline.topology import CpuPlan
 
 KEPT_FROM_THE_LOAD = ("keyspace_hits", "keyspace_misses", "used_memory_bytes", "ops", "measured_s", "errors")
@@ -37,6 +36,8 @@ class _ProbeEdges:
 
 class InstructionsRunner(ServerRunner):
     """ServerRunner under callgrind (see the module docstring)."""
+
+    servers_under = staticmethod(under_callgrind)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -61,14 +62,13 @@ class InstructionsRunner(ServerRunner):
 
     def plan(self) -> str:
         description = super().plan()
-        self.states.under = under_callgrind
         self.warnings = visibility_warnings(self.test, self.topology)
         for warning in self.warnings:
             self.observer.note(f"⚠ {warning}")
         return description + "; servers run under valgrind --tool=callgrind (20-50x slower)"
 
     def _drive(self, side: Side, run: Run, request: LoadRequest, probe: WindowProbe,
-               watch: ServerWatch) -> LoadResult:
+               watch: ServerAlive) -> LoadResult:
         self.observer.phase("callgrind: probe, warm-up, measured requests")
         window = measure_window(control_of(self.ready_sides[side].server), request, plan=self.request_plan,
                                 window_instructions=self.settings.window_instructions or WINDOW_INSTRUCTIONS,
@@ -88,7 +88,7 @@ class InstructionsRunner(ServerRunner):
                                      "valgrind": "callgrind --cache-sim=yes", "dump_events": list(window.dump.events)}
         if run.purpose == "profile":
             self.observer.phase("profile: callgrind call graph, flame graph")
-            run.profile = callgrind_profile(window.dump, self.artifacts(run), ops=window.load.ops or 0,
+            run.profile = callgrind_profile(window.dump, self.artifacts(run), ops=window.load.report.ops or 0,
                                             title=f"{self.test.name} — {side.target.label} (instructions)")
         return window.load
 

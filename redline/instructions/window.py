@@ -129,7 +129,7 @@ def _first_plan(estimate_per_op: float, connections: int, window_instructions: i
 
 
 def _connections(result: LoadResult) -> int:
-    opened = (result.extra.get("connections") or {}).get("opened")
+    opened = result.report.connections_opened
     if not opened:
         raise RunError("redline-load reported no opened connection in the probe")
     return int(opened)
@@ -174,7 +174,7 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
     probe = send(PROBE_PER_CONNECTION, (plan.estimate_per_op, plan.connections) if plan else None, "probe")
     probe_dump = _dumped(control)
     probe_cost = request_driven(probe_dump)
-    probe_per_op = probe_cost / max(probe.ops or 1, 1)
+    probe_per_op = probe_cost / max(probe.report.ops or 1, 1)
     # every run of a test warms up alike: by the test's plan once there is one (a later run's probe
     # also holds what the server did between runs)
     warmup_size = WARMUP_PER_CONNECTION if (plan.estimate_per_op if plan else probe_per_op) < COSTLY_REQUEST else 2
@@ -182,10 +182,10 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
     warmup_dump = _dumped(control)          # also zeroes the counters: the window starts here
     # the marginal cost of a request (serverCron left out, as in the metrics): probe and warm-up
     # open and close the same connections
-    extra_ops = (warmup.ops or 0) - (probe.ops or 0)
+    extra_ops = (warmup.report.ops or 0) - (probe.report.ops or 0)
     marginal = (request_driven(warmup_dump) - probe_cost) / extra_ops if extra_ops > 0 else 0.0
     if marginal <= 0:
-        marginal = request_driven(warmup_dump) / max(warmup.ops or 1, 1)
+        marginal = request_driven(warmup_dump) / max(warmup.report.ops or 1, 1)
     if plan is None:
         plan = _first_plan(marginal, _connections(warmup), window_instructions, given=fixed_per_connection,
                            earlier=earlier_per_connection)
@@ -197,7 +197,7 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
     dump = parse_callgrind(control.dump())
     if edges is not None:
         edges.after()
-    ops = measured.ops or 0
+    ops = measured.report.ops or 0
     if ops != plan.requests:
         raise RunError(f"the measured window completed {ops} of {plan.requests} requests")
     return WindowResult(load=measured, dump=dump, plan=plan,

@@ -1,13 +1,16 @@
 """The composition root: the engine on this machine's real servers, and a job executed through it.
 
 `local_engine` joins what the engine knows nothing of: the real test runners (timed:
-redline.bench.server_runner; counted, the server under callgrind: redline.instructions.runner),
-the store (always the first sink) and any other sinks and observers. `execute_job` runs one job
+redline.bench.server_runner; counted, the server under callgrind: redline.instructions.runner), each
+built by `real_runner` with this machine's servers (redline.bench.servers) and redline-load
+(redline.load.groups) as its collaborators, the store (always the first sink) and any other sinks
+and observers. `execute_job` runs one job
 (redline.engine.job) with compare's adaptive rule unless the caller brings its own."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from pathlib import Path
+from typing import Callable, Sequence
 
 from redline.analysis.comparison import compare_test, extra_runs_needed, looks_confidence
 from redline.core.metrics import INSTRUCTIONS
@@ -19,19 +22,31 @@ from redline.engine.sinks import ResultSink
 from redline.system.pinning import available_cpus
 
 
+def real_runner(test, topology, sides, settings, observer: Observer, workdir: Path, *, cpus: list[int],
+                artifacts: Callable[[Run], Path]):
+    """The test runner for `test` on this machine: timed, or counted (its servers under callgrind),
+    with real servers on `cpus` and redline-load."""
+    from redline.bench.server_runner import ServerRunner
+    from redline.bench.servers import RealServers
+    from redline.instructions.runner import InstructionsRunner
+    from redline.load.groups import run_test_load
+    counted = settings.measure_for(test) == INSTRUCTIONS
+    runner = InstructionsRunner if counted else ServerRunner       # timed, or under callgrind
+    servers = RealServers(test, topology, sides, settings, observer=observer, cpus=cpus, workdir=workdir,
+                          under=runner.servers_under)
+    return runner(test, topology, sides, settings, observer=observer, servers=servers, load=run_test_load,
+                  workdir=workdir, artifacts=artifacts)
+
+
 def local_engine(store, *, observers: Sequence[Observer] = (), sinks: Sequence[ResultSink] = (),
                  cpus: list[int] | None = None) -> Engine:
     """The engine on this machine's real servers, storing into `store` (first) and `sinks`; profiles
     are kept in the store's artifact directory."""
-    from redline.bench.server_runner import ServerRunner
-    from redline.instructions.runner import InstructionsRunner
     cpus = cpus if cpus is not None else available_cpus()
 
     def runners(test, topology, sides, settings, observer, workdir):
-        counted = settings.measure_for(test) == INSTRUCTIONS
-        runner = InstructionsRunner if counted else ServerRunner       # timed, or under callgrind
-        return runner(test, topology, sides, settings, observer=observer, cpus=cpus, workdir=workdir,
-                      artifacts=lambda run: store.artifact_dir(run.run_id))
+        return real_runner(test, topology, sides, settings, observer, workdir, cpus=cpus,
+                           artifacts=lambda run: store.artifact_dir(run.run_id))
 
     return Engine(runners=runners, sinks=[store, *sinks], observers=observers)
 

@@ -89,16 +89,17 @@ def group_requests(test: "TestSpec", base: LoadRequest, arguments_for: Callable[
 
 def group_summary(label: str, result: LoadResult) -> dict:
     """What the run document keeps of one group."""
+    report = result.report
     return {
         "group": label,
         "argv": result.argv,
-        "ops": result.ops,
-        "ops_per_sec": result.ops_per_sec,
-        "p50_ms": result.percentile_ms("50.00"),
-        "p99_ms": result.percentile_ms("99.00"),
-        "measured_s": result.measured_s,
-        "errors": result.extra.get("errors") or {},
-        "role_counts": result.extra.get("role_counts"),
+        "ops": report.ops,
+        "ops_per_sec": report.ops_per_sec,
+        "p50_ms": report.percentile_ms(50),
+        "p99_ms": report.percentile_ms(99),
+        "measured_s": report.measured_s,
+        "errors": report.errors,
+        "role_counts": report.role_counts,
     }
 
 

@@ -1,4 +1,4 @@
-"""Running redline-load (the memtier-compatible load generator) and reading what it reports."""
+"""Running redline-load (the memtier-compatible load generator); what it reports is read by\nredline.load.report."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from redline.core.errors import RunError
+from redline.load.report import LoadReport
 from redline.suites import roles
 from redline.suites.memtier import without_options
 from redline.suites.owned import CLIENT_OPTIONS
@@ -110,53 +111,10 @@ def _seconds_arg(seconds: float) -> str:
 @dataclass
 class LoadResult:
     argv: list[str]
-    report: dict                       # the JSON redline-load wrote
+    report: LoadReport                 # what redline-load wrote, read through redline.load.report
     stderr_tail: str = ""
     groups: list[dict] | None = None   # a grouped test: every group's summary (redline.load.groups)
     headline: str | None = None        # a grouped test: which group this result is
-
-    @property
-    def totals(self) -> dict:
-        return self.report.get("ALL STATS", {}).get("Totals", {})
-
-    @property
-    def extra(self) -> dict:
-        return self.report.get("redline", {})
-
-    def percentile_ms(self, pct: str) -> float | None:
-        table = self.totals.get("Percentile Latencies", {})
-        value = table.get(f"p{pct}")
-        return float(value) if value is not None else None
-
-    @property
-    def ops_per_sec(self) -> float | None:
-        value = self.totals.get("Ops/sec")
-        return float(value) if value is not None else None
-
-    @property
-    def ops(self) -> int | None:
-        return self.extra.get("ops")
-
-    @property
-    def client_cpu_s(self) -> float | None:
-        cpu = self.extra.get("client_cpu")
-        return cpu["user_s"] + cpu["system_s"] if cpu else None
-
-    @property
-    def measured_s(self) -> float | None:
-        return self.extra.get("measured_seconds")
-
-    def per_second(self) -> dict[str, list[float]]:
-        """Per-second series of the measured window, from the Totals' Time-Serie."""
-        series = self.totals.get("Time-Serie") or {}
-        seconds = sorted(series, key=lambda s: int(s))
-        out: dict[str, list[float]] = {"ops": [], "p50_ms": [], "p99_ms": []}
-        for s in seconds:
-            point = series[s]
-            out["ops"].append(float(point.get("Count", 0)))
-            out["p50_ms"].append(float(point.get("p50.00", 0.0)))
-            out["p99_ms"].append(float(point.get("p99.00", 0.0)))
-        return {k: v for k, v in out.items() if v}
 
 
 @dataclass
@@ -236,11 +194,7 @@ def run_load(request: LoadRequest, *, listener: LoadListener | None = None,
     last = reader.other_lines[-1] if reader.other_lines else f"exit status {proc.returncode}"
     if proc.returncode != 0 and not request.json_path.exists():
         raise RunError(f"redline-load failed: {last}")
-    try:
-        report = json.loads(request.json_path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise RunError(f"redline-load wrote no readable JSON to {request.json_path}: {exc}") from exc
-    result = LoadResult(argv=argv, report=report, stderr_tail=tail)
+    result = LoadResult(argv=argv, report=LoadReport.read(request.json_path), stderr_tail=tail)
     if proc.returncode != 0:      # it wrote its results, then refused them as a measurement
         raise NotAResult(last.removeprefix("redline-load: "), result)
     return result

@@ -47,14 +47,14 @@ def _run_one(deployment, arguments: str, workdir: Path, index: int) -> dict:
     request = LoadRequest(arguments=argv, host=deployment.host, port=deployment.port,
                           json_path=workdir / f"load-{index}.json", cpus=deployment.cpu_plan.client_cpus)
     cpu_before = read_cpu(deployment.pids())
-    result = run_load(request, server_alive=deployment.alive)
+    report = run_load(request, server_alive=deployment.alive).report
     cpu_after = read_cpu(deployment.pids())
     server_cpu = cpu_after.total_s - cpu_before.total_s if cpu_before and cpu_after else 0.0
-    ops = result.ops or 0
+    ops = report.ops or 0
     return {
         "arguments": " ".join(argv),
-        "ops_per_sec": result.ops_per_sec,
-        "p99_ms": result.percentile_ms("99.00"),
+        "ops_per_sec": report.ops_per_sec,
+        "p99_ms": report.percentile_ms(99),
         "server_cpu_s": round(server_cpu, 3),
         "server_cpu_us_per_op": round(server_cpu * 1e6 / ops, 3) if ops else None,
         "keys_per_server": {f"{role}:{server.port}": server.client().dbsize()

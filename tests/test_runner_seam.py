@@ -1,0 +1,343 @@
+"""The server runner's failure and flag logic, with fakes below it: a ServerFactory of fake servers
+whose watch and probe play what a real server does (hangs, exits, INFO and CPU readings) and a
+LoadRunner that plays redline-load's contract (phases, server_alive polled, NotAResult when it
+refuses its own numbers) with canned reports in the JSON shape loadgen writes. The real Engine and
+the real ServerRunner run in between; no process starts, each test takes milliseconds.
+
+The same paths on real servers and a real redline-load are in test_faults.py (a stopped server)
+and test_run_cli.py (a crash, a window in which nothing completed, lost connections, error
+replies); the run documents asserted here are the ones those tests see."""
+
+from __future__ import annotations
+
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from redline.bench.server_runner import ServerRunner
+from redline.bench.state import Prepared
+from redline.core.errors import RunError
+from redline.core.run import EMPTY
+from redline.engine.engine import Engine
+from redline.engine.run_plan import RunSettings, Side
+from redline.load.groups import group_summary
+from redline.load.redline_load import LoadResult, NotAResult, ServerGone
+from redline.load.report import LoadReport
+from redline.server.probes import CpuSample, WindowProbe
+from redline.server.process import Server
+from redline.server.targets import Target
+from redline.server.watch import ServerHung
+from redline.suites import load_test
+from redline.topology import CpuPlan
+from test_engine_fakes import Heard
+from test_run_cli import write_suite
+
+CRASH_LINE = "1234:M 01 Jan 2025 00:00:00.000 # Redis 7.0.15 crashed by signal: 11, si_code: 0"
+STOPPED = "process {pid} is stopped (state T in /proc: SIGSTOP or a debugger)"     # redline.server.watch's words
+LOST = ("95 connections were lost during the run (the server closed them); their requests waited for a "
+        "reconnect, so the results are not the server's (--reconnect-on-error accepts them)")   # loadgen's words
+
+
+# -- canned reports: the JSON redline-load writes (loadgen/src/report.rs), reduced to what is read ----------
+def canned_report(*, ops: int, measured_s: float = 2.0, client_cpu: tuple[float, float] = (0.25, 0.125),
+                  connections: int = 50, lost: int = 0, pipeline: int = 10, commands: tuple[str, ...] = ("GET",),
+                  errors: dict | None = None, error_examples: dict | None = None, warnings: tuple[str, ...] = (),
+                  role_counts: dict | None = None) -> dict:
+    seconds = max(1, round(measured_s))
+    percentiles = {"p50.00": 0.5, "p90.00": 0.75, "p99.00": 1.5, "p99.90": 3.0, "p99.99": 6.0}
+    point = {"Count": ops // seconds, "p50.00": 0.5, "p99.00": 1.5}
+    totals = {"Count": ops, "Ops/sec": ops / measured_s, "Percentile Latencies": percentiles,
+              "Time-Serie": {str(second): point for second in range(seconds)}}
+    own = {"warmup_seconds": 0.0, "measured_seconds": measured_s,
+           "client_cpu": {"user_s": client_cpu[0], "system_s": client_cpu[1]},
+           "connections": {"configured": connections, "opened": connections, "reconnects": 0, "lost": lost},
+           "ops": ops, "errors": errors or {}, "error_examples": error_examples or {},
+           "send_pattern": {"pipeline": pipeline, "commands": [{"name": c.title() + "s", "type": c} for c in commands]},
+           "warnings": list(warnings)}
+    if role_counts is not None:
+        own["role_counts"] = role_counts
+    return {"ALL STATS": {"Runtime": {"Total duration": int(measured_s * 1000)}, "Totals": totals}, "redline": own}
+
+
+@dataclass
+class Turn:
+    """One run as the fakes play it."""
+
+    report: dict                          # what redline-load wrote
+    refused: str | None = None            # its last stderr line when it exited non-zero after writing it
+    server: str | None = None             # "hangs" or "exits" while the load runs
+    server_cpu_s: float = 1.0             # the server's CPU over the measured window
+    info_start: dict = field(default_factory=dict)
+    info_end: dict = field(default_factory=dict)
+
+
+# -- fakes below the runner ---------------------------------------------------------------------------
+class FakeServer(Server):
+    host, managed = "127.0.0.1", True
+
+    def __init__(self, port: int):
+        self.port, self.pid, self.running, self.crashed = port, 40000 + port, True, False
+
+    def alive(self) -> bool:
+        return self.running
+
+    def stop(self) -> None:
+        self.running = False
+
+    def crash(self) -> None:
+        self.running, self.crashed = False, True
+
+    def exit_description(self) -> str:
+        return "killed by signal SIGSEGV" if self.crashed else "running"
+
+    def crash_reason(self) -> str | None:
+        return CRASH_LINE.split("# ", 1)[1] if self.crashed else None
+
+    def log_tail(self, lines: int = 20) -> str:
+        return f"{CRASH_LINE}\n..." if self.crashed else "Ready to accept connections"
+
+
+class CannedProbe(WindowProbe):
+    """The window probe with the turn's readings instead of /proc and INFO."""
+
+    def __init__(self, turn: Turn):
+        super().__init__(pids=[], client=None)
+        self.turn = turn
+
+    def mark_start(self, *, wait: bool = False) -> None:
+        self.cpu_start, self.info_start = CpuSample(0.0, 0.0, 0.0, 0.0), self.turn.info_start
+
+    def mark_end(self) -> None:
+        cpu = self.turn.server_cpu_s
+        self.cpu_end, self.info_end = CpuSample(2.0, cpu, cpu * 0.75, cpu * 0.25), self.turn.info_end
+        self.cpu_per_second = [cpu / 2, cpu / 2]
+
+
+class FakeServers:
+    """A ServerFactory: a new FakeServer (port 7001, 7002 …) for every start; the turns say what each
+    run's server does while the load runs."""
+
+    def __init__(self, turns: list[Turn], *, restart_fails_at: int | None = None):
+        self.turns, self.restart_fails_at = turns, restart_fails_at
+        self.started: list[FakeServer] = []
+        self.runs = 0
+
+    def plan(self) -> str:
+        return "server state: empty (fake servers)"
+
+    def start(self, side: Side) -> Prepared:
+        server = FakeServer(7001 + len(self.started))
+        self.started.append(server)
+        return Prepared(server, CpuPlan(roles=("primary",), servers=((0,),), client_cpus=(1,)),
+                        {"server_port": server.port, "state": {"origin": EMPTY}})
+
+    def before_run(self, side: Side, prepared: Prepared) -> Prepared:
+        if self.runs == self.restart_fails_at:
+            prepared.server.stop()
+            raise RunError("the server did not come back: fake restart failure")
+        self.runs += 1
+        prepared.runs += 1
+        return prepared
+
+    def watch(self, server: FakeServer):
+        turn = self.turns[self.runs - 1]
+
+        def server_alive() -> bool:
+            if turn.server == "hangs":
+                raise ServerHung(STOPPED.format(pid=server.pid))
+            if turn.server == "exits":
+                server.crash()
+            return server.alive()
+        return server_alive
+
+    def probe(self, server: FakeServer) -> WindowProbe:
+        return CannedProbe(self.turns[self.runs - 1])
+
+    def at_run_start(self, server: FakeServer) -> dict:
+        return {"keys": 0, "keys_with_ttl": 0, "used_memory": 1_000_000}
+
+
+class CannedLoad:
+    """A LoadRunner with run_load's contract over the turns' canned reports."""
+
+    def __init__(self, turns: list[Turn]):
+        self.turns, self.calls = turns, 0
+
+    def __call__(self, test, request, arguments_for, *, listener=None, server_alive=None, timeout_s=None):
+        turn = self.turns[self.calls]
+        self.calls += 1
+        listener.on_phase("measure", 0.0)
+        if server_alive is not None and not server_alive():      # ServerHung passes through, as in run_load
+            raise ServerGone("the server exited while load was running")
+        listener.on_phase("done", 0.0)
+        result = LoadResult(argv=request.argv(), report=LoadReport(turn.report))
+        if turn.refused:
+            raise NotAResult(turn.refused, result)
+        return result
+
+
+@dataclass
+class Played:
+    runs: list[dict]          # the run documents, as --json writes them
+    notes: list[str]
+    servers: FakeServers
+
+
+@pytest.fixture(autouse=True)
+def stub_loadgen(tmp_path, monkeypatch):
+    """The load generator's path goes into every run's facts; this one is never started."""
+    stub = tmp_path / "redline-load"
+    stub.write_text("#!/bin/sh\nexit 99\n")
+    stub.chmod(stub.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("REDLINE_LOAD", str(stub))
+
+
+def play(tmp_path: Path, turns: list[Turn], *, runs: int, arguments: str = "--ratio 0:1 -c 5 -t 1 --pipeline 10",
+         restart_fails_at: int | None = None) -> Played:
+    """The real Engine and ServerRunner over the fakes, one side, `runs` runs."""
+    suites = tmp_path / "suites"
+    suites.mkdir(exist_ok=True)
+    test = load_test(write_suite(suites, "seam", f"{arguments} --test-time 2"))
+    servers, heard = FakeServers(turns, restart_fails_at=restart_fails_at), Heard()
+
+    def runners(test, topology, sides, settings, observer, workdir):
+        return ServerRunner(test, topology, sides, settings, observer=observer, servers=servers,
+                            load=CannedLoad(turns), workdir=workdir, artifacts=lambda run: tmp_path)
+
+    side = Side(Target("bin:/fake/redis-server", binary=Path("/fake/redis-server")))
+    records = Engine(runners=runners, observers=[heard]).execute_test(
+        test, sides=[side], settings=RunSettings(runs=runs, duration_s=2.0, warmup_s=0.0), session_id=None)
+    return Played([run.to_json() for run in records], heard.notes, servers)
+
+
+def ok_turn(**report) -> Turn:
+    return Turn(canned_report(ops=40_000, **report), info_start={"keyspace_hits": 100, "keyspace_misses": 0},
+                info_end={"keyspace_hits": 40_100, "keyspace_misses": 0, "used_memory": 2_000_000})
+
+
+# -- the four of issue #31 ---------------------------------------------------------------------------
+def test_a_hung_server_fails_its_run_is_killed_and_the_next_run_gets_a_fresh_server(tmp_path):
+    played = play(tmp_path, [Turn(canned_report(ops=1), server="hangs"), ok_turn(), ok_turn()], runs=3)
+    runs, first = played.runs, played.servers.started[0]
+    assert [r["status"] for r in runs] == ["failed", "ok", "ok"]
+    assert runs[0]["error"] == (f"the server stopped answering during the run: process {first.pid} is stopped "
+                                "(state T in /proc: SIGSTOP or a debugger); it was killed")
+    assert runs[0]["ops_per_sec"] is None and runs[0]["flags"] == []
+    assert [r["ops_per_sec"] for r in runs[1:]] == [20_000.0, 20_000.0]
+    assert "bin:/fake/redis-server: the server hung and was killed; a fresh one is started for the next run" \
+        in played.notes
+    assert not first.running                                   # killed, not left stopped
+    ports = [r["facts"]["server_port"] for r in runs]
+    assert ports[1] != ports[0] and ports[2] == ports[1]       # a fresh server from the second run on
+    assert len(played.servers.started) == 2
+
+
+def test_a_server_that_crashes_mid_run_fails_that_run_with_its_crash_line_and_runs_no_more(tmp_path):
+    played = play(tmp_path, [Turn(canned_report(ops=1), server="exits"), ok_turn(), ok_turn()], runs=3)
+    [run] = played.runs
+    assert run["status"] == "failed"
+    assert run["error"] == ("the server exited during the run (killed by signal SIGSEGV): "
+                            "Redis 7.0.15 crashed by signal: 11, si_code: 0")
+    assert "crashed by signal" in run["server_log_tail"]
+    assert "bin:/fake/redis-server: the server exited; the remaining runs of seam are skipped" in played.notes
+    assert len(played.servers.started) == 1
+
+
+@pytest.mark.parametrize("connections, per_call_usec, ending", [
+    (10, 50, "the server spent 0.05 ms per call over 10 calls (INFO commandstats), so the replies were held "
+             "back rather than slow (a blocking command waiting for data?)"),
+    (500, 7_000, "the server spent 7.00 ms per call over 10 calls (INFO commandstats), so one round of those "
+                 "requests takes about 7.0 s — a longer --duration measures it"),
+])
+def test_a_window_with_zero_ops_is_a_failed_run_that_says_why(tmp_path, connections, per_call_usec, ending):
+    report = canned_report(ops=0, measured_s=1.0, connections=connections, pipeline=2, commands=("BLPOP",))
+    blpop = {"cmdstat_blpop": {"calls": 10, "usec": 10 * per_call_usec}}
+    played = play(tmp_path, [Turn(report, refused="no request completed in the measured 1.0 s", info_end=blpop)],
+                  runs=1, arguments='--command="BLPOP nothing 0" --pipeline 2')
+    [run] = played.runs
+    assert run["status"] == "failed" and run["ops_per_sec"] is None
+    assert run["error"] == (f"no reply completed in the measured 1 s with {2 * connections} requests in flight "
+                            f"({connections} connections × pipeline 2); {ending}")
+
+
+def test_a_client_that_saturated_its_core_is_flagged_and_every_metric_is_computed(tmp_path):
+    saturated = ok_turn(client_cpu=(1.5, 0.375))                  # 1.875 s of 2 s on the one client core
+    played = play(tmp_path, [saturated, ok_turn()], runs=2)
+    runs = played.runs
+    assert [r["status"] for r in runs] == ["ok", "ok"]
+    assert runs[0]["flags"] == ["client saturated its core"] and runs[1]["flags"] == []
+    assert {name: runs[0][name] for name in (
+        "ops_per_sec", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "server_cpu_us_per_op", "client_cpu_util",
+        "used_memory_bytes", "keyspace_hits", "keyspace_misses", "server_cpu_s", "server_user_s",
+        "server_system_s", "client_cpu_s", "ops", "measured_s", "errors")} == {
+        "ops_per_sec": 20_000.0, "p50_ms": 0.5, "p90_ms": 0.75, "p99_ms": 1.5, "p999_ms": 3.0,
+        "server_cpu_us_per_op": 25.0, "client_cpu_util": 0.9375, "used_memory_bytes": 2_000_000.0,
+        "keyspace_hits": 40_000, "keyspace_misses": 0, "server_cpu_s": 1.0, "server_user_s": 0.75,
+        "server_system_s": 0.25, "client_cpu_s": 1.875, "ops": 40_000.0, "measured_s": 2.0, "errors": 0.0}
+    assert runs[1]["client_cpu_util"] == 0.1875
+    assert runs[0]["series"] == {"ops": [20_000.0, 20_000.0], "p50_ms": [0.5, 0.5], "p99_ms": [1.5, 1.5],
+                                 "server_cpu_util": [0.5, 0.5]}
+    assert runs[0]["facts"]["loadgen"] == saturated.report["redline"]
+    argv = runs[0]["facts"]["loadgen_argv"]
+    assert argv[0] == str(tmp_path / "redline-load") and argv[-2:] == ["--test-time", "2"]
+
+
+# -- the other failures and flags ---------------------------------------------------------------------
+@pytest.mark.parametrize("ops, refused", [
+    (1_200, LOST),
+    (0, "no request completed in the measured 1.0 s (95 connections lost)"),
+])
+def test_lost_connections_fail_the_run_with_the_reason_and_the_servers_error_reply(tmp_path, ops, refused):
+    report = canned_report(ops=ops, measured_s=1.0, lost=95, errors={"ERR": 1},
+                           error_examples={"ERR": "ERR Protocol error: invalid bulk length"})
+    [run] = play(tmp_path, [Turn(report, refused=refused)], runs=1).runs
+    assert run["status"] == "failed" and run["ops_per_sec"] is None
+    assert run["error"] == f"{refused}; 1 error replies: 1 × ERR Protocol error: invalid bulk length"
+
+
+def test_error_replies_misses_and_load_warnings_are_flags_of_an_ok_run(tmp_path):
+    errors = {"ERR": 400, "WRONGTYPE": 30, "NOAUTH": 2, "BUSYKEY": 1}
+    examples = {"ERR": "ERR syntax error", "WRONGTYPE": "WRONGTYPE Operation against a key holding the wrong kind "
+                "of value", "NOAUTH": "NOAUTH Authentication required."}
+    turn = ok_turn(errors=errors, error_examples=examples, warnings=("--key-pattern G: a warning of redline-load",))
+    turn.info_start = {"keyspace_hits": 0, "keyspace_misses": 0}
+    turn.info_end = {"keyspace_hits": 1_000, "keyspace_misses": 9_000, "used_memory": 2_000_000}
+    [run] = play(tmp_path, [turn], runs=1).runs
+    assert run["status"] == "ok" and run["errors"] == 433.0
+    assert run["flags"] == [
+        "measures the miss path (90% misses)",
+        "433 error replies: 400 × ERR syntax error; 30 × WRONGTYPE Operation against a key holding the wrong "
+        "kind of value; 2 × NOAUTH Authentication required.; 1 more types",
+        "--key-pattern G: a warning of redline-load"]
+
+
+def test_a_server_that_cannot_be_restarted_into_the_state_fails_the_run_and_the_side_runs_no_more(tmp_path):
+    played = play(tmp_path, [ok_turn(), ok_turn(), ok_turn()], runs=3, restart_fails_at=1)
+    assert [(r["status"], r["error"]) for r in played.runs] == [
+        ("ok", None), ("failed", "the server did not come back: fake restart failure")]
+    assert ("bin:/fake/redis-server: the server could not be restarted into the test's state; the remaining "
+            "runs of seam are skipped") in played.notes
+
+
+# -- the reader --------------------------------------------------------------------------------------------
+def test_a_group_summary_is_read_from_the_groups_report():
+    report = canned_report(ops=3_000, measured_s=3.0, errors={"ERR": 2}, role_counts={"published": 3_000})
+    summary = group_summary("group 1 (pubsub-sub-bench)", LoadResult(argv=["redline-load"], report=LoadReport(report)))
+    assert summary == {"group": "group 1 (pubsub-sub-bench)", "argv": ["redline-load"], "ops": 3_000,
+                       "ops_per_sec": 1_000.0, "p50_ms": 0.5, "p99_ms": 1.5, "measured_s": 3.0,
+                       "errors": {"ERR": 2}, "role_counts": {"published": 3_000}}
+
+
+def test_the_reader_reads_memtiers_file_and_an_unreadable_one_is_a_run_error(tmp_path):
+    memtier = LoadReport({"ALL STATS": {"Runtime": {"Total duration": 10_500},
+                                        "Totals": {"Count": 21, "Ops/sec": 2.0,
+                                                   "Percentile Latencies": {"p99.90": 4.5}}}})
+    assert (memtier.count, memtier.runtime_s, memtier.ops_per_sec, memtier.percentile_ms(99.9)) == (21, 10.5, 2.0, 4.5)
+    assert (memtier.ops, memtier.client_cpu_s, memtier.role_counts, memtier.measured_s) == (None, None, None, None)
+    assert (memtier.errors, memtier.warnings, memtier.connections_lost, memtier.pipeline) == ({}, [], 0, 1)
+    assert memtier.per_second() == {} and memtier.percentile_ms(50) is None
+    (tmp_path / "cut.json").write_text('{"ALL STATS": ')
+    with pytest.raises(RunError, match="^redline-load wrote no readable JSON to .*cut.json: "):
+        LoadReport.read(tmp_path / "cut.json")
