@@ -271,11 +271,12 @@ def test_a_client_that_saturated_its_core_is_flagged_and_every_metric_is_compute
     assert {name: runs[0][name] for name in (
         "ops_per_sec", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "server_cpu_us_per_op", "client_cpu_util",
         "used_memory_bytes", "keyspace_hits", "keyspace_misses", "server_cpu_s", "server_user_s",
-        "server_system_s", "client_cpu_s", "ops", "measured_s", "errors")} == {
+        "server_system_s", "client_cpu_s", "client_cpu_us_per_op", "ops", "measured_s", "errors")} == {
         "ops_per_sec": 20_000.0, "p50_ms": 0.5, "p90_ms": 0.75, "p99_ms": 1.5, "p999_ms": 3.0,
         "server_cpu_us_per_op": 25.0, "client_cpu_util": 0.9375, "used_memory_bytes": 2_000_000.0,
         "keyspace_hits": 40_000, "keyspace_misses": 0, "server_cpu_s": 1.0, "server_user_s": 0.75,
-        "server_system_s": 0.25, "client_cpu_s": 1.875, "ops": 40_000.0, "measured_s": 2.0, "errors": 0.0}
+        "server_system_s": 0.25, "client_cpu_s": 1.875, "client_cpu_us_per_op": 46.875, "ops": 40_000.0,
+        "measured_s": 2.0, "errors": 0.0}
     assert runs[1]["client_cpu_util"] == 0.1875
     assert runs[0]["series"] == {"ops": [20_000.0, 20_000.0], "p50_ms": [0.5, 0.5], "p99_ms": [1.5, 1.5],
                                  "server_cpu_util": [0.5, 0.5]}

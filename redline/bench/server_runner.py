@@ -252,6 +252,7 @@ def _metrics(test: TestSpec, report: LoadReport, probe: WindowProbe, plan: CpuPl
         "server_user_s": cpu.user_s if cpu else None,
         "server_system_s": cpu.system_s if cpu else None,
         "client_cpu_s": client_cpu_s,
+        "client_cpu_us_per_op": client_cpu_s * 1e6 / ops if client_cpu_s is not None and ops else None,
         "ops": float(ops),
         "measured_s": measured_s,
         "errors": float(report.error_count),

@@ -68,6 +68,8 @@ REGISTRY: tuple[Metric, ...] = (
     Metric("server_user_s", "server user s", "s"),
     Metric("server_system_s", "server system s", "s"),
     Metric("client_cpu_s", "client CPU s", "s"),
+    # what one request costs the load generator: its efficiency, run by run (docs/loadgen.md)
+    Metric("client_cpu_us_per_op", "client µs/op", "µs", better="lower", format=_two_places),
     Metric("ops", "ops", "ops"),
     Metric("measured_s", "measured s", "s"),
     Metric("errors", "errors", "replies"),
