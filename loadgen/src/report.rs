@@ -459,6 +459,42 @@ mod golden {
         );
     }
 
+    /// A role's document: events over three seconds of a 2.9 s window, half a second of them
+    /// outside it; with `timed`, each carries a latency.
+    fn role_document(name: &'static str, timed: bool) -> String {
+        use crate::roles::measure::{result_json, Clock, Meter, Outcome};
+        let clock = Clock::fixed(1_700_000_000.25, 1_500_000_000, 4_400_000_000);
+        let mut meter = Meter::default();
+        for i in 0..4000u64 {
+            let at_ns = 1_000_000 * i + 400_000;
+            meter.record(&clock, at_ns, timed.then(|| 20_000 + (i * i * 7919) % 3_000_000));
+        }
+        let configuration = serde_json::json!({"role": "sidekiq-bench", "workers": "8", "window": "2.9"});
+        let outcome = Outcome {
+            name,
+            meter,
+            cpu_start: (1.0, 0.5),
+            cpu_end: (1.75, 0.625),
+            connections: 10,
+            lost: 1,
+            errors: serde_json::Map::new(),
+            role: serde_json::json!({"enqueued": 3100, "exactly_once": true}),
+            latency_from: "enqueue (the job's own enqueue time)",
+            warnings: vec!["a warning".to_string()],
+        };
+        serde_json::to_string_pretty(&result_json(configuration, &clock, &outcome)).expect("json")
+    }
+
+    #[test]
+    fn golden_role_with_latencies() {
+        check("role-jobs.txt", &role_document("Jobs", true));
+    }
+
+    #[test]
+    fn golden_role_without_latencies() {
+        check("role-invalidations.txt", &role_document("Invalidations", false));
+    }
+
     #[test]
     fn golden_commands() {
         let args = ["--command=SET __key__ __data__", "--command=GET __key__", "--command=HGETALL __key__",

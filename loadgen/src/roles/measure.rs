@@ -26,6 +26,11 @@ impl Clock {
     pub fn new() -> Clock {
         Clock { base: Instant::now(), base_unix: unix_now(), start_ns: AtomicU64::new(NOT_YET), end_ns: AtomicU64::new(NOT_YET) }
     }
+    /// A clock whose window is fixed (golden tests).
+    #[cfg(test)]
+    pub fn fixed(base_unix: f64, start_ns: u64, end_ns: u64) -> Clock {
+        Clock { base: Instant::now(), base_unix, start_ns: AtomicU64::new(start_ns), end_ns: AtomicU64::new(end_ns) }
+    }
     pub fn now_ns(&self) -> u64 {
         self.base.elapsed().as_nanos() as u64
     }
@@ -245,3 +250,4 @@ pub fn timed_window(clock: &Clock, events: &Events, warmup_s: f64, window_s: f64
     edge("done");
     events.phase("done");
 }
+
