@@ -8,52 +8,19 @@ use crate::resp::{ReplyKind, ReplyParser};
 use crate::stats::{Completion, ThreadStats};
 use crate::slots::{Shard, SlotTable};
 use crate::workload::{Generator, GeneratorSpec, ReplyUse, Route, Workload};
-use mio::{Events, Poll, Token, Waker};
+use crate::phase::{Shared, Waker, WorkerMsg, PHASE_CONNECT, PHASE_DONE, PHASE_MEASURE, PHASE_WARMUP};
+use mio::{Events, Poll, Token};
 use std::collections::VecDeque;
 use std::io::ErrorKind;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-pub const PHASE_CONNECT: u8 = 0;
-pub const PHASE_WARMUP: u8 = 1;
-pub const PHASE_MEASURE: u8 = 2;
-pub const PHASE_DONE: u8 = 3;
+use std::time::Duration;
 
 const WAKER_TOKEN: Token = Token(usize::MAX - 1);
 const READ_CHUNK: usize = 64 * 1024;
 /// Give up when the server cannot be reached for this long.
 const UNREACHABLE_LIMIT: Duration = Duration::from_secs(5);
-
-#[derive(Default)]
-pub struct Progress {
-    /// Completed requests in the current phase.
-    pub ops: AtomicU64,
-}
-
-pub struct Shared {
-    pub phase: AtomicU8,
-    pub base: Instant,
-    /// ns since `base` at which the measured window started / ends (0 = not yet).
-    pub measure_start_ns: AtomicU64,
-    pub measure_end_ns: AtomicU64,
-    pub progress: Vec<Progress>,
-}
-
-impl Shared {
-    #[inline]
-    pub fn now_ns(&self) -> u64 {
-        self.base.elapsed().as_nanos() as u64
-    }
-}
-
-pub enum WorkerMsg {
-    Connected,
-    /// All request-count work of this thread is complete (at `at_ns`).
-    Finished { at_ns: u64 },
-    Fatal(String),
-}
 
 /// Per-connection assignment computed by the planner.
 #[derive(Clone, Debug)]
@@ -159,7 +126,9 @@ pub fn run_with_waker(spec: WorkerSpec, waker_tx: Sender<Waker>) -> ThreadStats 
     let tx = spec.tx.clone();
     match Worker::new(spec) {
         Ok(mut w) => match make_waker(&w.poll).map_err(|e| format!("cannot create waker: {e}")).and_then(|wk| {
-            let _ = waker_tx.send(wk);
+            let _ = waker_tx.send(Box::new(move || {
+                let _ = wk.wake();
+            }));
             drop(waker_tx);
             w.run()
         }) {
@@ -197,8 +166,8 @@ pub struct Worker {
     last_slot_refresh_ns: u64,
 }
 
-pub fn make_waker(poll: &Poll) -> std::io::Result<Waker> {
-    Waker::new(poll.registry(), WAKER_TOKEN)
+pub fn make_waker(poll: &Poll) -> std::io::Result<mio::Waker> {
+    mio::Waker::new(poll.registry(), WAKER_TOKEN)
 }
 
 impl Worker {
