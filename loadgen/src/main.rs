@@ -5,6 +5,7 @@ mod bufwrite;
 mod check;
 mod cli;
 mod events;
+mod iopath;
 mod keys;
 mod net;
 mod options;
@@ -64,6 +65,10 @@ fn main() {
         eprintln!("redline-load: warning: {w}");
         events.warning(w);
     }
+    let io = match iopath::decide(cfg.io, cfg.tls.enabled) {
+        Ok(d) => d,
+        Err(m) => fail(EXIT_RUN_FAILED, &m),
+    };
     let cfg = Arc::new(cfg);
     let wl = Arc::new(wl);
 
@@ -73,7 +78,7 @@ fn main() {
     let mut runs = Vec::new();
     let mut text = String::new();
     for i in 0..cfg.run_count {
-        match runner::run_once(&cfg, &wl, &events) {
+        match runner::run_once(&cfg, &wl, &events, io.path) {
             Ok(r) => {
                 let header = if cfg.run_count > 1 { format!("[RUN #{} RESULTS]", i + 1) } else { "ALL STATS".into() };
                 let table = report::format_table(&cfg, &wl, &r, &header);
@@ -93,7 +98,7 @@ fn main() {
     }
 
     if let Some(path) = &cfg.json_out_file {
-        let doc = report::memtier_document(&cfg, &wl, &runs, &warnings);
+        let doc = report::memtier_document(&cfg, &wl, &runs, &warnings, &io);
         let text = serde_json::to_string_pretty(&doc).expect("json");
         if let Err(e) = std::fs::write(path, text + "\n") {
             fail(EXIT_RUN_FAILED, &format!("cannot write --json-out-file {path}: {e}"));

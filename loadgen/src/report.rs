@@ -3,6 +3,7 @@
 //! own "redline" object, and a short text table on stdout.
 
 use crate::cli::Config;
+use crate::iopath::Decision;
 use crate::stats::{Resolution, SecondTally, Tally, ThreadStats, WindowTally};
 use crate::workload::Workload;
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
@@ -309,12 +310,14 @@ pub struct About<'a> {
     pub memtier: Option<(&'a Config, &'a Workload)>,
     /// A role: its name and its own counts.
     pub role: Option<(&'a str, &'a Value)>,
+    /// The I/O path the run used (`redline.io`).
+    pub io: Value,
 }
 
 impl<'a> About<'a> {
-    pub fn memtier(cfg: &'a Config, wl: &'a Workload, warnings: &'a [String]) -> About<'a> {
+    pub fn memtier(cfg: &'a Config, wl: &'a Workload, warnings: &'a [String], io: &Decision) -> About<'a> {
         let latency_from = if cfg.rate_limiting.is_some() { "intended_send" } else { "send" };
-        About { latency_from, warnings, memtier: Some((cfg, wl)), role: None }
+        About { latency_from, warnings, memtier: Some((cfg, wl)), role: None, io: io.to_json() }
     }
 }
 
@@ -356,6 +359,7 @@ pub fn redline_object(r: &RunResult, about: &About) -> Value {
     m.insert("latency_measured_from".into(), json!(about.latency_from));
     m.insert("latency_unit_histogram".into(), json!("microseconds"));
     m.insert("client_cpu".into(), json!({"user_s": r.cpu_user_s, "system_s": r.cpu_system_s}));
+    m.insert("io".into(), about.io.clone());
     m.insert(
         "connections".into(),
         json!({
@@ -394,9 +398,9 @@ pub fn redline_object(r: &RunResult, about: &About) -> Value {
 
 /// The whole --json-out-file document of memtier mode: one run, or with --run-count memtier's
 /// best, worst and aggregate.
-pub fn memtier_document(cfg: &Config, wl: &Workload, runs: &[RunResult], warnings: &[String]) -> Value {
+pub fn memtier_document(cfg: &Config, wl: &Workload, runs: &[RunResult], warnings: &[String], io: &Decision) -> Value {
     let layout = Layout::memtier(cfg, wl);
-    let about = About::memtier(cfg, wl, warnings);
+    let about = About::memtier(cfg, wl, warnings, io);
     let mut root = Map::new();
     root.insert("configuration".into(), config_object(cfg));
     if runs.len() == 1 {
@@ -410,7 +414,7 @@ pub fn memtier_document(cfg: &Config, wl: &Workload, runs: &[RunResult], warning
         let agg = RunResult::aggregate(runs);
         root.insert(format!("AGGREGATED AVERAGE RESULTS ({} runs)", runs.len()), stats_object(&layout, &agg));
         let mut rl = redline_object(&agg, &about);
-        let each = About { warnings: &[], ..about };
+        let each = About { warnings: &[], io: about.io.clone(), ..about };
         rl["runs"] = json!(runs.iter().map(|r| redline_object(r, &each)).collect::<Vec<_>>());
         root.insert("redline".into(), rl);
     }
@@ -579,7 +583,8 @@ mod golden {
         let cfg = parse_args(&args).unwrap_or_else(|_| panic!("arguments {args:?}"));
         let wl = build_workload(&cfg).expect("workload");
         let runs: Vec<_> = (1..=runs).map(|seed| run(&wl, seed)).collect();
-        let doc = super::memtier_document(&cfg, &wl, &runs, &["a warning".to_string()]);
+        let io = crate::iopath::Decision { path: crate::iopath::Path::IoUring, requested: crate::iopath::Choice::Auto, note: None };
+        let doc = super::memtier_document(&cfg, &wl, &runs, &["a warning".to_string()], &io);
         let mut text = serde_json::to_string_pretty(&doc).expect("json");
         for r in &runs {
             text.push_str(&super::format_table(&cfg, &wl, r, "TABLE"));
@@ -639,6 +644,7 @@ mod golden {
             warnings: &warnings,
             memtier: None,
             role: Some(("sidekiq-bench", &counts)),
+            io: serde_json::json!({"path": "blocking", "requested": null, "note": "roles keep their own I/O"}),
         };
         let configuration = serde_json::json!({"role": "sidekiq-bench", "workers": "8", "window": "2.9"});
         serde_json::to_string_pretty(&super::role_document(configuration, name, &run, &about)).expect("json")

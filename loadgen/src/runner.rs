@@ -3,6 +3,7 @@
 
 use crate::cli::{Config, KeyPattern, Requests, DEFAULT_REQUESTS};
 use crate::events::Events;
+use crate::iopath::Path;
 use crate::keys::{distinct_requests, parallel_slice};
 use crate::net::Endpoint;
 pub use crate::phase::RunError;
@@ -195,14 +196,14 @@ pub fn discover_cluster(cfg: &Config) -> Result<ClusterPlan, RunError> {
     Ok(ClusterPlan { shards, owner })
 }
 
-pub fn run_once(cfg: &Arc<Config>, wl: &Arc<Workload>, events: &Events) -> Result<RunResult, RunError> {
+pub fn run_once(cfg: &Arc<Config>, wl: &Arc<Workload>, events: &Events, io: Path) -> Result<RunResult, RunError> {
     let cluster = if cfg.cluster_mode { Some(Arc::new(discover_cluster(cfg)?)) } else { None };
     let plans = plan_connections(cfg, wl, cluster.as_deref());
     let configured_connections = plans.iter().map(|p| p.len() as u64).sum();
     let requests_total = (cfg.requests != Requests::Unset).then(|| plans.iter().flatten().map(|p| p.limit.unwrap_or(0)).sum());
     let threads = plans.len();
     let (mut driver, tx) = Driver::new(threads, threads, events, requests_total);
-    let handles = start_workers(cfg, wl, cluster, plans, &mut driver, tx)?;
+    let handles = start_workers(cfg, wl, cluster, plans, io, &mut driver, tx)?;
     // Request-count runs end when every thread is done (with --test-time too, as in memtier's
     // `-n allkeys --test-time`, whichever comes first).
     let length = cfg.test_time.map(Duration::from_secs);
@@ -221,6 +222,7 @@ fn start_workers(
     wl: &Arc<Workload>,
     cluster: Option<Arc<ClusterPlan>>,
     plans: Vec<Vec<ConnPlan>>,
+    io: Path,
     driver: &mut Driver,
     tx: std::sync::mpsc::Sender<crate::phase::WorkerMsg>,
 ) -> Result<Vec<JoinHandle<ThreadStats>>, RunError> {
@@ -239,6 +241,7 @@ fn start_workers(
                 cluster: cluster.clone(),
                 shared: driver.shared(),
                 tx: tx.clone(),
+                io,
             };
             let wtx = waker_tx.clone();
             std::thread::Builder::new()

@@ -24,6 +24,7 @@ pub mod wire;
 use crate::events::Events;
 use crate::report::{role_document, About, RunResult};
 use flags::Flags;
+use serde_json::json;
 use measure::Outcome;
 use queues::Library;
 
@@ -47,6 +48,18 @@ pub const ROLES: [(&str, Kind); 6] = [
     ("resque-bench", Kind::Jobs(Library::Resque)),
     ("bullmq-bench", Kind::Jobs(Library::BullMq)),
 ];
+
+impl Kind {
+    /// How the role's connections do their I/O: the listeners on one epoll loop, the job
+    /// queues' producer and workers on blocking sockets (io_uring would give them nothing: each
+    /// waits for its own one reply).
+    fn io_path(self) -> &'static str {
+        match self {
+            Kind::Subscriber | Kind::Tracking => "epoll",
+            Kind::Jobs(_) => "blocking",
+        }
+    }
+}
 
 pub fn names() -> Vec<&'static str> {
     ROLES.iter().map(|(name, _)| *name).collect()
@@ -109,7 +122,8 @@ pub fn main(args: &[String]) -> i32 {
     stats.conns.opened = connections;
     stats.conns.lost = lost;
     let run = RunResult::of_window(stats, &window, warmup_seconds, connections);
-    let about = About { latency_from, warnings: &warnings, memtier: None, role: Some((role, &counts)) };
+    let io = json!({"path": kind.io_path(), "requested": null, "note": "roles keep their own I/O (docs/loadgen.md, Roles)"});
+    let about = About { latency_from, warnings: &warnings, memtier: None, role: Some((role, &counts)), io };
     let doc = role_document(f.as_json(), name, &run, &about);
     let out = f.text("*json-out-file");
     if out.is_empty() {
