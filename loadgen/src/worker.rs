@@ -598,10 +598,11 @@ impl Worker {
     fn flush(&mut self, io: &mut impl Io, c: usize, now: u64) -> Result<(), String> {
         loop {
             let conn = &mut self.conns[c];
-            if conn.wpos == conn.wbuf.len() || !conn.open {
+            // `>=`: a path that took the bytes by swapping buffers leaves `wbuf` empty.
+            if conn.wpos >= conn.wbuf.len() || !conn.open {
                 break;
             }
-            match io.write(c, &conn.wbuf[conn.wpos..]) {
+            match io.write(c, &mut conn.wbuf, conn.wpos) {
                 Ok(0) => {
                     self.connection_lost(io, c, now, "write returned 0");
                     return Ok(());

@@ -64,9 +64,9 @@ impl Io for EpollIo {
     }
 
     #[inline]
-    fn write(&mut self, c: usize, data: &[u8]) -> std::io::Result<usize> {
+    fn write(&mut self, c: usize, buf: &mut Vec<u8>, from: usize) -> std::io::Result<usize> {
         match self.streams[c].as_mut() {
-            Some(s) => s.write(data),
+            Some(s) => s.write(&buf[from..]),
             None => Err(ErrorKind::NotConnected.into()),
         }
     }

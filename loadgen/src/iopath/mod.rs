@@ -28,9 +28,11 @@ pub trait Io {
     fn attach(&mut self, c: usize, stream: Stream) -> Result<(), String>;
     /// Close connection `c`; nothing more is reported about it.
     fn detach(&mut self, c: usize);
-    /// Send `data` on `c`: how many bytes were taken (epoll: written to the socket; io_uring:
-    /// queued for the next wait, always all), or WouldBlock when none can be taken now.
-    fn write(&mut self, c: usize, data: &[u8]) -> std::io::Result<usize>;
+    /// Send `buf[from..]` on `c`: how many bytes were taken (epoll: written to the socket;
+    /// io_uring: queued for the next wait, always all), or WouldBlock when none can be taken
+    /// now. io_uring may take the bytes by swapping `buf` for an empty buffer of its own (no
+    /// copy): the caller must not expect `buf` to keep its length.
+    fn write(&mut self, c: usize, buf: &mut Vec<u8>, from: usize) -> std::io::Result<usize>;
     /// Wait at most `timeout` (None: until something happens) for events and hand each to
     /// `on`; io_uring submits the queued sends in the same system call.
     fn wait<F: FnMut(Event)>(&mut self, timeout: Option<Duration>, on: F) -> Result<(), String>;

@@ -14,9 +14,9 @@
 use super::{Event, Io};
 use crate::net::Stream;
 use crate::phase::Waker;
-use io_uring::types::{BufRingEntry, CancelBuilder, Fd, SubmitArgs, Timespec};
+use io_uring::types::{BufRingEntry, CancelBuilder, Fd, Fixed, SubmitArgs, Timespec};
 use io_uring::{cqueue, opcode, IoUring};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,9 +51,10 @@ fn new_ring(entries: u32, cq_entries: u32) -> std::io::Result<IoUring> {
 }
 
 /// Whether this kernel lets this process use the io_uring path: the ring setup, a buffer ring
-/// and a multishot receive's flags as the worker threads use them. The reason when not.
+/// and a table of registered sockets as the worker threads use them. The reason when not.
 pub fn probe() -> Result<(), String> {
     let ring = new_ring(8, 16).map_err(|e| format!("io_uring_setup: {}", crate::net::io_text(&e)))?;
+    ring.submitter().register_files_sparse(1).map_err(|e| format!("registered files: {}", crate::net::io_text(&e)))?;
     let pool = BufPool::new(&ring, 1, 4096).map_err(|e| format!("buffer ring: {e}"))?;
     drop(ring);
     drop(pool);
@@ -123,7 +124,6 @@ impl Drop for BufPool {
 #[derive(Default)]
 struct Slot {
     stream: Option<Stream>,
-    fd: RawFd,
     gen: u32,
     recv_armed: bool,
     lost: bool,
@@ -154,6 +154,10 @@ impl UringIo {
         let count = ((connections * 2).next_power_of_two()).clamp(64, 32768);
         let size = (POOL_BYTES / count).clamp(2048, 65536);
         let pool = BufPool::new(&ring, count as u16, size).map_err(|e| format!("io_uring buffer ring: {e}"))?;
+        // Connection c's socket is registered file c: no file lookup per operation.
+        ring.submitter()
+            .register_files_sparse(connections.max(1) as u32)
+            .map_err(|e| format!("io_uring registered files: {}", crate::net::io_text(&e)))?;
         // SAFETY: eventfd returns a new descriptor we own, or -1.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
         if fd < 0 {
@@ -196,7 +200,7 @@ impl UringIo {
             if s.stream.is_none() || s.lost {
                 continue;
             }
-            let (fd, gen) = (Fd(s.fd), s.gen);
+            let (fd, gen) = (Fixed(c as u32), s.gen);
             if !s.recv_armed {
                 s.recv_armed = true;
                 self.push(&opcode::RecvMulti::new(fd, BUFFER_GROUP).build().user_data(user_data(KIND_RECV, gen, c)))?;
@@ -291,8 +295,12 @@ impl Io for UringIo {
             Stream::Unix(s) => s.as_raw_fd(),
             Stream::Tls(_) => return Err("TLS connections run on epoll".into()),
         };
+        self.ring
+            .submitter()
+            .register_files_update(c as u32, &[fd])
+            .map_err(|e| format!("io_uring: registering a socket: {}", crate::net::io_text(&e)))?;
         let s = &mut self.slots[c];
-        *s = Slot { stream: Some(stream), fd, gen: s.gen.wrapping_add(1), ..std::mem::take(s) };
+        *s = Slot { stream: Some(stream), gen: s.gen.wrapping_add(1), ..std::mem::take(s) };
         s.sending.clear();
         s.queued.clear();
         self.mark(c);
@@ -304,8 +312,9 @@ impl Io for UringIo {
         let Some(stream) = s.stream.take() else { return };
         if s.recv_armed || s.in_flight {
             // Wait until the kernel no longer touches this connection's buffers.
-            let _ = self.ring.submitter().register_sync_cancel(None, CancelBuilder::fd(Fd(s.fd)).all());
+            let _ = self.ring.submitter().register_sync_cancel(None, CancelBuilder::fd(Fixed(c as u32)).all());
         }
+        let _ = self.ring.submitter().register_files_update(c as u32, &[-1]);
         let s = &mut self.slots[c];
         (s.recv_armed, s.in_flight, s.lost, s.sent) = (false, false, false, 0);
         s.sending.clear();
@@ -314,16 +323,24 @@ impl Io for UringIo {
     }
 
     #[inline]
-    fn write(&mut self, c: usize, data: &[u8]) -> std::io::Result<usize> {
+    fn write(&mut self, c: usize, buf: &mut Vec<u8>, from: usize) -> std::io::Result<usize> {
         let s = &mut self.slots[c];
         if s.stream.is_none() {
             return Err(std::io::ErrorKind::NotConnected.into());
         }
-        if s.queued.is_empty() {
+        let taken = buf.len() - from;
+        let first = s.queued.is_empty();
+        if first && from == 0 {
+            // The worker's bytes become the queue, the empty queue its next buffer: no copy.
+            std::mem::swap(&mut s.queued, buf);
+            buf.clear();
+        } else {
+            s.queued.extend_from_slice(&buf[from..]);
+        }
+        if first {
             self.pending.push(c);
         }
-        self.slots[c].queued.extend_from_slice(data);
-        Ok(data.len())
+        Ok(taken)
     }
 
     fn wait<F: FnMut(Event)>(&mut self, timeout: Option<Duration>, mut on: F) -> Result<(), String> {
