@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""Client-CPU benchmark of redline-load against redis-benchmark and memtier_benchmark.
+"""Client-CPU benchmark of redline-load (both I/O paths) against redis-benchmark and memtier_benchmark.
 
 One Debian redis-server pinned to core 0, the load generator pinned to core 1, 50
 connections on one client thread, 100-byte values, SET and GET at pipeline 1, 10 and 100.
-Runs are interleaved (the tool order rotates every round) so that drift on a shared machine
-hits every tool alike. Client CPU is the tool process's own user+system time
-(getrusage of the child). Prints a markdown table.
+redline-load runs once per I/O path (--io io_uring, --io epoll). Runs are interleaved (the
+tool order rotates by one every round) so that drift on a shared machine hits every tool
+alike. Client CPU is the tool process's own user+system time (getrusage of the child: every
+thread of it, io_uring's kernel workers included); server CPU is redis-server's over the same
+run (/proc). Prints two markdown tables: ops per client CPU-second per cell, with each tool's
+ratio to memtier_benchmark and to redis-benchmark; and the request rate at pipeline 1 with how
+busy the client's and the server's cores were (which of them bounded it).
 
     .venv/bin/python scripts/bench_loadgen.py --duration 10 --rounds 3
 
@@ -53,6 +57,7 @@ class Sample:
     cpu_s: float
     p50_ms: float | None
     p99_ms: float | None
+    server_cpu_s: float = float("nan")
 
     @property
     def ops_per_sec(self) -> float:
@@ -72,6 +77,7 @@ class Setup:
     memtier: str | None
     redis_benchmark: str | None
     redline: Path = REDLINE_LOAD
+    server_pid: int = 0
     estimates: dict = field(default_factory=dict)
 
 
@@ -125,11 +131,21 @@ def sample_from_memtier_json(tool: str, path: Path, cpu: float) -> Sample:
                   p50_ms=report.percentile_ms(50), p99_ms=report.percentile_ms(99))
 
 
-def run_redline(setup: Setup, cell: Cell) -> Sample:
+def server_cpu_s(pid: int) -> float:
+    """redis-server's user + system CPU seconds so far (/proc/PID/stat, every thread)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_redline(setup: Setup, cell: Cell, io: str) -> Sample:
     out = setup.workdir / "redline.json"
-    argv = pinned(setup, [str(setup.redline), *memtier_style_args(setup, cell), "--json-out-file", str(out)])
+    argv = pinned(setup, [str(setup.redline), "--io", io, *memtier_style_args(setup, cell),
+                          "--json-out-file", str(out)])
     _, cpu = run_measured(argv, timeout=setup.duration * 3 + 30)
-    return sample_from_memtier_json("redline-load", out, cpu)
+    path = json.loads(out.read_text())["redline"]["io"]["path"]
+    if path != io:
+        raise RuntimeError(f"redline-load --io {io} ran on {path}")
+    return sample_from_memtier_json(f"redline-load {io}", out, cpu)
 
 
 def run_memtier(setup: Setup, cell: Cell) -> Sample:
@@ -157,8 +173,17 @@ def run_redis_benchmark(setup: Setup, cell: Cell) -> Sample:
                   p99_ms=float(row.get("p99_latency_ms") or "nan"))
 
 
-RUNNERS = {"redline-load": run_redline, "redis-benchmark": run_redis_benchmark,
-           "memtier_benchmark": run_memtier}
+RUNNERS = {"redline-load io_uring": lambda setup, cell: run_redline(setup, cell, "io_uring"),
+           "redline-load epoll": lambda setup, cell: run_redline(setup, cell, "epoll"),
+           "redis-benchmark": run_redis_benchmark, "memtier_benchmark": run_memtier}
+
+
+def run_sample(setup: Setup, tool: str, cell: Cell) -> Sample:
+    """One run of `tool`, with the server's CPU over it."""
+    before = server_cpu_s(setup.server_pid)
+    sample = RUNNERS[tool](setup, cell)
+    sample.server_cpu_s = server_cpu_s(setup.server_pid) - before
+    return sample
 
 
 def preload(setup: Setup) -> None:
@@ -182,23 +207,53 @@ def median_sample(samples: list[Sample]) -> dict:
             "cpu_s": med([s.cpu_s for s in samples]),
             "ops_per_cpu_s": med([s.ops_per_cpu_s for s in samples]),
             "p50": med([s.p50_ms for s in samples]), "p99": med([s.p99_ms for s in samples]),
+            "client_busy": med([s.cpu_s / s.seconds for s in samples]),
+            "server_busy": med([s.server_cpu_s / s.seconds for s in samples]),
             "n": len(samples)}
 
 
+def ratio(samples: list[Sample], base: list[Sample] | None) -> str:
+    """Median over rounds of this tool's ops per client CPU-second over `base`'s in the same
+    round (a ratio measured side by side), or '-'."""
+    if not base:
+        return "-"
+    ratios = [s.ops_per_cpu_s / b.ops_per_cpu_s for s, b in zip(samples, base) if b.ops_per_cpu_s > 0]
+    return f"{statistics.median(ratios):.2f}x" if ratios else "-"
+
+
 def markdown(results: dict, tools: list[str]) -> str:
-    lines = ["| command | pipeline | tool | ops/sec | client CPU s | ops per client CPU-s | vs memtier | p50 ms | p99 ms |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| command | pipeline | tool | ops/sec | client CPU s | ops per client CPU-s | vs memtier | "
+             "vs redis-benchmark | p50 ms | p99 ms |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for (command, pipeline), per_tool in results.items():
-        base = per_tool.get("memtier_benchmark")
-        base_eff = median_sample(base)["ops_per_cpu_s"] if base else None
         for tool in tools:
             if tool not in per_tool:
                 continue
             m = median_sample(per_tool[tool])
-            rel = f"{m['ops_per_cpu_s'] / base_eff:.2f}x" if base_eff else "-"
             lines.append(f"| {command.upper()} | {pipeline} | {tool} | {fmt(m['ops_per_sec'])} | "
-                         f"{fmt(m['cpu_s'], 2)} | {fmt(m['ops_per_cpu_s'])} | {rel} | "
+                         f"{fmt(m['cpu_s'], 2)} | {fmt(m['ops_per_cpu_s'])} | "
+                         f"{ratio(per_tool[tool], per_tool.get('memtier_benchmark'))} | "
+                         f"{ratio(per_tool[tool], per_tool.get('redis-benchmark'))} | "
                          f"{fmt(m['p50'], 3)} | {fmt(m['p99'], 3)} |")
+    return "\n".join(lines)
+
+
+def rate_table(results: dict, tools: list[str]) -> str:
+    """Pipeline 1 with 50 connections: the request rate reached, how busy the client's core and
+    the server's core were, and so which of them bounded the rate (90% busy or more)."""
+    lines = ["| command | tool | ops/sec at pipeline 1 | client core busy | server core busy | bounded by |",
+             "|---|---|---:|---:|---:|---|"]
+    for (command, pipeline), per_tool in results.items():
+        if pipeline != 1:
+            continue
+        for tool in tools:
+            if tool not in per_tool:
+                continue
+            m = median_sample(per_tool[tool])
+            bound = [name for name, busy in (("client", m["client_busy"]), ("server", m["server_busy"]))
+                     if busy is not None and busy >= 0.9]
+            lines.append(f"| {command.upper()} | {tool} | {fmt(m['ops_per_sec'])} | {fmt(100 * m['client_busy'])}% | "
+                         f"{fmt(100 * m['server_busy'])}% | {' and '.join(bound) or 'neither (a shared machine)'} |")
     return "\n".join(lines)
 
 
@@ -226,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         if c not in ("set", "get"):
             print(f"error: --commands: '{c}' is not set or get", file=sys.stderr)
             return 2
-    tools = ["redline-load"]
+    tools = ["redline-load io_uring", "redline-load epoll"]
     rb = shutil.which("redis-benchmark")
     if rb:
         tools.append("redis-benchmark")
@@ -240,15 +295,15 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="bench-loadgen-") as tmp:
             setup = Setup(port=port, duration=args.duration, client_core=args.client_core,
                           workdir=Path(tmp), memtier=args.memtier, redis_benchmark=rb,
-                          redline=args.redline_load.resolve())
+                          redline=args.redline_load.resolve(), server_pid=server.pid)
             preload(setup)
             for rnd in range(args.rounds):
-                order = tools if rnd % 2 == 0 else list(reversed(tools))
+                order = tools[rnd % len(tools):] + tools[:rnd % len(tools)]
                 for pipeline in pipelines:
                     for command in commands:
                         cell = Cell(command=command, pipeline=pipeline)
                         for tool in order:
-                            s = RUNNERS[tool](setup, cell)
+                            s = run_sample(setup, tool, cell)
                             setup.estimates[(command, pipeline)] = s.ops_per_sec
                             results.setdefault((command, pipeline), {}).setdefault(tool, []).append(s)
                             print(f"round {rnd + 1} {command} p{pipeline} {tool}: {s.ops_per_sec:,.0f} ops/s, "
@@ -258,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
         server.kill()
         server.wait()
     table = markdown(results, tools)
+    if 1 in pipelines:
+        table += "\n\n" + rate_table(results, tools)
     print(table)
     if args.out:
         args.out.write_text(table + "\n")

@@ -18,14 +18,20 @@ default 20,000), so that what each tool sends can be compared exactly; request c
 --max-requests in all are scaled down for both tools alike (noted in the table).
 Random key patterns draw from different generators in the two tools, so their datasets are
 compared with a tolerance. memtier_benchmark is not part of redline and is never committed:
-build it from source and pass its path.
+build it from source and pass its path. `--io` picks redline-load's I/O path.
 
-    .venv/bin/python scripts/memtier_parity.py --memtier /path/to/memtier_benchmark \\
+With --io-paths the two sides are redline-load's two I/O paths (`--io epoll` and
+`--io io_uring`) instead, no memtier needed: the same generator on both, so the datasets, the
+requests per command and the error replies must be equal exactly.
+
+    .venv/bin/python scripts/memtier_parity.py --memtier /path/to/memtier_benchmark [--io epoll] \\
         [--suites ../shared/upstream-suites/test-suites] [--only NAME ...] [--markdown out.md]
+    .venv/bin/python scripts/memtier_parity.py --io-paths [--only NAME ...]
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import socket
 import subprocess
 import sys
@@ -181,9 +187,9 @@ def argv_for(invocation, port: int, args) -> tuple[list[str], str]:
     return argv + ["-s", "127.0.0.1", "-p", str(port), "--hide-histogram"], "; ".join(notes)
 
 
-def run_tool(tool: str, argv: list[str], server: Server, timeout: float) -> Step:
+def run_tool(tool: list[str], argv: list[str], server: Server, timeout: float) -> Step:
     try:
-        proc = subprocess.run([tool, *argv], capture_output=True, text=True, errors="replace", timeout=timeout)
+        proc = subprocess.run([*tool, *argv], capture_output=True, text=True, errors="replace", timeout=timeout)
     except subprocess.TimeoutExpired:
         return Step(exit_code=-1, message=f"did not finish within {timeout:.0f} s")
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
@@ -200,10 +206,12 @@ def run_tool(tool: str, argv: list[str], server: Server, timeout: float) -> Step
 
 
 def digest(server: Server) -> dict:
-    """Keys and elements per type (string bytes, collection lengths) and the first and last key
-    name, read with SCAN in pipelined batches (a script over a million keys would block)."""
+    """Keys and elements per type (string bytes, collection lengths), the first and last key
+    name and a hash of all key names, read with SCAN in pipelined batches (a script over a
+    million keys would block)."""
     totals: dict[str, list[int]] = {}
     names: list[str] = []
+    every_name: list[str] = []
     for batch in _scan_batches(server.client):
         pipe = server.client.pipeline(transaction=False)
         for key in batch:
@@ -217,7 +225,9 @@ def digest(server: Server) -> dict:
             count[0] += 1
             count[1] += size if kind in LENGTH else 0
         names = [min(names + batch), max(names + batch)] if batch else names
-    out: dict = {"first": names[0] if names else "", "last": names[-1] if names else ""}
+        every_name += batch
+    out: dict = {"first": names[0] if names else "", "last": names[-1] if names else "",
+                 "names": hashlib.sha256("\n".join(sorted(every_name)).encode()).hexdigest()[:16]}
     out.update({kind: (count, size) for kind, (count, size) in totals.items()})
     return out
 
@@ -238,7 +248,7 @@ def exact(wl) -> bool:
 
 
 def _types(dataset: dict) -> dict[str, tuple[int, int]]:
-    return {t: v for t, v in dataset.items() if t not in ("first", "last")}
+    return {t: v for t, v in dataset.items() if t not in ("first", "last", "names")}
 
 
 def _describe(dataset: dict) -> str:
@@ -295,6 +305,20 @@ def compare_client(memtier: Step, ours: Step, exact_counts: bool) -> tuple[str, 
     return "same", f"mix {mix}{hits}{errors}"
 
 
+def compare_paths(epoll: Step, uring: Step) -> tuple[str, str]:
+    """redline-load's two I/O paths: one generator, so everything the server saw is equal."""
+    seen = {name: (step.exit_code, step.dataset, step.calls, step.errors) for name, step in
+            (("epoll", epoll), ("io_uring", uring))}
+    if seen["epoll"] != seen["io_uring"]:
+        return "different", "; ".join(f"{name}: exit {code}, {_describe(data) if data else 'no dataset'}, "
+                                      f"requests {calls}, errors {errors}"
+                                      for name, (code, data, calls, errors) in seen.items())
+    if epoll.exit_code:
+        return "refused by both", epoll.message
+    data = f"{_describe(epoll.dataset)}; " if epoll.dataset else ""
+    return "same", f"{data}{sum(epoll.calls.values()):,} requests {dict(sorted(epoll.calls.items()))}"
+
+
 def _shares(calls: dict[str, int]) -> dict[str, float]:
     total = sum(calls.values()) or 1
     return {c: n / total for c, n in calls.items()}
@@ -305,7 +329,11 @@ def check_suite(test, server: Server, args) -> list[Row]:
         if flag in suite_flags(test):
             return [Row(test.name, "all", "skipped", f"--{flag} needs {needs}")]
     rows, steps = [], {}
-    for tool_name, tool in (("memtier", args.memtier), ("redline-load", str(REDLINE_LOAD))):
+    if args.io_paths:
+        sides = [(path, [str(REDLINE_LOAD), "--io", path]) for path in ("epoll", "io_uring")]
+    else:
+        sides = [("memtier", [args.memtier]), ("redline-load", [str(REDLINE_LOAD), "--io", args.io])]
+    for tool_name, tool in sides:
         server.reset(test.db.configuration_parameters)
         results = {}
         if test.db.preload and test.db.preload.workload:
@@ -323,14 +351,20 @@ def check_suite(test, server: Server, args) -> list[Row]:
         client = test.client
         if client.workload:
             argv, note = argv_for(client, server.port, args)
-            results["client"] = (run_tool(tool, argv, server, args.timeout), note)
+            step = run_tool(tool, argv, server, args.timeout)
+            if args.io_paths and step.exit_code == 0:     # one generator: what the client wrote is equal too
+                step.dataset = digest(server)
+            results["client"] = (step, note)
         steps[tool_name] = results
+    (first, _), (second, _) = sides
     for phase in ("preload", "client"):
-        if phase not in steps["memtier"]:
+        if phase not in steps[first]:
             continue
-        (memtier, note), (ours, _) = steps["memtier"][phase], steps["redline-load"][phase]
+        (memtier, note), (ours, _) = steps[first][phase], steps[second][phase]
         wl = (test.db.preload if phase == "preload" else test.client).workload
-        if phase == "preload":
+        if args.io_paths:
+            verdict, why = compare_paths(memtier, ours)
+        elif phase == "preload":
             verdict, why = compare_preload(memtier, ours, wl)
         else:
             verdict, why = compare_client(memtier, ours, exact_counts=True)
@@ -340,7 +374,11 @@ def check_suite(test, server: Server, args) -> list[Row]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--memtier", required=True, help="path of a memtier_benchmark binary")
+    parser.add_argument("--memtier", help="path of a memtier_benchmark binary")
+    parser.add_argument("--io", choices=("auto", "io_uring", "epoll"), default="auto",
+                        help="redline-load's I/O path beside memtier (its --io)")
+    parser.add_argument("--io-paths", action="store_true",
+                        help="compare redline-load's two I/O paths with each other instead of with memtier")
     parser.add_argument("--redis-server", default="/usr/bin/redis-server")
     parser.add_argument("--suites", type=Path, default=DEFAULT_SUITES)
     parser.add_argument("--only", nargs="*", help="suite names to check instead of the sample")
@@ -351,8 +389,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=600, help="seconds per tool run")
     parser.add_argument("--markdown", type=Path, help="also write the result table here")
     args = parser.parse_args()
-    if not Path(args.memtier).is_file():
-        parser.error(f"--memtier {args.memtier}: no such file")
+    if not args.io_paths and not (args.memtier and Path(args.memtier).is_file()):
+        parser.error(f"--memtier {args.memtier}: no such file (or --io-paths)")
     tests = []
     for path in sorted(args.suites.glob("*.yml")):
         try:

@@ -103,7 +103,7 @@ def sample_lines() -> list[tuple[str, list[str]]]:
     """Every option of the table once, with a value of its type."""
     samples = {"protocol": "resp3", "print-percentiles": "50,99.9", "requests": "allkeys", "ratio": "1:0",
                "data-size-range": "1-8", "data-size-pattern": "S", "key-pattern": "S:S",
-               "command-key-pattern": "G", "command": "SCAN 0"}
+               "command-key-pattern": "G", "command": "SCAN 0", "io": "epoll"}
     lines = []
     for spec in option_table().values():
         argv = [] if spec.name in ("ratio", "key-pattern") else ["--command", "SCAN 0"]

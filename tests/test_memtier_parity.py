@@ -46,11 +46,44 @@ def test_client_verdicts():
     assert parity.compare_client(step({"get": 10}), step({"get": 11}), True)[0] == "different"
 
 
+def test_io_path_verdicts():
+    same = step({"zadd": 9})
+    assert parity.compare_paths(same, step({"zadd": 9}))[0] == "same"
+    assert parity.compare_paths(same, step({"zadd": 10}))[0] == "different"
+    assert parity.compare_paths(same, step({"zadd": 9}, {**ZSET, "names": "x"}))[0] == "different"
+    assert parity.compare_paths(step({}, {}, 2, "no"), step({}, {}, 2, "no")) == ("refused by both", "no")
+
+
+needs_upstream = pytest.mark.skipif(not UPSTREAM.is_dir(), reason="upstream suites not found")
+
+
 @pytest.mark.skipif(not MEMTIER, reason="no memtier_benchmark binary ($MEMTIER_BENCHMARK or PATH)")
-@pytest.mark.skipif(not UPSTREAM.is_dir(), reason="upstream suites not found")
-def test_side_by_side_on_the_250_member_zset_suite():
+@needs_upstream
+@pytest.mark.parametrize("io", ["io_uring", "epoll"])
+def test_side_by_side_on_the_250_member_zset_suite(io):
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "memtier_parity.py"), "--memtier", MEMTIER,
-                           "--only", "memtier_benchmark-1key-zset-250-elements-zadd-new-random-members"],
+                           "--io", io, "--only", "memtier_benchmark-1key-zset-250-elements-zadd-new-random-members"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "| 1key-zset-250-elements-zadd-new-random-members | preload | same | zset 1 keys/134 " in proc.stdout
+
+
+# One suite per way a dataset is drawn: P slices with two draws per command, a random pattern
+# with random data over many connections, several commands and key types, a SCAN cursor.
+IO_PATH_SUITES = ["memtier_benchmark-1key-zset-250-elements-zadd-new-random-members",
+                  "memtier_benchmark-1Mkeys-string-get-mixed-embstr-raw-pipeline-100-randomdata",
+                  "memtier_benchmark-playbook-session-storage-1k-sessions",
+                  "memtier_benchmark-1key-hash-hscan-1K-fields-100B-values-cursor-count-1000"]
+
+
+@needs_upstream
+def test_both_io_paths_send_the_same_requests_and_write_the_same_keys():
+    """redline-load --io epoll and --io io_uring on the same suites: equal datasets (keys, their
+    names and sizes) after the preload and after the client, equal requests per command."""
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "memtier_parity.py"), "--io-paths",
+                           "--timed-requests", "2000", "--max-requests", "20000", "--only", *IO_PATH_SUITES],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "| phase |" not in line]
+    assert len(rows) == 2 * len(IO_PATH_SUITES)
+    assert all(" | same | " in row for row in rows), rows

@@ -7,18 +7,21 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import start_redis_server
-from redline.load.redline_load import LoadRequest, run_load
+from conftest import REPO, start_redis_server
 from redline.load.groups import GroupRequest, group_durations, run_groups
+from redline.load.redline_load import LoadRequest, loadgen_binary, run_load
 from redline.suites import load_test, roles
 
-UPSTREAM = Path("/work/shared/upstream-suites/test-suites")
+UPSTREAM = REPO.parent / "shared" / "upstream-suites" / "test-suites"
+needs_upstream = pytest.mark.skipif(
+    not UPSTREAM.is_dir(), reason=f"upstream suites not found at {UPSTREAM} (../shared/upstream-suites)")
 
 
 def _wait_for(condition, what: str, timeout_s: float = 20.0) -> None:
@@ -140,11 +143,17 @@ def test_a_job_queue_run_for_a_time_accounts_for_every_job_it_enqueued(server, t
     assert counts["fetched"] == counts["enqueued"] and counts["exactly_once"] is True
 
 
+def test_an_unknown_role_is_refused_in_one_line():
+    proc = subprocess.run([str(loadgen_binary()), "--role", "rq-bench", "--workers", "2"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == ["redline-load: unknown role 'rq-bench' (roles: pubsub-sub-bench, bcast-listener, "
+                                        "sidekiq-bench, celery-bench, resque-bench, bullmq-bench)"]
+
+
 def test_a_role_over_the_file_descriptor_limit_says_what_it_needs(server, tmp_path):
     import resource
-    import subprocess
 
-    from redline.load.redline_load import loadgen_binary
     low = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (100, 100))   # noqa: E731
     proc = subprocess.run([str(loadgen_binary()), "--role", "pubsub-sub-bench", "-clients", "500", "-test-time", "1",
                            "--port", str(server.port)], capture_output=True, text=True, timeout=60, preexec_fn=low)
@@ -153,6 +162,7 @@ def test_a_role_over_the_file_descriptor_limit_says_what_it_needs(server, tmp_pa
                                    "the limit is 100 (hard 100): raise it with `ulimit -n 564`")
 
 
+@needs_upstream
 def test_group_lengths_keep_the_suites_proportions():
     test = load_test(UPSTREAM / "memtier_benchmark-Nclients-blpop-1key-rotated-pipeline-1.yml")
     assert group_durations(test.clients, 2.0) == [pytest.approx(2.0 * 125 / 120), 2.0]
@@ -177,6 +187,7 @@ ROLE_SUITES = sorted(path.name for path in UPSTREAM.glob("*.yml")
                      if any(f"tool: {tool}" in path.read_text() for tool in roles.JOB_QUEUE_ROLES))
 
 
+@needs_upstream
 def test_the_eighteen_suites_validate(redline_cli):
     assert len(GROUP_SUITES) == 13 and len(ROLE_SUITES) == 5
     proc = redline_cli("suites", "validate", *[UPSTREAM / name for name in GROUP_SUITES + ROLE_SUITES])
@@ -194,7 +205,6 @@ def _runs_by_test(store: Path) -> dict[str, dict]:
 def grouped_runs(tmp_path_factory):
     """The 18 suites, unchanged, through one `redline run` of 2 s each."""
     import os
-    import subprocess
 
     from conftest import REDLINE
     workdir = tmp_path_factory.mktemp("groups")

@@ -44,7 +44,7 @@ LOST = ("95 connections were lost during the run (the server closed them); their
 def canned_report(*, ops: int, measured_s: float = 2.0, client_cpu: tuple[float, float] = (0.25, 0.125),
                   connections: int = 50, lost: int = 0, pipeline: int = 10, commands: tuple[str, ...] = ("GET",),
                   errors: dict | None = None, error_examples: dict | None = None, warnings: tuple[str, ...] = (),
-                  role_counts: dict | None = None) -> dict:
+                  role_counts: dict | None = None, io_note: str | None = None) -> dict:
     seconds = max(1, round(measured_s))
     percentiles = {"p50.00": 0.5, "p90.00": 0.75, "p99.00": 1.5, "p99.90": 3.0, "p99.99": 6.0}
     point = {"Count": ops // seconds, "p50.00": 0.5, "p99.00": 1.5}
@@ -55,7 +55,8 @@ def canned_report(*, ops: int, measured_s: float = 2.0, client_cpu: tuple[float,
            "connections": {"configured": connections, "opened": connections, "reconnects": 0, "lost": lost},
            "ops": ops, "errors": errors or {}, "error_examples": error_examples or {},
            "send_pattern": {"pipeline": pipeline, "commands": [{"name": c.title() + "s", "type": c} for c in commands]},
-           "warnings": list(warnings)}
+           "warnings": list(warnings),
+           "io": {"path": "epoll" if io_note else "io_uring", "requested": "auto", "note": io_note}}
     if role_counts is not None:
         own["role_counts"] = role_counts
     return {"ALL STATS": {"Runtime": {"Total duration": int(measured_s * 1000)}, "Totals": totals}, "redline": own}
@@ -302,7 +303,8 @@ def test_error_replies_misses_and_load_warnings_are_flags_of_an_ok_run(tmp_path)
     errors = {"ERR": 400, "WRONGTYPE": 30, "NOAUTH": 2, "BUSYKEY": 1}
     examples = {"ERR": "ERR syntax error", "WRONGTYPE": "WRONGTYPE Operation against a key holding the wrong kind "
                 "of value", "NOAUTH": "NOAUTH Authentication required."}
-    turn = ok_turn(errors=errors, error_examples=examples, warnings=("--key-pattern G: a warning of redline-load",))
+    turn = ok_turn(errors=errors, error_examples=examples, warnings=("--key-pattern G: a warning of redline-load",),
+                   io_note="io_uring is not available here (io_uring_setup: Operation not permitted)")
     turn.info_start = {"keyspace_hits": 0, "keyspace_misses": 0}
     turn.info_end = {"keyspace_hits": 1_000, "keyspace_misses": 9_000, "used_memory": 2_000_000}
     [run] = play(tmp_path, [turn], runs=1).runs
@@ -311,7 +313,8 @@ def test_error_replies_misses_and_load_warnings_are_flags_of_an_ok_run(tmp_path)
         "measures the miss path (90% misses)",
         "433 error replies: 400 × ERR syntax error; 30 × WRONGTYPE Operation against a key holding the wrong "
         "kind of value; 2 × NOAUTH Authentication required.; 1 more types",
-        "--key-pattern G: a warning of redline-load"]
+        "--key-pattern G: a warning of redline-load",
+        "load generator I/O on epoll: io_uring is not available here (io_uring_setup: Operation not permitted)"]
 
 
 def test_a_server_that_cannot_be_restarted_into_the_state_fails_the_run_and_the_side_runs_no_more(tmp_path):
@@ -328,7 +331,8 @@ def test_a_group_summary_is_read_from_the_groups_report():
     summary = group_summary("group 1 (pubsub-sub-bench)", LoadResult(argv=["redline-load"], report=LoadReport(report)))
     assert summary == {"group": "group 1 (pubsub-sub-bench)", "argv": ["redline-load"], "ops": 3_000,
                        "ops_per_sec": 1_000.0, "p50_ms": 0.5, "p99_ms": 1.5, "measured_s": 3.0,
-                       "errors": {"ERR": 2}, "role_counts": {"published": 3_000}}
+                       "errors": {"ERR": 2}, "role_counts": {"published": 3_000},
+                       "io": {"path": "io_uring", "requested": "auto", "note": None}}
 
 
 def test_the_reader_reads_memtiers_file_and_an_unreadable_one_is_a_run_error(tmp_path):

@@ -137,6 +137,8 @@ pub struct Config {
     pub hdr_file_prefix: Option<String>,
     pub out_file: Option<String>,
     pub events: bool,
+    /// redline's --io: which I/O path the worker threads use.
+    pub io: crate::iopath::Choice,
     pub debug: bool,
     pub show_config: bool,
     pub warnings: Vec<String>,
@@ -188,6 +190,7 @@ impl Default for Config {
             hdr_file_prefix: None,
             out_file: None,
             events: false,
+            io: crate::iopath::Choice::Auto,
             debug: false,
             show_config: false,
             warnings: Vec::new(),
@@ -216,7 +219,9 @@ Objects: -d/--data-size, --data-size-range MIN-MAX, --data-size-pattern R|S, -R/
 Commands: --command \"CMD __key__ __data__\" (repeatable), --command-ratio, --command-key-pattern,\n\
   --scan-incremental-iteration, --scan-incremental-max-iterations\n\
 Output: --json-out-file, --hide-histogram, --print-percentiles, --hdr-file-prefix, -o/--out-file\n\
-redline: --warmup-time SECS, --events\n\
+redline (not memtier's): --warmup-time SECS, --events,\n\
+  --io auto|io_uring|epoll  the I/O path: auto (default) uses io_uring where the kernel allows it\n\
+  and epoll where it is missing or refused (one line says so); TLS always runs on epoll\n\
 Every option, its value and range: loadgen/memtier_options.tsv. `redline-load --check-arguments`\n\
 reads one JSON array of arguments per stdin line and answers whether each would be accepted.\n";
 
@@ -398,6 +403,10 @@ fn apply(cfg: &mut Config, sizes: &mut DataSizes, option: &Given) -> Result<(), 
         "scan-incremental-max-iterations" => cfg.scan_incremental_max_iterations = int()?,
         "warmup-time" => cfg.warmup_time = float()?,
         "events" => cfg.events = true,
+        "io" => {
+            cfg.io = crate::iopath::Choice::parse(&v)
+                .ok_or_else(|| CliError::Usage(format!("--io must be auto, io_uring or epoll, got '{v}'")))?
+        }
         other => return usage(format!("internal: option '--{other}' is in the option table but not handled")),
     }
     Ok(())
@@ -552,6 +561,9 @@ fn validate(cfg: &mut Config) -> Result<(), CliError> {
     if cfg.tls.enabled && cfg.unix_socket.is_some() {
         return usage("--tls cannot be combined with --unix-socket");
     }
+    if cfg.tls.enabled && cfg.io == crate::iopath::Choice::IoUring {
+        return usage("--io io_uring cannot be combined with --tls: TLS connections run on epoll");
+    }
     if cfg.tls.enabled {
         // Validate certificates and options now: a usage error, not a failed run.
         if let Err(m) = crate::tls::build_config(&cfg.tls) {
@@ -656,6 +668,7 @@ mod tests {
             (_, "key-pattern") => "S:S",
             (_, "command-key-pattern") => "G",
             (_, "command") => "SCAN 0",
+            (_, "io") => "epoll",
             _ => "text",
         };
         Some(text.to_string())

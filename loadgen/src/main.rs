@@ -5,9 +5,11 @@ mod bufwrite;
 mod check;
 mod cli;
 mod events;
+mod iopath;
 mod keys;
 mod net;
 mod options;
+mod phase;
 mod report;
 mod resp;
 mod roles;
@@ -21,7 +23,6 @@ mod workload;
 
 use cli::{parse_args, CliError};
 use events::Events;
-use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
 const EXIT_OK: i32 = 0;
@@ -64,6 +65,10 @@ fn main() {
         eprintln!("redline-load: warning: {w}");
         events.warning(w);
     }
+    let io = match iopath::decide(cfg.io, cfg.tls.enabled) {
+        Ok(d) => d,
+        Err(m) => fail(EXIT_RUN_FAILED, &m),
+    };
     let cfg = Arc::new(cfg);
     let wl = Arc::new(wl);
 
@@ -73,7 +78,7 @@ fn main() {
     let mut runs = Vec::new();
     let mut text = String::new();
     for i in 0..cfg.run_count {
-        match runner::run_once(&cfg, &wl, &events) {
+        match runner::run_once(&cfg, &wl, &events, io.path) {
             Ok(r) => {
                 let header = if cfg.run_count > 1 { format!("[RUN #{} RESULTS]", i + 1) } else { "ALL STATS".into() };
                 let table = report::format_table(&cfg, &wl, &r, &header);
@@ -93,7 +98,7 @@ fn main() {
     }
 
     if let Some(path) = &cfg.json_out_file {
-        let doc = build_json(&cfg, &wl, &runs, &warnings);
+        let doc = report::memtier_document(&cfg, &wl, &runs, &warnings, &io);
         let text = serde_json::to_string_pretty(&doc).expect("json");
         if let Err(e) = std::fs::write(path, text + "\n") {
             fail(EXIT_RUN_FAILED, &format!("cannot write --json-out-file {path}: {e}"));
@@ -159,25 +164,4 @@ fn write_hdr_files(wl: &workload::Workload, runs: &[report::RunResult], prefix: 
             let _ = std::fs::write(&path, report::encode_histogram(&r.stats.cmds[i]) + "\n");
         }
     }
-}
-
-fn build_json(cfg: &cli::Config, wl: &workload::Workload, runs: &[report::RunResult], warnings: &[String]) -> Value {
-    let mut root = Map::new();
-    root.insert("configuration".into(), report::config_object(cfg));
-    if runs.len() == 1 {
-        root.insert("ALL STATS".into(), report::stats_object(cfg, wl, &runs[0]));
-        root.insert("redline".into(), report::redline_object(cfg, wl, &runs[0], warnings));
-    } else {
-        // memtier with --run-count > 1: best, worst and an aggregate over all runs.
-        let best = (0..runs.len()).max_by(|a, b| runs[*a].ops_per_sec().total_cmp(&runs[*b].ops_per_sec())).unwrap();
-        let worst = (0..runs.len()).min_by(|a, b| runs[*a].ops_per_sec().total_cmp(&runs[*b].ops_per_sec())).unwrap();
-        root.insert("BEST RUN RESULTS".into(), report::stats_object(cfg, wl, &runs[best]));
-        root.insert("WORST RUN RESULTS".into(), report::stats_object(cfg, wl, &runs[worst]));
-        let agg = report::RunResult::aggregate(runs);
-        root.insert(format!("AGGREGATED AVERAGE RESULTS ({} runs)", runs.len()), report::stats_object(cfg, wl, &agg));
-        let mut rl = report::redline_object(cfg, wl, &agg, warnings);
-        rl["runs"] = json!(runs.iter().map(|r| report::redline_object(cfg, wl, r, &[])).collect::<Vec<_>>());
-        root.insert("redline".into(), rl);
-    }
-    Value::Object(root)
 }

@@ -3,6 +3,7 @@
 //! own "redline" object, and a short text table on stdout.
 
 use crate::cli::Config;
+use crate::iopath::Decision;
 use crate::stats::{Resolution, SecondTally, Tally, ThreadStats, WindowTally};
 use crate::workload::Workload;
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
@@ -26,6 +27,22 @@ impl RunResult {
     }
     pub fn ops_per_sec(&self) -> f64 {
         self.total().ops as f64 / self.measured_seconds.max(1e-9)
+    }
+
+    /// A run's result from its statistics and its measured window (phase.rs).
+    pub fn of_window(stats: ThreadStats, w: &crate::phase::Window, warmup_seconds: f64, configured_connections: u64) -> RunResult {
+        let start_unix_ms = (w.start_unix * 1000.0) as u64;
+        RunResult {
+            stats,
+            start_unix_ms,
+            end_unix_ms: start_unix_ms + (w.seconds * 1000.0) as u64,
+            measured_seconds: w.seconds,
+            warmup_seconds,
+            cpu_user_s: w.cpu_user_s,
+            cpu_system_s: w.cpu_system_s,
+            interrupted: false,
+            configured_connections,
+        }
     }
 
     /// Several runs as one: their tallies summed and their durations too, so that rates are
@@ -92,16 +109,84 @@ fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
 
-fn second_json(s: &SecondTally, percentiles: &[f64]) -> Value {
+/// Which keys a document carries. memtier mode writes memtier's whole set; a role writes the
+/// keys its document has always had: no bytes, hit rates or connection errors, no
+/// "Interrupted", its own percentiles, and none at all when no event carried a latency.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Keys {
+    Memtier { cluster: bool },
+    Role,
+}
+
+/// The percentiles a role's document gives: over the window, and per second.
+pub const ROLE_PERCENTILES: [f64; 5] = [50.0, 90.0, 99.0, 99.9, 99.99];
+const ROLE_SECOND_PERCENTILES: [f64; 2] = [50.0, 99.0];
+
+/// One entry of "ALL STATS" besides Runtime and Totals: a command's tally (`cmd`), or one
+/// that is always empty (memtier's "Waits").
+pub struct Entry {
+    pub name: String,
+    pub cmd: Option<usize>,
+    pub hits_misses: bool,
+}
+
+/// What "ALL STATS" holds and how its tallies are written.
+pub struct Layout<'a> {
+    pub keys: Keys,
+    pub entries: Vec<Entry>,
+    pub percentiles: &'a [f64],
+    pub second_percentiles: &'a [f64],
+}
+
+impl<'a> Layout<'a> {
+    pub fn memtier(cfg: &'a Config, wl: &Workload) -> Layout<'a> {
+        let mut entries: Vec<Entry> = wl
+            .templates
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Entry {
+                name: t.stats_name.clone(),
+                cmd: Some(i),
+                hits_misses: t.reply_use != crate::workload::ReplyUse::None,
+            })
+            .collect();
+        if wl.builtin_ratio.is_some() {
+            entries.push(Entry { name: "Waits".into(), cmd: None, hits_misses: false });
+        }
+        Layout {
+            keys: Keys::Memtier { cluster: cfg.cluster_mode },
+            entries,
+            percentiles: &cfg.print_percentiles,
+            second_percentiles: &cfg.print_percentiles,
+        }
+    }
+
+    /// A role's document: one entry (`name`, e.g. "Messages") besides Totals.
+    pub fn role(name: &str) -> Layout<'static> {
+        Layout {
+            keys: Keys::Role,
+            entries: vec![Entry { name: name.to_string(), cmd: Some(0), hits_misses: false }],
+            percentiles: &ROLE_PERCENTILES,
+            second_percentiles: &ROLE_SECOND_PERCENTILES,
+        }
+    }
+}
+
+fn second_json(s: &SecondTally, keys: Keys, percentiles: &[f64]) -> Value {
+    let memtier = keys != Keys::Role;
     let mut m = Map::new();
-    m.insert("Bytes RX".into(), json!(s.bytes_rx));
-    m.insert("Bytes TX".into(), json!(s.bytes_tx));
+    if memtier {
+        m.insert("Bytes RX".into(), json!(s.bytes_rx));
+        m.insert("Bytes TX".into(), json!(s.bytes_tx));
+    }
     m.insert("Count".into(), json!(s.ops));
-    if s.ops > 0 {
-        m.insert("Average Latency".into(), r3(s.mean_latency_ms()));
-        m.insert("Accumulated Latency".into(), json!(s.latency_sum_ns / 1_000_000));
-        m.insert("Min Latency".into(), r3(ms(s.latency_min_ns)));
-        m.insert("Max Latency".into(), r3(ms(s.latency_max_ns)));
+    if s.timed() > 0 {
+        if memtier {
+            m.insert("Average Latency".into(), r3(s.mean_latency_ms()));
+            m.insert("Accumulated Latency".into(), json!(s.latency_sum_ns / 1_000_000));
+            m.insert("Min Latency".into(), r3(ms(s.latency_min_ns)));
+            m.insert("Max Latency".into(), r3(ms(s.latency_max_ns)));
+        }
         for q in percentiles {
             if let Some(v) = s.percentile_ms(*q) {
                 m.insert(format!("p{:.2}", q), r3(v));
@@ -111,14 +196,20 @@ fn second_json(s: &SecondTally, percentiles: &[f64]) -> Value {
     Value::Object(m)
 }
 
+/// memtier's counts besides the tally's own (a role's document has none of them).
+pub struct MemtierCounts {
+    /// Cluster mode: MOVED and ASK redirects.
+    pub cluster: Option<(u64, u64)>,
+    pub connection_errors: u64,
+    pub hits_misses: bool,
+}
+
 pub struct CmdJsonInput<'a> {
     pub stats: &'a WindowTally,
     pub seconds: Vec<SecondTally>,
     pub duration_s: f64,
-    pub percentiles: &'a [f64],
-    pub cluster: Option<(u64, u64)>,
-    pub connection_errors: u64,
-    pub hits_misses: bool,
+    pub layout: &'a Layout<'a>,
+    pub memtier: Option<MemtierCounts>,
 }
 
 fn cmd_json(i: &CmdJsonInput) -> Value {
@@ -127,153 +218,216 @@ fn cmd_json(i: &CmdJsonInput) -> Value {
     let mut m = Map::new();
     m.insert("Count".into(), json!(s.ops));
     m.insert("Ops/sec".into(), r2(s.ops as f64 / d));
-    m.insert("Hits/sec".into(), r2(if i.hits_misses { s.hits as f64 / d } else { 0.0 }));
-    m.insert("Misses/sec".into(), r2(if i.hits_misses { s.misses as f64 / d } else { 0.0 }));
-    if let Some((moved, ask)) = i.cluster {
-        m.insert("MOVED/sec".into(), r2(moved as f64 / d));
-        m.insert("ASK/sec".into(), r2(ask as f64 / d));
+    if let Some(mt) = &i.memtier {
+        m.insert("Hits/sec".into(), r2(if mt.hits_misses { s.hits as f64 / d } else { 0.0 }));
+        m.insert("Misses/sec".into(), r2(if mt.hits_misses { s.misses as f64 / d } else { 0.0 }));
+        if let Some((moved, ask)) = mt.cluster {
+            m.insert("MOVED/sec".into(), r2(moved as f64 / d));
+            m.insert("ASK/sec".into(), r2(ask as f64 / d));
+        }
+        m.insert("Connection Errors/sec".into(), r2(mt.connection_errors as f64 / d));
+        m.insert("Connection Errors".into(), json!(mt.connection_errors));
     }
-    m.insert("Connection Errors/sec".into(), r2(i.connection_errors as f64 / d));
-    m.insert("Connection Errors".into(), json!(i.connection_errors));
     let avg = s.mean_latency_ms();
-    let has = s.ops > 0;
+    let has = s.timed() > 0;
     m.insert("Latency".into(), r3(avg));
     m.insert("Average Latency".into(), r3(avg));
-    m.insert("Accumulated Latency".into(), json!(s.latency_sum_ns / 1_000_000));
+    if i.memtier.is_some() {
+        m.insert("Accumulated Latency".into(), json!(s.latency_sum_ns / 1_000_000));
+    }
     m.insert("Min Latency".into(), r3(if has { ms(s.latency_min_ns) } else { 0.0 }));
     m.insert("Max Latency".into(), r3(if has { ms(s.latency_max_ns) } else { 0.0 }));
-    let kb = (s.bytes_rx + s.bytes_tx) as f64 / 1024.0 / d;
-    m.insert("KB/sec".into(), r2(kb));
-    m.insert("KB/sec RX/TX".into(), r2(kb));
-    m.insert("KB/sec RX".into(), r2(s.bytes_rx as f64 / 1024.0 / d));
-    m.insert("KB/sec TX".into(), r2(s.bytes_tx as f64 / 1024.0 / d));
+    if i.memtier.is_some() {
+        let kb = (s.bytes_rx + s.bytes_tx) as f64 / 1024.0 / d;
+        m.insert("KB/sec".into(), r2(kb));
+        m.insert("KB/sec RX/TX".into(), r2(kb));
+        m.insert("KB/sec RX".into(), r2(s.bytes_rx as f64 / 1024.0 / d));
+        m.insert("KB/sec TX".into(), r2(s.bytes_tx as f64 / 1024.0 / d));
+    }
     let mut ts = Map::new();
     for (sec, st) in i.seconds.iter().enumerate() {
-        ts.insert(sec.to_string(), second_json(st, i.percentiles));
+        ts.insert(sec.to_string(), second_json(st, i.layout.keys, i.layout.second_percentiles));
     }
     m.insert("Time-Serie".into(), Value::Object(ts));
     let mut pl = Map::new();
-    for q in i.percentiles {
-        pl.insert(percentile_key(*q), r3(s.percentile_ms(*q).unwrap_or(0.0)));
+    if i.memtier.is_some() || has {
+        for q in i.layout.percentiles {
+            pl.insert(percentile_key(*q), r3(s.percentile_ms(*q).unwrap_or(0.0)));
+        }
+        pl.insert("Histogram log format".into(), json!({"Compressed Histogram": encode_histogram(s)}));
     }
-    pl.insert(
-        "Histogram log format".into(),
-        json!({"Compressed Histogram": encode_histogram(s)}),
-    );
     m.insert("Percentile Latencies".into(), Value::Object(pl));
     Value::Object(m)
 }
 
 /// The "ALL STATS"-style object for one run.
-pub fn stats_object(cfg: &Config, wl: &Workload, r: &RunResult) -> Value {
+pub fn stats_object(layout: &Layout, r: &RunResult) -> Value {
     let mut m = Map::new();
-    m.insert(
-        "Runtime".into(),
-        json!({
-            "Start time": r.start_unix_ms,
-            "Finish time": r.end_unix_ms,
-            "Total duration": r.end_unix_ms.saturating_sub(r.start_unix_ms),
-            "Time unit": "MILLISECONDS",
-            "Interrupted": if r.interrupted { "true" } else { "false" },
-        }),
-    );
+    let mut runtime = json!({
+        "Start time": r.start_unix_ms,
+        "Finish time": r.end_unix_ms,
+        "Total duration": r.end_unix_ms.saturating_sub(r.start_unix_ms),
+        "Time unit": "MILLISECONDS",
+    });
+    if layout.keys != Keys::Role {
+        runtime["Interrupted"] = json!(if r.interrupted { "true" } else { "false" });
+    }
+    m.insert("Runtime".into(), runtime);
     let n_seconds = ((r.measured_seconds - 1e-3).ceil().max(1.0)) as usize;
-    let cluster = cfg.cluster_mode;
-    for (i, t) in wl.templates.iter().enumerate() {
-        let hits_misses = t.reply_use != crate::workload::ReplyUse::None;
-        m.insert(
-            t.stats_name.clone(),
-            cmd_json(&CmdJsonInput {
-                stats: &r.stats.cmds[i],
-                seconds: r.stats.second_series(Some(i), n_seconds),
-                duration_s: r.measured_seconds,
-                percentiles: &cfg.print_percentiles,
-                cluster: if cluster { Some((0, 0)) } else { None },
-                connection_errors: 0,
-                hits_misses,
-            }),
-        );
-    }
-    if wl.builtin_ratio.is_some() {
-        m.insert(
-            "Waits".into(),
-            cmd_json(&CmdJsonInput {
-                stats: &WindowTally::default(),
-                seconds: vec![SecondTally::default(); n_seconds],
-                duration_s: r.measured_seconds,
-                percentiles: &cfg.print_percentiles,
-                cluster: if cluster { Some((0, 0)) } else { None },
-                connection_errors: 0,
-                hits_misses: false,
-            }),
-        );
-    }
-    let total = r.total();
-    m.insert(
-        "Totals".into(),
+    let cluster = matches!(layout.keys, Keys::Memtier { cluster: true });
+    let empty = WindowTally::default();
+    let entry = |stats: &WindowTally, seconds: Vec<SecondTally>, memtier: MemtierCounts| {
         cmd_json(&CmdJsonInput {
-            stats: &total,
-            seconds: r.stats.second_series(None, n_seconds),
+            stats,
+            seconds,
             duration_s: r.measured_seconds,
-            percentiles: &cfg.print_percentiles,
-            cluster: if cluster { Some((r.stats.moved, r.stats.ask)) } else { None },
-            connection_errors: r.stats.conns.lost,
-            hits_misses: true,
-        }),
-    );
+            layout,
+            memtier: (layout.keys != Keys::Role).then_some(memtier),
+        })
+    };
+    for e in &layout.entries {
+        let (stats, seconds) = match e.cmd {
+            Some(i) => (&r.stats.cmds[i], r.stats.second_series(Some(i), n_seconds)),
+            None => (&empty, vec![SecondTally::default(); n_seconds]),
+        };
+        let counts = MemtierCounts { cluster: cluster.then_some((0, 0)), connection_errors: 0, hits_misses: e.hits_misses };
+        m.insert(e.name.clone(), entry(stats, seconds, counts));
+    }
+    let counts = MemtierCounts {
+        cluster: cluster.then_some((r.stats.moved, r.stats.ask)),
+        connection_errors: r.stats.conns.lost,
+        hits_misses: true,
+    };
+    m.insert("Totals".into(), entry(&r.total(), r.stats.second_series(None, n_seconds), counts));
     Value::Object(m)
 }
 
-pub fn redline_object(cfg: &Config, wl: &Workload, r: &RunResult, warnings: &[String]) -> Value {
+/// What a "redline" object says besides the run's own numbers.
+pub struct About<'a> {
+    pub latency_from: &'a str,
+    pub warnings: &'a [String],
+    /// memtier mode: the command line and the workload (hits, misses, the send pattern).
+    pub memtier: Option<(&'a Config, &'a Workload)>,
+    /// A role: its name and its own counts.
+    pub role: Option<(&'a str, &'a Value)>,
+    /// The I/O path the run used (`redline.io`).
+    pub io: Value,
+}
+
+impl<'a> About<'a> {
+    pub fn memtier(cfg: &'a Config, wl: &'a Workload, warnings: &'a [String], io: &Decision) -> About<'a> {
+        let latency_from = if cfg.rate_limiting.is_some() { "intended_send" } else { "send" };
+        About { latency_from, warnings, memtier: Some((cfg, wl)), role: None, io: io.to_json() }
+    }
+}
+
+/// The send pattern of a memtier-mode run (`redline.send_pattern`).
+fn send_pattern(cfg: &Config, wl: &Workload) -> Value {
+    json!({
+        "pipeline": cfg.pipeline,
+        "threads": cfg.threads,
+        "clients_per_thread": cfg.clients,
+        "rate_limit_per_conn": cfg.rate_limiting,
+        "time_based": cfg.is_time_based(),
+        "test_time": cfg.test_time,
+        "requests": match cfg.requests {
+            crate::cli::Requests::PerClient(n) => json!(n),
+            crate::cli::Requests::AllKeys => json!("allkeys"),
+            crate::cli::Requests::Unset => Value::Null,
+        },
+        "protocol": if cfg.protocol == crate::cli::Protocol::Resp3 { "resp3" } else { "resp2" },
+        "cluster_mode": cfg.cluster_mode,
+        "commands": wl.templates.iter().filter(|t| t.executable).map(|t| json!({
+            "name": t.stats_name, "type": t.command_type, "ratio": t.ratio,
+            "key_pattern": t.key_pattern.letter().to_string()})).collect::<Vec<_>>(),
+    })
+}
+
+pub fn redline_object(r: &RunResult, about: &About) -> Value {
     let total = r.total();
     let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
     let errors: Map<String, Value> = r.stats.errors.iter().map(|(k, n)| (text(k), json!(n))).collect();
     let error_examples: Map<String, Value> =
         r.stats.error_examples.iter().map(|(k, line)| (text(k), json!(text(line)))).collect();
-    let builtin = wl.builtin_ratio.is_some();
-    let (hits, misses) = if builtin {
-        (total.hits, total.misses)
-    } else {
-        (r.stats.value_replies, r.stats.null_replies)
-    };
-    json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "warmup_seconds": r.warmup_seconds,
-        "measured_seconds": r.measured_seconds,
-        "latency_measured_from": if cfg.rate_limiting.is_some() { "intended_send" } else { "send" },
-        "latency_unit_histogram": "microseconds",
-        "client_cpu": {"user_s": r.cpu_user_s, "system_s": r.cpu_system_s},
-        "connections": {
+    let mut m = Map::new();
+    m.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
+    if let Some((role, _)) = about.role {
+        m.insert("role".into(), json!(role));
+    }
+    m.insert("warmup_seconds".into(), json!(r.warmup_seconds));
+    m.insert("measured_seconds".into(), json!(r.measured_seconds));
+    m.insert("latency_measured_from".into(), json!(about.latency_from));
+    m.insert("latency_unit_histogram".into(), json!("microseconds"));
+    m.insert("client_cpu".into(), json!({"user_s": r.cpu_user_s, "system_s": r.cpu_system_s}));
+    m.insert("io".into(), about.io.clone());
+    m.insert(
+        "connections".into(),
+        json!({
             "configured": r.configured_connections,
             "opened": r.stats.conns.opened,
             "reconnects": r.stats.conns.reconnects,
             "lost": r.stats.conns.lost,
-        },
-        "ops": total.ops,
-        "hits": hits,
-        "misses": misses,
-        "hits_counted_as": if builtin { "GET replies that are not null (memtier)" } else { "non-null, non-error replies of every command; misses are null replies" },
-        "errors": Value::Object(errors),
-        "error_examples": Value::Object(error_examples),
-        "send_pattern": {
-            "pipeline": cfg.pipeline,
-            "threads": cfg.threads,
-            "clients_per_thread": cfg.clients,
-            "rate_limit_per_conn": cfg.rate_limiting,
-            "time_based": cfg.is_time_based(),
-            "test_time": cfg.test_time,
-            "requests": match cfg.requests {
-                crate::cli::Requests::PerClient(n) => json!(n),
-                crate::cli::Requests::AllKeys => json!("allkeys"),
-                crate::cli::Requests::Unset => Value::Null,
-            },
-            "protocol": if cfg.protocol == crate::cli::Protocol::Resp3 { "resp3" } else { "resp2" },
-            "cluster_mode": cfg.cluster_mode,
-            "commands": wl.templates.iter().filter(|t| t.executable).map(|t| json!({
-                "name": t.stats_name, "type": t.command_type, "ratio": t.ratio,
-                "key_pattern": t.key_pattern.letter().to_string()})).collect::<Vec<_>>(),
-        },
-        "warnings": warnings,
+        }),
+    );
+    m.insert("ops".into(), json!(total.ops));
+    if let Some((_, wl)) = about.memtier {
+        let builtin = wl.builtin_ratio.is_some();
+        let (hits, misses) = if builtin { (total.hits, total.misses) } else { (r.stats.value_replies, r.stats.null_replies) };
+        m.insert("hits".into(), json!(hits));
+        m.insert("misses".into(), json!(misses));
+        m.insert(
+            "hits_counted_as".into(),
+            json!(if builtin {
+                "GET replies that are not null (memtier)"
+            } else {
+                "non-null, non-error replies of every command; misses are null replies"
+            }),
+        );
+    }
+    m.insert("errors".into(), Value::Object(errors));
+    m.insert("error_examples".into(), Value::Object(error_examples));
+    if let Some((cfg, wl)) = about.memtier {
+        m.insert("send_pattern".into(), send_pattern(cfg, wl));
+    }
+    m.insert("warnings".into(), json!(about.warnings));
+    if let Some((_, counts)) = about.role {
+        m.insert("role_counts".into(), counts.clone());
+    }
+    Value::Object(m)
+}
+
+/// The whole --json-out-file document of memtier mode: one run, or with --run-count memtier's
+/// best, worst and aggregate.
+pub fn memtier_document(cfg: &Config, wl: &Workload, runs: &[RunResult], warnings: &[String], io: &Decision) -> Value {
+    let layout = Layout::memtier(cfg, wl);
+    let about = About::memtier(cfg, wl, warnings, io);
+    let mut root = Map::new();
+    root.insert("configuration".into(), config_object(cfg));
+    if runs.len() == 1 {
+        root.insert("ALL STATS".into(), stats_object(&layout, &runs[0]));
+        root.insert("redline".into(), redline_object(&runs[0], &about));
+    } else {
+        let best = (0..runs.len()).max_by(|a, b| runs[*a].ops_per_sec().total_cmp(&runs[*b].ops_per_sec())).unwrap();
+        let worst = (0..runs.len()).min_by(|a, b| runs[*a].ops_per_sec().total_cmp(&runs[*b].ops_per_sec())).unwrap();
+        root.insert("BEST RUN RESULTS".into(), stats_object(&layout, &runs[best]));
+        root.insert("WORST RUN RESULTS".into(), stats_object(&layout, &runs[worst]));
+        let agg = RunResult::aggregate(runs);
+        root.insert(format!("AGGREGATED AVERAGE RESULTS ({} runs)", runs.len()), stats_object(&layout, &agg));
+        let mut rl = redline_object(&agg, &about);
+        let each = About { warnings: &[], io: about.io.clone(), ..about };
+        rl["runs"] = json!(runs.iter().map(|r| redline_object(r, &each)).collect::<Vec<_>>());
+        root.insert("redline".into(), rl);
+    }
+    Value::Object(root)
+}
+
+/// The whole document of a role (`--role`): its flags as the configuration, its events as one
+/// entry `name` besides Totals, and its own counts in `redline.role_counts`.
+pub fn role_document(configuration: Value, name: &str, r: &RunResult, about: &About) -> Value {
+    json!({
+        "configuration": configuration,
+        "ALL STATS": stats_object(&Layout::role(name), r),
+        "redline": redline_object(r, about),
     })
 }
 
@@ -429,7 +583,8 @@ mod golden {
         let cfg = parse_args(&args).unwrap_or_else(|_| panic!("arguments {args:?}"));
         let wl = build_workload(&cfg).expect("workload");
         let runs: Vec<_> = (1..=runs).map(|seed| run(&wl, seed)).collect();
-        let doc = crate::build_json(&cfg, &wl, &runs, &["a warning".to_string()]);
+        let io = crate::iopath::Decision { path: crate::iopath::Path::IoUring, requested: crate::iopath::Choice::Auto, note: None };
+        let doc = super::memtier_document(&cfg, &wl, &runs, &["a warning".to_string()], &io);
         let mut text = serde_json::to_string_pretty(&doc).expect("json");
         for r in &runs {
             text.push_str(&super::format_table(&cfg, &wl, r, "TABLE"));
@@ -457,6 +612,52 @@ mod golden {
             "cluster-two-runs.txt",
             &document(&["--cluster-mode", "-n", "1000", "--run-count=2", "--print-percentiles=50,90,99.99"], 2),
         );
+    }
+
+    /// A role's document: events over three seconds of a 2.9 s window, half a second of them
+    /// outside it; with `timed`, each carries a latency.
+    fn role_document(name: &'static str, timed: bool) -> String {
+        use crate::phase::{Shared, Window};
+        use crate::roles::measure::Recorder;
+        use std::sync::atomic::{AtomicU64, AtomicU8};
+        let shared = Shared {
+            phase: AtomicU8::new(crate::phase::PHASE_MEASURE),
+            base: std::time::Instant::now(),
+            measure_start_ns: AtomicU64::new(1_500_000_000),
+            measure_end_ns: AtomicU64::new(4_400_000_000),
+            progress: vec![Default::default()],
+        };
+        let mut recorder = Recorder::new(&shared);
+        for i in 0..4000u64 {
+            let at_ns = 1_000_000 * i + 400_000;
+            recorder.record(at_ns, timed.then(|| 20_000 + (i * i * 7919) % 3_000_000));
+        }
+        let mut stats = recorder.stats;
+        stats.conns.opened = 10;
+        stats.conns.lost = 1;
+        let window = Window { start_unix: 1_700_000_001.75, seconds: 2.9, cpu_user_s: 0.75, cpu_system_s: 0.125 };
+        let run = super::RunResult::of_window(stats, &window, 1.5, 10);
+        let counts = serde_json::json!({"enqueued": 3100, "exactly_once": true});
+        let warnings = ["a warning".to_string()];
+        let about = super::About {
+            latency_from: "enqueue (the job's own enqueue time)",
+            warnings: &warnings,
+            memtier: None,
+            role: Some(("sidekiq-bench", &counts)),
+            io: serde_json::json!({"path": "blocking", "requested": null, "note": "roles keep their own I/O"}),
+        };
+        let configuration = serde_json::json!({"role": "sidekiq-bench", "workers": "8", "window": "2.9"});
+        serde_json::to_string_pretty(&super::role_document(configuration, name, &run, &about)).expect("json")
+    }
+
+    #[test]
+    fn golden_role_with_latencies() {
+        check("role-jobs.txt", &role_document("Jobs", true));
+    }
+
+    #[test]
+    fn golden_role_without_latencies() {
+        check("role-invalidations.txt", &role_document("Invalidations", false));
     }
 
     #[test]

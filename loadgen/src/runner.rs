@@ -1,31 +1,22 @@
 //! One benchmark run: plan the connections, start one worker thread per --threads, drive the
-//! phases (connect, warm-up, measure, done), report progress, and collect the statistics.
+//! phases through the one phase driver (phase.rs), and collect the statistics.
 
 use crate::cli::{Config, KeyPattern, Requests, DEFAULT_REQUESTS};
-use crate::events::{Events, ProgressEvent};
+use crate::events::Events;
+use crate::iopath::Path;
 use crate::keys::{distinct_requests, parallel_slice};
 use crate::net::Endpoint;
+pub use crate::phase::RunError;
+use crate::phase::{Driver, Waker};
 use crate::report::RunResult;
 use crate::stats::ThreadStats;
 use crate::slots::{key_slot, parse_cluster_slots};
 use crate::workload::{format_key, Generator, Workload};
-use crate::worker::{self, ClusterPlan, ConnPlan, Shared, WorkerMsg, WorkerSpec};
-use crate::worker::{PHASE_CONNECT, PHASE_DONE, PHASE_MEASURE, PHASE_WARMUP};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use crate::worker::{self, ClusterPlan, ConnPlan, WorkerSpec};
+use std::sync::mpsc::channel;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
-
-pub struct RunError(pub String);
-
-pub fn cpu_times() -> (f64, f64) {
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage fills the struct we own.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (tv(ru.ru_utime), tv(ru.ru_stime))
-}
+use std::time::Duration;
 
 /// Whether the first command (or the SET side of the built-in mix) uses the parallel pattern:
 /// then each connection owns an exact share of the key range (memtier's rule).
@@ -205,270 +196,75 @@ pub fn discover_cluster(cfg: &Config) -> Result<ClusterPlan, RunError> {
     Ok(ClusterPlan { shards, owner })
 }
 
-pub fn run_once(cfg: &Arc<Config>, wl: &Arc<Workload>, events: &Events) -> Result<RunResult, RunError> {
+pub fn run_once(cfg: &Arc<Config>, wl: &Arc<Workload>, events: &Events, io: Path) -> Result<RunResult, RunError> {
     let cluster = if cfg.cluster_mode { Some(Arc::new(discover_cluster(cfg)?)) } else { None };
     let plans = plan_connections(cfg, wl, cluster.as_deref());
     let configured_connections = plans.iter().map(|p| p.len() as u64).sum();
     let requests_total = (cfg.requests != Requests::Unset).then(|| plans.iter().flatten().map(|p| p.limit.unwrap_or(0)).sum());
-    let mut workers = Workers::start(cfg, wl, cluster, plans, events, requests_total)?;
-    workers.wait_connected()?;
-    let warmup_seconds = match cfg.warmup_time {
-        t if t > 0.0 => workers.warm_up(Duration::from_secs_f64(t))?,
-        _ => 0.0,
-    };
-    let window = workers.measure(cfg)?;
-    let stats = workers.collect(wl.templates.len())?;
-    let start_unix_ms = (window.start_unix * 1000.0) as u64;
-    Ok(RunResult {
-        stats,
-        start_unix_ms,
-        end_unix_ms: start_unix_ms + (window.seconds * 1000.0) as u64,
-        measured_seconds: window.seconds,
-        warmup_seconds,
-        cpu_user_s: window.cpu_user_s,
-        cpu_system_s: window.cpu_system_s,
-        interrupted: false,
-        configured_connections,
-    })
+    let threads = plans.len();
+    let (mut driver, tx) = Driver::new(threads, threads, events, requests_total);
+    let handles = start_workers(cfg, wl, cluster, plans, io, &mut driver, tx)?;
+    // Request-count runs end when every thread is done (with --test-time too, as in memtier's
+    // `-n allkeys --test-time`, whichever comes first).
+    let length = cfg.test_time.map(Duration::from_secs);
+    let (warmup_seconds, window) =
+        driver.run(Duration::from_secs_f64(cfg.warmup_time), false, length, cfg.requests != Requests::Unset)?;
+    let stats = collect(handles, wl.templates.len())?;
+    if let Some(e) = driver.late_failure() {
+        return Err(e);
+    }
+    Ok(RunResult::of_window(stats, &window, warmup_seconds, configured_connections))
 }
 
-/// The phases of a run, as the threads see them (`code`) and as `--events` names them.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Connect,
-    Warmup,
-    Measure,
-    Done,
-}
-
-impl Phase {
-    fn code(self) -> u8 {
-        match self {
-            Phase::Connect => PHASE_CONNECT,
-            Phase::Warmup => PHASE_WARMUP,
-            Phase::Measure => PHASE_MEASURE,
-            Phase::Done => PHASE_DONE,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Phase::Connect => "connect",
-            Phase::Warmup => "warmup",
-            Phase::Measure => "measure",
-            Phase::Done => "done",
-        }
-    }
-}
-
-/// How a driven phase ended.
-#[derive(PartialEq, Eq)]
-enum PhaseEnd {
-    /// Its length ran out.
-    TimeUp,
-    /// Every thread finished its request-count work.
-    AllFinished,
-}
-
-/// The measured window as the main thread saw it.
-struct Window {
-    /// Wall-clock time at its start (Unix seconds).
-    start_unix: f64,
-    seconds: f64,
-    cpu_user_s: f64,
-    cpu_system_s: f64,
-}
-
-/// The worker threads as the main thread sees them: their handles, messages and wakers, the
-/// phase they share, and which of them finished their request-count work.
-struct Workers<'a> {
-    shared: Arc<Shared>,
-    rx: Receiver<WorkerMsg>,
-    wakers: Vec<mio::Waker>,
-    threads: Vec<JoinHandle<ThreadStats>>,
-    events: &'a Events,
-    requests_total: Option<u64>,
-    finished_threads: usize,
-    last_finish_ns: u64,
-}
-
-impl<'a> Workers<'a> {
-    /// Start one thread per plan; they connect at once.
-    fn start(
-        cfg: &Arc<Config>,
-        wl: &Arc<Workload>,
-        cluster: Option<Arc<ClusterPlan>>,
-        plans: Vec<Vec<ConnPlan>>,
-        events: &'a Events,
-        requests_total: Option<u64>,
-    ) -> Result<Workers<'a>, RunError> {
-        let shared = Arc::new(Shared {
-            phase: AtomicU8::new(Phase::Connect.code()),
-            base: Instant::now(),
-            measure_start_ns: AtomicU64::new(0),
-            measure_end_ns: AtomicU64::new(0),
-            progress: (0..cfg.threads).map(|_| Default::default()).collect(),
-        });
-        let (tx, rx) = channel::<WorkerMsg>();
-        let (waker_tx, waker_rx) = channel::<mio::Waker>();
-        events.phase(Phase::Connect.name());
-        let ep = endpoint(cfg);
-        let threads = plans
-            .into_iter()
-            .enumerate()
-            .map(|(t, conns)| {
-                let spec = WorkerSpec {
-                    thread: t,
-                    cfg: cfg.clone(),
-                    workload: wl.clone(),
-                    endpoint: ep.clone(),
-                    conns,
-                    cluster: cluster.clone(),
-                    shared: shared.clone(),
-                    tx: tx.clone(),
-                };
-                let wtx = waker_tx.clone();
-                std::thread::Builder::new()
-                    .name(format!("redline-load-{t}"))
-                    .spawn(move || worker::run_with_waker(spec, wtx))
-                    .map_err(|e| RunError(format!("cannot start thread: {e}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let wakers = (0..threads.len()).map_while(|_| waker_rx.recv_timeout(Duration::from_secs(10)).ok()).collect();
-        Ok(Workers { shared, rx, wakers, threads, events, requests_total, finished_threads: 0, last_finish_ns: 0 })
-    }
-
-    fn wake_all(&self) {
-        for w in &self.wakers {
-            let _ = w.wake();
-        }
-    }
-
-    /// Publish a phase to the threads and announce it; returns its wall-clock start.
-    fn enter(&self, phase: Phase) -> f64 {
-        self.shared.phase.store(phase.code(), Ordering::Release);
-        self.wake_all();
-        self.events.phase(phase.name())
-    }
-
-    /// Stop every thread: the run failed with `msg`.
-    fn abort(&self, msg: String) -> RunError {
-        self.shared.phase.store(Phase::Done.code(), Ordering::Release);
-        self.wake_all();
-        RunError(msg)
-    }
-
-    /// Wait until every thread has connected (or the first failure).
-    fn wait_connected(&self) -> Result<(), RunError> {
-        let mut connected = 0;
-        while connected < self.threads.len() {
-            match self.rx.recv_timeout(Duration::from_secs(60)) {
-                Ok(WorkerMsg::Connected) => connected += 1,
-                Ok(WorkerMsg::Fatal(m)) => return Err(self.abort(m)),
-                Ok(WorkerMsg::Finished { .. }) => {}
-                Err(_) => return Err(self.abort("timed out connecting".into())),
-            }
-        }
-        Ok(())
-    }
-
-    /// The warm-up: load for `length`, nothing recorded. Returns its length in seconds.
-    fn warm_up(&mut self, length: Duration) -> Result<f64, RunError> {
-        self.enter(Phase::Warmup);
-        let start = Instant::now();
-        self.drive(Phase::Warmup, Some(length), false)?;
-        Ok(start.elapsed().as_secs_f64())
-    }
-
-    /// The measured window, from its opening to the end of the run (the threads are told to stop).
-    fn measure(&mut self, cfg: &Config) -> Result<Window, RunError> {
-        let cpu0 = cpu_times();
-        let start_ns = self.shared.now_ns().max(1);
-        self.shared.measure_start_ns.store(start_ns, Ordering::Release);
-        // Time-based runs: the window's end is known now; workers stop at that instant even if
-        // this thread is scheduled late.
-        let planned_end_ns = cfg.test_time.map(|t| start_ns + t * 1_000_000_000);
-        if let Some(e) = planned_end_ns {
-            self.shared.measure_end_ns.store(e, Ordering::Release);
-        }
-        let start_unix = self.enter(Phase::Measure);
-        // Request-count runs end when every thread is done (with --test-time too, as in
-        // memtier's `-n allkeys --test-time`, whichever comes first).
-        let limited = cfg.requests != Requests::Unset;
-        let end = self.drive(Phase::Measure, cfg.test_time.map(Duration::from_secs), limited)?;
-        let end_ns = match planned_end_ns {
-            Some(e) if end == PhaseEnd::TimeUp => e.min(self.shared.now_ns()),
-            _ => self.last_finish_ns.max(start_ns),
-        };
-        self.shared.measure_end_ns.store(end_ns, Ordering::Release);
-        let cpu1 = cpu_times();
-        self.enter(Phase::Done);
-        Ok(Window {
-            start_unix,
-            seconds: (end_ns - start_ns) as f64 / 1e9,
-            cpu_user_s: cpu1.0 - cpu0.0,
-            cpu_system_s: cpu1.1 - cpu0.1,
+/// Start one thread per plan (they connect at once) and hand their wakers to the driver.
+fn start_workers(
+    cfg: &Arc<Config>,
+    wl: &Arc<Workload>,
+    cluster: Option<Arc<ClusterPlan>>,
+    plans: Vec<Vec<ConnPlan>>,
+    io: Path,
+    driver: &mut Driver,
+    tx: std::sync::mpsc::Sender<crate::phase::WorkerMsg>,
+) -> Result<Vec<JoinHandle<ThreadStats>>, RunError> {
+    let (waker_tx, waker_rx) = channel::<Waker>();
+    let ep = endpoint(cfg);
+    let handles = plans
+        .into_iter()
+        .enumerate()
+        .map(|(t, conns)| {
+            let spec = WorkerSpec {
+                thread: t,
+                cfg: cfg.clone(),
+                workload: wl.clone(),
+                endpoint: ep.clone(),
+                conns,
+                cluster: cluster.clone(),
+                shared: driver.shared(),
+                tx: tx.clone(),
+                io,
+            };
+            let wtx = waker_tx.clone();
+            std::thread::Builder::new()
+                .name(format!("redline-load-{t}"))
+                .spawn(move || worker::run_with_waker(spec, wtx))
+                .map_err(|e| RunError(format!("cannot start thread: {e}")))
         })
+        .collect::<Result<Vec<_>, _>>()?;
+    for waker in (0..handles.len()).map_while(|_| waker_rx.recv_timeout(Duration::from_secs(10)).ok()) {
+        driver.add_waker(waker);
     }
+    Ok(handles)
+}
 
-    /// Run the current phase for `length` (`None`: no limit) or, with `until_finished`, until
-    /// every thread has finished its request-count work, announcing the progress each second.
-    fn drive(&mut self, phase: Phase, length: Option<Duration>, until_finished: bool) -> Result<PhaseEnd, RunError> {
-        let start = Instant::now();
-        let end = length.map(|l| start + l);
-        let mut next_tick = start + Duration::from_secs(1);
-        let mut last_ops = 0u64;
-        loop {
-            let now = Instant::now();
-            if end.is_some_and(|e| now >= e) {
-                return Ok(PhaseEnd::TimeUp);
-            }
-            if until_finished && self.finished_threads == self.threads.len() {
-                return Ok(PhaseEnd::AllFinished);
-            }
-            let wait = end.map_or(next_tick, |e| e.min(next_tick)).saturating_duration_since(now);
-            match self.rx.recv_timeout(wait) {
-                Ok(WorkerMsg::Fatal(m)) => return Err(self.abort(m)),
-                Ok(WorkerMsg::Finished { at_ns }) => {
-                    self.finished_threads += 1;
-                    self.last_finish_ns = self.last_finish_ns.max(at_ns);
-                    continue;
-                }
-                Ok(WorkerMsg::Connected) | Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(self.abort("worker threads ended unexpectedly".into()))
-                }
-            }
-            if Instant::now() >= next_tick {
-                let ops = self.shared.progress.iter().map(|p| p.ops.load(Ordering::Relaxed)).sum();
-                self.events.progress(&ProgressEvent {
-                    phase: phase.name(),
-                    elapsed_s: start.elapsed().as_secs_f64(),
-                    ops,
-                    ops_per_sec: ops.saturating_sub(last_ops) as f64,
-                    requests_done: if phase == Phase::Measure { ops } else { 0 },
-                    requests_total: self.requests_total,
-                });
-                last_ops = ops;
-                next_tick += Duration::from_secs(1);
-            }
+/// Wait for the threads to end and sum their statistics.
+fn collect(handles: Vec<JoinHandle<ThreadStats>>, ncmds: usize) -> Result<ThreadStats, RunError> {
+    let mut total = ThreadStats::new(ncmds);
+    for h in handles {
+        let s = h.join().map_err(|_| RunError("a worker thread panicked".into()))?;
+        // A thread that failed before it started has no tallies.
+        if s.cmds.len() == ncmds {
+            total.merge(&s);
         }
     }
-
-    /// Wait for the threads to end and sum their statistics.
-    fn collect(self, ncmds: usize) -> Result<ThreadStats, RunError> {
-        let mut total = ThreadStats::new(ncmds);
-        for h in self.threads {
-            let s = h.join().map_err(|_| RunError("a worker thread panicked".into()))?;
-            // A thread that failed before it started has no tallies.
-            if s.cmds.len() == ncmds {
-                total.merge(&s);
-            }
-        }
-        // A fatal error reported while the threads were stopping.
-        match self.rx.try_iter().find_map(|m| if let WorkerMsg::Fatal(m) = m { Some(m) } else { None }) {
-            Some(m) => Err(RunError(m)),
-            None => Ok(total),
-        }
-    }
+    Ok(total)
 }

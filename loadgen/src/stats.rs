@@ -100,6 +100,18 @@ impl<C: Resolution> Tally<C> {
         self.hist.get_or_insert_with(new_histogram).saturating_record(ns_to_us(c.latency_ns));
     }
 
+    /// Count an event that carries no latency (a role's invalidation push): it counts in
+    /// `ops`, not in the latency figures.
+    #[inline]
+    pub fn count_untimed(&mut self) {
+        self.ops += 1;
+    }
+
+    /// How many of the counted requests carried a latency (all of them in memtier mode).
+    pub fn timed(&self) -> u64 {
+        self.hist.as_ref().map_or(0, |h| h.len())
+    }
+
     pub fn merge(&mut self, o: &Tally<C>) {
         self.ops += o.ops;
         self.hits += o.hits;
@@ -123,18 +135,17 @@ impl<C: Resolution> Tally<C> {
         total
     }
 
-    /// Mean latency in milliseconds (0 without requests).
+    /// Mean latency in milliseconds (0 without latencies).
     pub fn mean_latency_ms(&self) -> f64 {
-        if self.ops == 0 {
-            0.0
-        } else {
-            self.latency_sum_ns as f64 / 1e6 / self.ops as f64
+        match self.timed() {
+            0 => 0.0,
+            n => self.latency_sum_ns as f64 / 1e6 / n as f64,
         }
     }
 
     /// The latency in milliseconds below which `percent` % of the requests completed.
     pub fn percentile_ms(&self, percent: f64) -> Option<f64> {
-        let h = self.hist.as_ref().filter(|_| self.ops > 0)?;
+        let h = self.hist.as_ref().filter(|h| !h.is_empty())?;
         Some(h.value_at_quantile(percent / 100.0) as f64 / 1000.0)
     }
 
@@ -207,6 +218,13 @@ impl ThreadStats {
         self.cmds[c.cmd].record(c);
         self.grow_seconds(second + 1);
         self.seconds[second][c.cmd].record(c);
+    }
+
+    /// Count an event without a latency in command `cmd`'s tallies (`second` of the window).
+    pub fn record_untimed(&mut self, cmd: usize, second: usize) {
+        self.cmds[cmd].count_untimed();
+        self.grow_seconds(second + 1);
+        self.seconds[second][cmd].count_untimed();
     }
 
     fn grow_seconds(&mut self, len: usize) {

@@ -1,59 +1,25 @@
-//! One thread's event loop: its connections on a mio (epoll, edge-triggered) poll, a sliding
-//! window of `--pipeline` requests per connection, replies parsed in place, completions
-//! recorded into the thread's statistics.
+//! One thread's event loop: its connections on one I/O path (iopath/: epoll or io_uring), a
+//! sliding window of `--pipeline` requests per connection, replies parsed in place, completions
+//! recorded into the thread's statistics. The loop is the same on both paths: wait for events,
+//! parse what arrived, then top up every connection that received replies or can send again.
 
 use crate::cli::Config;
-use crate::net::{self, ConnectError, Endpoint, Stream};
+use crate::iopath::{epoll::EpollIo, uring::UringIo, Event, Io, Path};
+use crate::net::{self, ConnectError, Endpoint};
+use crate::phase::{Shared, Waker, WorkerMsg, PHASE_CONNECT, PHASE_DONE, PHASE_MEASURE, PHASE_WARMUP};
 use crate::resp::{ReplyKind, ReplyParser};
-use crate::stats::{Completion, ThreadStats};
 use crate::slots::{Shard, SlotTable};
+use crate::stats::{Completion, ThreadStats};
 use crate::workload::{Generator, GeneratorSpec, ReplyUse, Route, Workload};
-use mio::{Events, Poll, Token, Waker};
 use std::collections::VecDeque;
 use std::io::ErrorKind;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-pub const PHASE_CONNECT: u8 = 0;
-pub const PHASE_WARMUP: u8 = 1;
-pub const PHASE_MEASURE: u8 = 2;
-pub const PHASE_DONE: u8 = 3;
-
-const WAKER_TOKEN: Token = Token(usize::MAX - 1);
-const READ_CHUNK: usize = 64 * 1024;
 /// Give up when the server cannot be reached for this long.
 const UNREACHABLE_LIMIT: Duration = Duration::from_secs(5);
-
-#[derive(Default)]
-pub struct Progress {
-    /// Completed requests in the current phase.
-    pub ops: AtomicU64,
-}
-
-pub struct Shared {
-    pub phase: AtomicU8,
-    pub base: Instant,
-    /// ns since `base` at which the measured window started / ends (0 = not yet).
-    pub measure_start_ns: AtomicU64,
-    pub measure_end_ns: AtomicU64,
-    pub progress: Vec<Progress>,
-}
-
-impl Shared {
-    #[inline]
-    pub fn now_ns(&self) -> u64 {
-        self.base.elapsed().as_nanos() as u64
-    }
-}
-
-pub enum WorkerMsg {
-    Connected,
-    /// All request-count work of this thread is complete (at `at_ns`).
-    Finished { at_ns: u64 },
-    Fatal(String),
-}
 
 /// Per-connection assignment computed by the planner.
 #[derive(Clone, Debug)]
@@ -79,6 +45,7 @@ pub struct WorkerSpec {
     pub cluster: Option<Arc<ClusterPlan>>,
     pub shared: Arc<Shared>,
     pub tx: Sender<WorkerMsg>,
+    pub io: Path,
 }
 
 #[derive(Clone, Copy)]
@@ -129,17 +96,17 @@ enum State {
 }
 
 struct Conn {
-    token: Token,
     endpoint: Endpoint,
     group_base: usize,
-    stream: Option<Stream>,
+    /// Attached to the I/O path (connected).
+    open: bool,
     state: State,
     gen: Generator,
     parser: ReplyParser,
     wbuf: Vec<u8>,
     wpos: usize,
+    /// Received bytes not parsed yet (the start of a reply cut by the end of a read).
     rbuf: Vec<u8>,
-    rlen: usize,
     inflight: VecDeque<InFlight>,
     /// Requests lost with a connection, sent again first after the reconnect.
     resend: VecDeque<InFlight>,
@@ -152,33 +119,43 @@ struct Conn {
     next_send_ns: u64,
     interval_ns: u64,
     writable: bool,
+    /// Listed in `Worker::touched` (to top up after this wait's events).
+    touched: bool,
 }
 
-/// Thread entry point: hands its poll waker to the main thread, then runs the event loop.
+/// Thread entry point: builds the thread's I/O path, hands its waker to the main thread, then
+/// runs the event loop.
 pub fn run_with_waker(spec: WorkerSpec, waker_tx: Sender<Waker>) -> ThreadStats {
+    let connections = spec.conns.len();
+    match spec.io {
+        Path::Epoll => run_on(spec, waker_tx, EpollIo::new(connections)),
+        Path::IoUring => run_on(spec, waker_tx, UringIo::new(connections)),
+    }
+}
+
+fn run_on<I: Io>(spec: WorkerSpec, waker_tx: Sender<Waker>, io: Result<I, String>) -> ThreadStats {
     let tx = spec.tx.clone();
-    match Worker::new(spec) {
-        Ok(mut w) => match make_waker(&w.poll).map_err(|e| format!("cannot create waker: {e}")).and_then(|wk| {
-            let _ = waker_tx.send(wk);
-            drop(waker_tx);
-            w.run()
-        }) {
-            Ok(()) => w.stats,
-            Err(msg) => {
-                let _ = tx.send(WorkerMsg::Fatal(msg));
-                w.stats
-            }
-        },
+    let started = io.and_then(|io| {
+        let _ = waker_tx.send(io.waker()?);
+        Ok(io)
+    });
+    drop(waker_tx);
+    let mut io = match started {
+        Ok(io) => io,
         Err(msg) => {
             let _ = tx.send(WorkerMsg::Fatal(msg));
-            ThreadStats::new(0)
+            return ThreadStats::new(0);
         }
+    };
+    let mut w = Worker::new(spec);
+    if let Err(msg) = w.run(&mut io) {
+        let _ = tx.send(WorkerMsg::Fatal(msg));
     }
+    w.stats
 }
 
 pub struct Worker {
     spec: WorkerSpec,
-    poll: Poll,
     conns: Vec<Conn>,
     pub stats: ThreadStats,
     measuring: bool,
@@ -195,18 +172,18 @@ pub struct Worker {
     redirects: Vec<Redirect>,
     credits: Vec<u32>,
     last_slot_refresh_ns: u64,
-}
-
-pub fn make_waker(poll: &Poll) -> std::io::Result<Waker> {
-    Waker::new(poll.registry(), WAKER_TOKEN)
+    /// Connections that received replies or can send again during this wait.
+    touched: Vec<usize>,
+    /// Connections the I/O path reported closed during this wait, and why.
+    lost: Vec<(usize, String)>,
+    /// The first error that ends the run, met while handling a wait's events.
+    failure: Option<String>,
 }
 
 impl Worker {
-    fn new(spec: WorkerSpec) -> Result<Worker, String> {
-        let poll = Poll::new().map_err(|e| format!("cannot create poll: {e}"))?;
+    fn new(spec: WorkerSpec) -> Worker {
         let ncmds = spec.workload.templates.len();
-        Ok(Worker {
-            poll,
+        Worker {
             conns: Vec::new(),
             stats: ThreadStats::new(ncmds),
             measuring: false,
@@ -224,11 +201,14 @@ impl Worker {
             redirects: Vec::new(),
             credits: Vec::new(),
             last_slot_refresh_ns: 0,
+            touched: Vec::new(),
+            lost: Vec::new(),
+            failure: None,
             spec,
-        })
+        }
     }
 
-    fn connect_all(&mut self) -> Result<(), String> {
+    fn connect_all(&mut self, io: &mut impl Io) -> Result<(), String> {
         let cfg = self.spec.cfg.clone();
         let mut jitter_rng = crate::rng::Rng::new(0xC0FFEE ^ self.spec.thread as u64);
         let interval_ns = cfg.rate_limiting.map(|r| 1_000_000_000 / r as u64).unwrap_or(0);
@@ -239,13 +219,12 @@ impl Worker {
                 std::thread::sleep(Duration::from_micros(us));
             }
             let endpoint = plan.endpoint.clone().unwrap_or_else(|| self.spec.endpoint.clone());
-            let mut stream = match net::connect(&cfg, &endpoint, Duration::from_secs(2)) {
+            let stream = match net::connect(&cfg, &endpoint, Duration::from_secs(2)) {
                 Ok(s) => s,
                 Err(ConnectError::Unreachable(e)) => return Err(format!("cannot connect to {endpoint}: {e}")),
                 Err(ConnectError::Rejected(e)) => return Err(format!("{endpoint}: {e}")),
             };
-            let token = Token(i);
-            stream.register(self.poll.registry(), token).map_err(|e| format!("register: {e}"))?;
+            io.attach(i, stream)?;
             let mut parser = ReplyParser::new();
             parser.capture_first_bulk = scan_mode;
             let mut gen = Generator::new(
@@ -258,17 +237,15 @@ impl Worker {
             }
             let finished = plan.limit == Some(0);
             self.conns.push(Conn {
-                token,
                 endpoint,
                 group_base: plan.group_base,
-                stream: Some(stream),
+                open: true,
                 state: if finished { State::Finished } else { State::Ready },
                 gen,
                 parser,
                 wbuf: Vec::with_capacity(16 * 1024),
                 wpos: 0,
-                rbuf: vec![0u8; READ_CHUNK],
-                rlen: 0,
+                rbuf: Vec::new(),
                 inflight: VecDeque::with_capacity(cfg.pipeline as usize),
                 resend: VecDeque::new(),
                 limit: plan.limit,
@@ -279,6 +256,7 @@ impl Worker {
                 next_send_ns: 0,
                 interval_ns,
                 writable: true,
+                touched: false,
             });
             if finished {
                 self.finished_conns += 1;
@@ -288,68 +266,30 @@ impl Worker {
         Ok(())
     }
 
-    fn run(&mut self) -> Result<(), String> {
-        self.connect_all()?;
+    fn run(&mut self, io: &mut impl Io) -> Result<(), String> {
+        self.connect_all(io)?;
         let _ = self.spec.tx.send(WorkerMsg::Connected);
-        let mut events = Events::with_capacity(1024);
-        // Wait for the go signal.
-        loop {
-            let phase = self.spec.shared.phase.load(Ordering::Acquire);
-            if phase != PHASE_CONNECT {
-                break;
-            }
-            let _ = self.poll.poll(&mut events, Some(Duration::from_millis(100)));
-        }
         let shared = self.spec.shared.clone();
+        // Wait for the go signal.
+        while shared.phase.load(Ordering::Acquire) == PHASE_CONNECT {
+            self.wait(io, Some(Duration::from_millis(100)))?;
+        }
         self.sync_phase(shared.now_ns());
         let now = shared.now_ns();
         for c in 0..self.conns.len() {
             self.conns[c].next_send_ns = now + self.rate_offset(c);
-            self.fill_and_flush(c, now)?;
+            self.fill_and_flush(io, c, now)?;
         }
         loop {
             if self.phase == PHASE_DONE {
                 break;
             }
             let timeout = self.poll_timeout(shared.now_ns());
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
-                if e.kind() != ErrorKind::Interrupted {
-                    return Err(format!("poll failed: {e}"));
-                }
-            }
-            let mut now = shared.now_ns();
-            if self.sync_phase(now) {
+            self.wait(io, timeout)?;
+            if self.sync_phase(shared.now_ns()) {
                 break;
             }
-            for ev in events.iter() {
-                let tok = ev.token();
-                if tok == WAKER_TOKEN {
-                    continue;
-                }
-                let c = tok.0;
-                if c >= self.conns.len() || self.conns[c].stream.is_none() {
-                    continue;
-                }
-                if ev.is_writable() {
-                    self.conns[c].writable = true;
-                    if let Some(st) = self.conns[c].stream.as_mut() {
-                        if let Err(e) = st.flush_pending() {
-                            self.connection_lost(c, now, &e.to_string())?;
-                            continue;
-                        }
-                    }
-                }
-                if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-                    now = shared.now_ns();
-                    self.on_readable(c, now)?;
-                }
-                if self.conns[c].stream.is_some() && self.conns[c].state == State::Ready {
-                    self.fill_and_flush(c, now)?;
-                } else if self.conns[c].state == State::Draining && self.conns[c].inflight.is_empty() {
-                    self.reconnect_now(c, now)?;
-                }
-            }
-            self.timers(shared.now_ns())?;
+            self.timers(io, shared.now_ns())?;
             shared.progress[self.spec.thread].ops.store(self.ops_in_phase, Ordering::Relaxed);
             if !self.reported_finished && self.finished_conns == self.conns.len() && self.measuring {
                 self.reported_finished = true;
@@ -358,6 +298,50 @@ impl Worker {
         }
         shared.progress[self.spec.thread].ops.store(self.ops_in_phase, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// One wait for events: replies are parsed as they arrive; then lost connections are
+    /// closed, redirected requests re-sent, and every touched connection topped up (or
+    /// reconnected when it was draining for --reconnect-interval).
+    fn wait(&mut self, io: &mut impl Io, timeout: Option<Duration>) -> Result<(), String> {
+        let shared = self.spec.shared.clone();
+        io.wait(timeout, |event| match event {
+            Event::Data(c, bytes) => self.on_data(c, bytes, shared.now_ns()),
+            Event::Writable(c) => {
+                self.conns[c].writable = true;
+                self.touch(c);
+            }
+            Event::Lost(c, why) => self.lost.push((c, why)),
+        })?;
+        if let Some(failure) = self.failure.take() {
+            return Err(failure);
+        }
+        let now = shared.now_ns();
+        for (c, why) in std::mem::take(&mut self.lost) {
+            self.connection_lost(io, c, now, &why);
+        }
+        if !self.redirects.is_empty() {
+            self.handle_redirects(io, now)?;
+        }
+        let touched = std::mem::take(&mut self.touched);
+        for &c in &touched {
+            self.conns[c].touched = false;
+            if self.conns[c].open && self.conns[c].state == State::Ready {
+                self.fill_and_flush(io, c, now)?;
+            } else if self.conns[c].state == State::Draining && self.conns[c].inflight.is_empty() {
+                self.reconnect_now(io, c, now)?;
+            }
+        }
+        self.touched = touched;
+        self.touched.clear();
+        Ok(())
+    }
+
+    fn touch(&mut self, c: usize) {
+        if !self.conns[c].touched {
+            self.conns[c].touched = true;
+            self.touched.push(c);
+        }
     }
 
     fn rate_offset(&self, c: usize) -> u64 {
@@ -424,15 +408,15 @@ impl Worker {
         earliest.map(|t| Duration::from_nanos(t.saturating_sub(now)))
     }
 
-    fn timers(&mut self, now: u64) -> Result<(), String> {
+    fn timers(&mut self, io: &mut impl Io, now: u64) -> Result<(), String> {
         if !self.has_timers() {
             return Ok(());
         }
         let rate = self.spec.cfg.rate_limiting.is_some();
         for c in 0..self.conns.len() {
             match self.conns[c].state {
-                State::Backoff { retry_ns, .. } if retry_ns <= now => self.try_reconnect(c, now)?,
-                State::Ready if rate && self.conns[c].next_send_ns <= now => self.fill_and_flush(c, now)?,
+                State::Backoff { retry_ns, .. } if retry_ns <= now => self.try_reconnect(io, c, now)?,
+                State::Ready if rate && self.conns[c].next_send_ns <= now => self.fill_and_flush(io, c, now)?,
                 _ => {}
             }
         }
@@ -440,38 +424,29 @@ impl Worker {
         Ok(())
     }
 
-    fn on_readable(&mut self, c: usize, now: u64) -> Result<(), String> {
-        loop {
-            let conn = &mut self.conns[c];
-            let stream = match conn.stream.as_mut() {
-                Some(s) => s,
-                None => return Ok(()),
-            };
-            if conn.rlen == conn.rbuf.len() {
-                // A single header line longer than the buffer: grow.
-                let n = conn.rbuf.len() * 2;
-                conn.rbuf.resize(n, 0);
-            }
-            let want = conn.rbuf.len() - conn.rlen;
-            match stream.read(&mut conn.rbuf[conn.rlen..]) {
-                Ok(0) => return self.connection_lost(c, now, "connection closed by server"),
-                Ok(n) => {
-                    let drained = n < want && stream.short_read_drains();
-                    conn.rlen += n;
-                    self.consume(c, now)?;
-                    if drained {
-                        return Ok(());
-                    }
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return self.connection_lost(c, now, &e.to_string()),
-            }
+    /// Bytes received on `c`: parse the replies they complete (after what an earlier read left).
+    fn on_data(&mut self, c: usize, bytes: &[u8], now: u64) {
+        if self.failure.is_some() || !self.conns[c].open {
+            return;
+        }
+        self.touch(c);
+        let mut rbuf = std::mem::take(&mut self.conns[c].rbuf);
+        let parsed = if rbuf.is_empty() {
+            self.consume(c, bytes, now).map(|used| rbuf.extend_from_slice(&bytes[used..]))
+        } else {
+            rbuf.extend_from_slice(bytes);
+            self.consume(c, &rbuf, now).map(|used| {
+                rbuf.drain(..used);
+            })
+        };
+        self.conns[c].rbuf = rbuf;
+        if let Err(e) = parsed {
+            self.failure = Some(e);
         }
     }
 
-    /// Parse complete replies from the read buffer and record them.
-    fn consume(&mut self, c: usize, now: u64) -> Result<(), String> {
+    /// Parse complete replies from `data` and record them; returns the bytes used.
+    fn consume(&mut self, c: usize, data: &[u8], now: u64) -> Result<usize, String> {
         let wl = &self.spec.workload;
         let measuring = self.measuring;
         let end_ns = self.end_ns;
@@ -485,7 +460,7 @@ impl Worker {
         let credits = &mut self.credits;
         let mut done = 0u64;
         let mut protocol_error = None;
-        let result = conn.parser.feed(&conn.rbuf[..conn.rlen], |r| {
+        let result = conn.parser.feed(data, |r| {
             if r.kind == ReplyKind::Push {
                 return;
             }
@@ -542,10 +517,6 @@ impl Worker {
         if let Some(m) = protocol_error {
             return Err(format!("protocol error from {}: {m}", self.spec.endpoint));
         }
-        if used < conn.rlen {
-            conn.rbuf.copy_within(used..conn.rlen, 0);
-        }
-        conn.rlen -= used;
         conn.completed += done;
         conn.since_connect += done;
         self.ops_in_phase += done;
@@ -560,19 +531,16 @@ impl Worker {
             self.credits = credits;
             self.credits.clear();
         }
-        if !self.redirects.is_empty() {
-            self.handle_redirects(now)?;
-        }
         let conn = &mut self.conns[c];
         if let Some(ri) = self.spec.cfg.reconnect_interval {
             if conn.state == State::Ready && conn.since_connect >= ri {
                 conn.state = State::Draining;
             }
         }
-        Ok(())
+        Ok(used)
     }
 
-    fn fill_and_flush(&mut self, c: usize, now: u64) -> Result<(), String> {
+    fn fill_and_flush(&mut self, io: &mut impl Io, c: usize, now: u64) -> Result<(), String> {
         if self.phase == PHASE_CONNECT || self.phase == PHASE_DONE {
             return Ok(());
         }
@@ -624,38 +592,43 @@ impl Worker {
             });
             conn.generated += 1;
         }
-        self.flush(c, now)
+        self.flush(io, c, now)
     }
 
-    fn flush(&mut self, c: usize, now: u64) -> Result<(), String> {
-        let conn = &mut self.conns[c];
-        while conn.wpos < conn.wbuf.len() {
-            let stream = match conn.stream.as_mut() {
-                Some(s) => s,
-                None => return Ok(()),
-            };
-            match stream.write(&conn.wbuf[conn.wpos..]) {
-                Ok(0) => return self.connection_lost(c, now, "write returned 0"),
+    fn flush(&mut self, io: &mut impl Io, c: usize, now: u64) -> Result<(), String> {
+        loop {
+            let conn = &mut self.conns[c];
+            // `>=`: a path that took the bytes by swapping buffers leaves `wbuf` empty.
+            if conn.wpos >= conn.wbuf.len() || !conn.open {
+                break;
+            }
+            match io.write(c, &mut conn.wbuf, conn.wpos) {
+                Ok(0) => {
+                    self.connection_lost(io, c, now, "write returned 0");
+                    return Ok(());
+                }
                 Ok(n) => conn.wpos += n,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     conn.writable = false;
                     return Ok(());
                 }
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return self.connection_lost(c, now, &e.to_string()),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.connection_lost(io, c, now, &e.to_string());
+                    return Ok(());
+                }
             }
         }
+        let conn = &mut self.conns[c];
         conn.wbuf.clear();
         conn.wpos = 0;
         Ok(())
     }
 
-    fn drop_stream(&mut self, c: usize) {
-        let registry = self.poll.registry();
+    fn drop_stream(&mut self, io: &mut impl Io, c: usize) {
+        io.detach(c);
         let conn = &mut self.conns[c];
-        if let Some(mut s) = conn.stream.take() {
-            s.deregister(registry);
-        }
+        conn.open = false;
         // Unanswered requests are issued again after the reconnect, with the same key (so a
         // preload interrupted by a server restart still writes every key).
         while let Some(r) = conn.inflight.pop_front() {
@@ -665,50 +638,52 @@ impl Worker {
         }
         conn.wbuf.clear();
         conn.wpos = 0;
-        conn.rlen = 0;
+        conn.rbuf.clear();
         conn.parser.reset();
         conn.since_connect = 0;
     }
 
-    fn connection_lost(&mut self, c: usize, now: u64, why: &str) -> Result<(), String> {
+    fn connection_lost(&mut self, io: &mut impl Io, c: usize, now: u64, why: &str) {
+        if !self.conns[c].open {
+            return;
+        }
         if self.spec.cfg.debug {
             eprintln!("redline-load: connection {} lost: {why}", c);
         }
-        self.drop_stream(c);
+        self.drop_stream(io, c);
         self.stats.conns.lost += 1;
         let conn = &mut self.conns[c];
         if conn.state != State::Finished {
             conn.state = State::Backoff { retry_ns: now + 10_000_000, down_since_ns: now, delay_ms: 10 };
             self.reconnecting = true;
         }
-        Ok(())
     }
 
-    fn reconnect_now(&mut self, c: usize, now: u64) -> Result<(), String> {
-        self.drop_stream(c);
+    fn reconnect_now(&mut self, io: &mut impl Io, c: usize, now: u64) -> Result<(), String> {
+        self.drop_stream(io, c);
         self.conns[c].state = State::Backoff { retry_ns: now, down_since_ns: now, delay_ms: 10 };
         self.reconnecting = true;
-        self.try_reconnect(c, now)
+        self.try_reconnect(io, c, now)
     }
 
-    fn try_reconnect(&mut self, c: usize, now: u64) -> Result<(), String> {
+    fn try_reconnect(&mut self, io: &mut impl Io, c: usize, now: u64) -> Result<(), String> {
         let (down_since, delay) = match self.conns[c].state {
             State::Backoff { down_since_ns, delay_ms, .. } => (down_since_ns, delay_ms),
             _ => return Ok(()),
         };
         let endpoint = self.conns[c].endpoint.clone();
         match net::connect(&self.spec.cfg, &endpoint, Duration::from_millis(500)) {
-            Ok(mut s) => {
-                s.register(self.poll.registry(), self.conns[c].token).map_err(|e| format!("register: {e}"))?;
+            Ok(s) => {
+                io.attach(c, s)?;
                 let conn = &mut self.conns[c];
-                conn.stream = Some(s);
+                conn.open = true;
                 conn.state = State::Ready;
                 conn.writable = true;
                 // Rate limiting: intended send times kept running while disconnected.
                 if self.measuring {
                     self.stats.conns.reconnects += 1;
                 }
-                self.fill_and_flush(c, now)
+                self.fill_and_flush(io, c, now)
             }
             Err(ConnectError::Rejected(m)) => Err(format!("{endpoint}: {m}")),
             Err(ConnectError::Unreachable(m)) => {
@@ -769,7 +744,7 @@ impl Worker {
     }
 
     /// Re-send requests answered with MOVED / ASK on the connection of the right shard.
-    fn handle_redirects(&mut self, now: u64) -> Result<(), String> {
+    fn handle_redirects(&mut self, io: &mut impl Io, now: u64) -> Result<(), String> {
         let redirects = std::mem::take(&mut self.redirects);
         for rd in redirects {
             let origin = if rd.req.origin == NO_ORIGIN { rd.from as u32 } else { rd.req.origin };
@@ -786,7 +761,7 @@ impl Worker {
             };
             let shard = cl.shards.iter().position(|s| s.port == rd.port && (s.host == rd.host || rd.host.is_empty()));
             let target = shard.map(|s| self.conns[rd.from].group_base + s);
-            let usable = matches!(target, Some(t) if t < self.conns.len() && self.conns[t].stream.is_some());
+            let usable = matches!(target, Some(t) if t < self.conns.len() && self.conns[t].open);
             if !usable {
                 // A shard this client has no connection to: count it and move on.
                 if self.measuring {
@@ -811,7 +786,7 @@ impl Worker {
             let size = conn.gen.write_request(&wl, rd.req.cmd as usize, &mut conn.wbuf);
             conn.gen.forced_key = None;
             conn.inflight.push_back(InFlight { size: size as u32, origin, ..rd.req });
-            self.flush(t, now)?;
+            self.flush(io, t, now)?;
         }
         Ok(())
     }

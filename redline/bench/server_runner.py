@@ -265,6 +265,8 @@ def _metrics(test: TestSpec, report: LoadReport, probe: WindowProbe, plan: CpuPl
     if metrics["errors"]:
         flags.append(_error_replies(report))
     flags += report.warnings
+    if report.io and report.io.get("note"):          # the I/O path asked for was not the one used
+        flags.append(f"load generator I/O on {report.io.get('path')}: {report.io['note']}")
     series = report.per_second()
     if probe.cpu_per_second:
         series["server_cpu_util"] = probe.cpu_per_second

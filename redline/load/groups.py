@@ -100,6 +100,7 @@ def group_summary(label: str, result: LoadResult) -> dict:
         "measured_s": report.measured_s,
         "errors": report.errors,
         "role_counts": report.role_counts,
+        "io": report.io,
     }
 
 

@@ -126,6 +126,11 @@ class LoadReport:
         return self.facts.get("warnings") or []
 
     @property
+    def io(self) -> dict | None:
+        """The I/O path the load ran on: {"path", "requested", "note"} (note: why not io_uring)."""
+        return self.facts.get("io")
+
+    @property
     def role_counts(self) -> dict | None:
         """A role's own counts (messages published and received, jobs …); None in memtier mode."""
         return self.facts.get("role_counts")

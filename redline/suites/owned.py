@@ -31,6 +31,7 @@ CLIENT_OPTIONS: dict[str, str] = {
     "reconnect-on-error": MEASURED,     # whether a run that lost connections is a result
     "warmup-time": MEASURED,            # redline-load's own options (loadgen/memtier_options.tsv)
     "events": PROCESS,
+    "io": PROCESS,                      # redline-load's I/O path: the same for every suite (docs/loadgen.md)
     **dict.fromkeys(("help", "version", "show-config", "debug"), PROCESS),
 }
 

@@ -9,13 +9,15 @@
 //! --idle-poll-duration-s adds idle LPOPs per second with no jobs left.
 
 use super::flags::Flags;
-use super::measure::{wait_until, Clock, Meter, Outcome};
+use super::measure::{run_phases, Outcome, Recorder};
 use super::queues::{job_tag, Fetched, Library, Protocol};
 use super::wire::{Conn, Value};
 use super::{ensure_fds, Context, RoleError};
-use crate::events::{Events, ProgressEvent};
+use crate::phase::{Driver, Shared as Phases, WorkerMsg, PHASE_CONNECT, PHASE_DONE, PHASE_MEASURE, PHASE_WARMUP};
+use crate::stats::ThreadStats;
 use serde_json::{json, Map};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 /// Waiting for workers to fetch what was enqueued ends after this long without progress.
@@ -27,40 +29,31 @@ struct Shared {
     stop: AtomicBool,
 }
 
-#[derive(Default)]
 struct WorkerTally {
-    meter: Meter,
+    recorded: ThreadStats,
     ids: Vec<u64>,
     untagged: u64,
     error: Option<String>,
 }
 
-fn library(role: &str) -> Library {
-    match role {
-        "sidekiq-bench" => Library::Sidekiq,
-        "celery-bench" => Library::Celery,
-        "resque-bench" => Library::Resque,
-        _ => Library::BullMq,
-    }
-}
-
-fn worker(proto: &Protocol, mut conn: Conn, index: usize, shared: &Shared, clock: &Clock, poll: Duration) -> WorkerTally {
-    let mut tally = WorkerTally::default();
+fn worker(proto: &Protocol, mut conn: Conn, index: usize, shared: &Shared, phases: &Phases, poll: Duration) -> WorkerTally {
+    let mut recorder = Recorder::new(phases);
+    let (mut ids, mut untagged, mut error) = (Vec::new(), 0, None);
     let queue = index % proto.queue_count();
     while !shared.stop.load(Ordering::SeqCst) {
         match proto.fetch(&mut conn, queue, index) {
             Ok(Fetched::Job(payload)) => {
-                let now = clock.now_ns();
+                let now = phases.now_ns();
                 match job_tag(&payload) {
                     Some((id, enqueued)) => {
-                        tally.ids.push(id);
-                        tally.meter.record(clock, now, Some(now.saturating_sub(enqueued)));
+                        ids.push(id);
+                        recorder.record(now, Some(now.saturating_sub(enqueued)));
                         if let Err(e) = proto.delivered(&mut conn, queue, id, &payload) {
-                            tally.error = Some(e);
+                            error = Some(e);
                             break;
                         }
                     }
-                    None => tally.untagged += 1,
+                    None => untagged += 1,
                 }
                 shared.fetched.fetch_add(1, Ordering::SeqCst);
             }
@@ -72,22 +65,22 @@ fn worker(proto: &Protocol, mut conn: Conn, index: usize, shared: &Shared, clock
             }
             Err(e) => {
                 if !shared.stop.load(Ordering::SeqCst) {
-                    tally.error = Some(e);
+                    error = Some(e);
                 }
                 break;
             }
         }
     }
-    if tally.error.is_some() {
+    if error.is_some() {
         shared.stop.store(true, Ordering::SeqCst);
     }
-    tally
+    WorkerTally { recorded: recorder.stats, ids, untagged, error }
 }
 
-/// Wait until `target` jobs were fetched; false when the workers stopped making progress.
-fn wait_fetched(shared: &Shared, clock: &Clock, target: u64, events: &Events, total: Option<(u64, u64)>) -> bool {
-    let mut last = (shared.fetched.load(Ordering::SeqCst), clock.now_ns());
-    let mut next_progress = clock.now_ns() + 1_000_000_000;
+/// Wait until `target` jobs were fetched; false when the workers stopped making progress (or
+/// the run was stopped).
+fn wait_fetched(shared: &Shared, phases: &Phases, target: u64) -> bool {
+    let mut last = (shared.fetched.load(Ordering::SeqCst), phases.now_ns());
     loop {
         let fetched = shared.fetched.load(Ordering::SeqCst);
         if fetched >= target {
@@ -96,29 +89,21 @@ fn wait_fetched(shared: &Shared, clock: &Clock, target: u64, events: &Events, to
         if shared.stop.load(Ordering::SeqCst) {
             return false;
         }
-        let now = clock.now_ns();
+        let now = phases.now_ns();
         if fetched != last.0 {
             last = (fetched, now);
         } else if now - last.1 > NO_PROGRESS_NS {
             return false;
         }
-        if let Some((base, of)) = total.filter(|_| now >= next_progress) {
-            progress(events, clock, fetched.saturating_sub(base), Some(of));
-            next_progress += 1_000_000_000;
-        }
         std::thread::sleep(Duration::from_millis(1));
     }
 }
 
-fn progress(events: &Events, clock: &Clock, done: u64, total: Option<u64>) {
-    events.progress(&ProgressEvent {
-        phase: "measure",
-        elapsed_s: clock.window_elapsed_s(),
-        ops: done,
-        ops_per_sec: 0.0,
-        requests_done: done,
-        requests_total: total,
-    });
+/// Sleep in short steps while the run is in `phase` (and `until_ns` is not reached).
+fn wait_while(phases: &Phases, phase: u8, until_ns: u64) {
+    while phases.phase() == phase && phases.now_ns() < until_ns {
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// What the producer did: jobs enqueued, and whether the workers kept up.
@@ -128,64 +113,58 @@ struct Produced {
     idle_polls_per_sec: Option<f64>,
 }
 
-fn produce(proto: &Protocol, f: &Flags, ctx: &Context, shared: &Shared) -> Result<Produced, String> {
-    let clock = &ctx.clock;
+/// The producer, the one thread the phase driver waits for: the warm-up jobs until fetched
+/// (then it reports them finished), in the window the next --jobs jobs until fetched (then it
+/// reports them finished) or jobs as fast as the server takes them until the window's end;
+/// once the run is done, it waits until every job was fetched and, for Resque, counts idle
+/// polls.
+fn produce(proto: &Protocol, f: &Flags, ctx: &Context, shared: &Shared, phases: &Phases, tx: &Sender<WorkerMsg>)
+           -> Result<Produced, String> {
     let mut conn = Conn::open(&ctx.host, ctx.port)?;
-    let warmup_jobs = f.int("warmup-jobs");
+    let _ = tx.send(WorkerMsg::Connected);
     let queues = proto.queue_count() as u64;
     let mut next_id = 0u64;
-    let enqueue = |conn: &mut Conn, id: u64| proto.enqueue(conn, (id % queues) as usize, id, clock.now_ns());
-    if warmup_jobs > 0 || ctx.warmup_s > 0.0 {
-        ctx.events.phase("warmup");
-        let until = clock.now_ns() + (ctx.warmup_s * 1e9) as u64;
-        while next_id < warmup_jobs {
-            enqueue(&mut conn, next_id)?;
-            next_id += 1;
+    let enqueue = |conn: &mut Conn, id: &mut u64| -> Result<(), String> {
+        proto.enqueue(conn, (*id % queues) as usize, *id, phases.now_ns())?;
+        *id += 1;
+        Ok(())
+    };
+    wait_while(phases, PHASE_CONNECT, u64::MAX);
+    if phases.phase() == PHASE_WARMUP {
+        for _ in 0..f.int("warmup-jobs") {
+            enqueue(&mut conn, &mut next_id)?;
         }
-        if !wait_fetched(shared, clock, next_id, &ctx.events, None) {
-            return Ok(Produced { enqueued: next_id, drained: false, idle_polls_per_sec: None });
+        if !wait_fetched(shared, phases, next_id) {
+            return Err(format!("the workers fetched no warm-up job for {} s", NO_PROGRESS_NS / 1_000_000_000));
         }
-        wait_until(clock, until, || shared.stop.load(Ordering::SeqCst));
+        let _ = tx.send(WorkerMsg::Finished { at_ns: phases.now_ns() });
+        wait_while(phases, PHASE_WARMUP, u64::MAX);
     }
-    ctx.events.phase("measure");
-    clock.start_window();
-    let start = clock.now_ns();
-    match ctx.window_s {
-        Some(window) => {
-            let end = start + (window * 1e9) as u64;
-            clock.set_end(end);
-            let mut next_progress = start + 1_000_000_000;
-            while clock.now_ns() < end && !shared.stop.load(Ordering::SeqCst) {
-                enqueue(&mut conn, next_id)?;
-                next_id += 1;
-                if clock.now_ns() >= next_progress {
-                    progress(&ctx.events, clock, shared.fetched.load(Ordering::Relaxed).saturating_sub(warmup_jobs), None);
-                    next_progress += 1_000_000_000;
+    let mut drained = true;
+    if phases.phase() == PHASE_MEASURE {
+        match ctx.window_s {
+            Some(_) => {
+                let end = phases.measure_end_ns.load(Ordering::Acquire);
+                while phases.phase() == PHASE_MEASURE && phases.now_ns() < end && !shared.stop.load(Ordering::SeqCst) {
+                    enqueue(&mut conn, &mut next_id)?;
                 }
             }
-            wait_until(clock, end, || shared.stop.load(Ordering::SeqCst));
-        }
-        None => {
-            let jobs = f.int("jobs");
-            for _ in 0..jobs {
-                enqueue(&mut conn, next_id)?;
-                next_id += 1;
-            }
-            let done = wait_fetched(shared, clock, next_id, &ctx.events, Some((warmup_jobs, jobs)));
-            clock.end_window();
-            if !done {
-                ctx.events.phase("done");
-                return Ok(Produced { enqueued: next_id, drained: false, idle_polls_per_sec: None });
+            None => {
+                for _ in 0..f.int("jobs") {
+                    enqueue(&mut conn, &mut next_id)?;
+                }
+                drained = wait_fetched(shared, phases, next_id);
+                let _ = tx.send(WorkerMsg::Finished { at_ns: phases.now_ns() });
             }
         }
+        wait_while(phases, PHASE_MEASURE, u64::MAX);
     }
-    ctx.events.phase("done");
-    let drained = wait_fetched(shared, clock, next_id, &ctx.events, None);
+    drained = drained && wait_fetched(shared, phases, next_id);
     let idle_s = f.int("idle-poll-duration-s") as f64;
     let idle_polls_per_sec = if proto.library == Library::Resque && idle_s > 0.0 && drained {
         let idle_s = ctx.window_s.map_or(idle_s, |w| idle_s.min(w));
         let before = shared.empty_fetches.load(Ordering::SeqCst);
-        wait_until(clock, clock.now_ns() + (idle_s * 1e9) as u64, || shared.stop.load(Ordering::SeqCst));
+        wait_while(phases, PHASE_DONE, phases.now_ns() + (idle_s * 1e9) as u64);
         Some((shared.empty_fetches.load(Ordering::SeqCst) - before) as f64 * queues as f64 / idle_s)
     } else {
         None
@@ -193,8 +172,7 @@ fn produce(proto: &Protocol, f: &Flags, ctx: &Context, shared: &Shared) -> Resul
     Ok(Produced { enqueued: next_id, drained, idle_polls_per_sec })
 }
 
-pub fn run(f: &Flags, ctx: &Context) -> Result<Outcome, RoleError> {
-    let library = library(&f.role);
+pub fn run(library: Library, f: &Flags, ctx: &Context) -> Result<Outcome, RoleError> {
     let workers = f.int("workers");
     if workers == 0 {
         return Err(RoleError::Usage("--workers must be at least 1".into()));
@@ -221,29 +199,40 @@ pub fn run(f: &Flags, ctx: &Context) -> Result<Outcome, RoleError> {
     }
     let shared = Shared { fetched: AtomicU64::new(0), empty_fetches: AtomicU64::new(0), stop: AtomicBool::new(false) };
     let poll = Duration::from_millis(f.int("poll-interval-ms"));
-    let cpu_start = crate::runner::cpu_times();
-    let (produced, tallies) = std::thread::scope(|scope| {
+    let jobs = ctx.window_s.is_none().then(|| f.int("jobs"));
+    let (mut driver, tx) = Driver::new(1, 1, &ctx.events, jobs);
+    let phases = driver.shared();
+    let warmup_work = f.int("warmup-jobs") > 0;
+    let (produced, phased, tallies) = std::thread::scope(|scope| {
         let handles: Vec<_> = conns
             .into_iter()
             .enumerate()
             .map(|(i, c)| {
-                let (proto, shared, clock) = (&proto, &shared, &ctx.clock);
-                scope.spawn(move || worker(proto, c, i, shared, clock, poll))
+                let (proto, shared, phases) = (&proto, &shared, &phases);
+                scope.spawn(move || worker(proto, c, i, shared, phases, poll))
             })
             .collect();
-        let produced = produce(&proto, f, ctx, &shared);
+        let producer = scope.spawn(|| {
+            let produced = produce(&proto, f, ctx, &shared, &phases, &tx);
+            if let Err(e) = &produced {
+                let _ = tx.send(WorkerMsg::Fatal(e.clone()));
+            }
+            produced
+        });
+        let phased = run_phases(&mut driver, ctx.warmup_s, warmup_work, ctx.window_s);
+        let produced = producer.join().expect("producer thread");
         shared.stop.store(true, Ordering::SeqCst);
         for id in &client_ids {
             let _ = admin.call(&[b"CLIENT", b"UNBLOCK", id.as_bytes()]);
         }
         let tallies: Vec<WorkerTally> = handles.into_iter().map(|h| h.join().expect("worker thread")).collect();
-        (produced, tallies)
+        (produced, phased, tallies)
     });
-    let cpu_end = crate::runner::cpu_times();
     if let Some(e) = tallies.iter().find_map(|t| t.error.clone()) {
         return Err(RoleError::Run(format!("a worker failed: {e}")));
     }
     let produced = produced.map_err(|e| RoleError::Run(format!("the producer failed: {e}")))?;
+    let (warmup_seconds, window) = phased?;
     let mut ids: Vec<u64> = tallies.iter().flat_map(|t| t.ids.iter().copied()).collect();
     ids.sort_unstable();
     let fetched = ids.len() as u64;
@@ -266,15 +255,15 @@ pub fn run(f: &Flags, ctx: &Context) -> Result<Outcome, RoleError> {
     if !produced.drained {
         warnings.push(format!("the workers stopped fetching for {} s before every job was fetched", NO_PROGRESS_NS / 1_000_000_000));
     }
-    let meter = Meter::sum(tallies.iter().map(|t| &t.meter));
+    let mut recorded = ThreadStats::new(1);
+    tallies.iter().for_each(|t| recorded.merge(&t.recorded));
     Ok(Outcome {
         name: "Jobs",
-        meter,
-        cpu_start,
-        cpu_end,
+        stats: recorded,
+        window,
+        warmup_seconds,
         connections: workers + 2,
         lost: 0,
-        errors: Map::new(),
         role: json!({
             "library": format!("{library:?}").to_lowercase(),
             "workers": workers,

@@ -1,11 +1,12 @@
 //! Many connections that only receive (subscribers, tracking listeners): one event loop reads
 //! them all and hands every complete value to the role's handler.
 
+use super::measure::{run_phases, Recorder};
 use super::wire::{Inbox, Value};
+use super::RoleError;
+use crate::phase::{Driver, Shared, Window, WorkerMsg, PHASE_DONE};
 use mio::net::TcpStream;
 use mio::{Events as MioEvents, Interest, Poll, Token};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// After the stop signal, keep reading until the connections were quiet this long (messages the
@@ -21,21 +22,41 @@ pub struct Received {
     pub drained: bool,
 }
 
+/// What listening through a run gave: the connections' fate, the events counted in the
+/// window, the window and the warm-up's length.
+pub struct Listened {
+    pub received: Received,
+    pub recorded: crate::stats::ThreadStats,
+    pub window: Window,
+    pub warmup_seconds: f64,
+}
+
 /// Read `conns` in a thread of their own through warm-up and the measured window (then drain),
-/// calling `handle(connection, value)` for every value received.
-pub fn listen_through_window<H: FnMut(usize, Value) + Send>(conns: Vec<(std::net::TcpStream, Inbox)>, ctx: &super::Context,
-                                                            window_s: f64, mut handle: H) -> Received {
-    let stop = Arc::new(AtomicBool::new(false));
+/// calling `handle(connection, value, recorder)` for every value received; the run's phases are
+/// driven meanwhile on this thread.
+pub fn listen_through_window<H>(conns: Vec<(std::net::TcpStream, Inbox)>, ctx: &super::Context, window_s: f64,
+                                mut handle: H) -> Result<Listened, RoleError>
+where
+    H: FnMut(usize, Value, &mut Recorder) + Send,
+{
+    let (mut driver, tx) = Driver::new(1, 1, &ctx.events, None);
+    let shared = driver.shared();
     std::thread::scope(|scope| {
-        let reader = scope.spawn(|| listen(conns, stop.clone(), &mut handle));
-        super::measure::timed_window(&ctx.clock, &ctx.events, ctx.warmup_s, window_s, || false, |_| {});
-        stop.store(true, Ordering::SeqCst);
-        reader.join().expect("listener thread")
+        let reader = scope.spawn(|| {
+            let _ = tx.send(WorkerMsg::Connected);
+            let mut recorder = Recorder::new(&shared);
+            let received = listen(conns, &shared, &mut |i, v| handle(i, v, &mut recorder));
+            (received, recorder.stats)
+        });
+        let phases = run_phases(&mut driver, ctx.warmup_s, false, Some(window_s));
+        let (received, recorded) = reader.join().expect("listener thread");
+        let (warmup_seconds, window) = phases?;
+        Ok(Listened { received, recorded, window, warmup_seconds })
     })
 }
 
-/// Read `conns` until `stop` is set (then drain), calling `handle(connection, value)`.
-fn listen<H: FnMut(usize, Value)>(conns: Vec<(std::net::TcpStream, Inbox)>, stop: Arc<AtomicBool>, handle: &mut H) -> Received {
+/// Read `conns` until the run is done (then drain), calling `handle(connection, value)`.
+fn listen<H: FnMut(usize, Value)>(conns: Vec<(std::net::TcpStream, Inbox)>, shared: &Shared, handle: &mut H) -> Received {
     let mut poll = match Poll::new() {
         Ok(p) => p,
         Err(e) => return Received { lost: 0, error: Some(format!("epoll: {e}")), drained: false },
@@ -60,7 +81,7 @@ fn listen<H: FnMut(usize, Value)>(conns: Vec<(std::net::TcpStream, Inbox)>, stop
     let mut stopping_since: Option<Instant> = None;
     let mut last_data = Instant::now();
     let drained = loop {
-        if stopping_since.is_none() && stop.load(Ordering::SeqCst) {
+        if stopping_since.is_none() && shared.phase() == PHASE_DONE {
             stopping_since = Some(Instant::now());
         }
         if let Some(since) = stopping_since {

@@ -6,8 +6,11 @@
 //! - `sidekiq-bench`, `celery-bench`, `resque-bench`, `bullmq-bench`: job-queue producers and
 //!   workers speaking each library's Redis protocol (jobs.rs, the protocols in queues.rs)
 //!
-//! Every role writes memtier's JSON shape (Totals, HDR latency, per-second series) with its own
-//! counts under "redline" → "role_counts", and the same `--events` phases as memtier mode.
+//! Each name maps to its entry in one table (`ROLES`); any other name is refused. Every role
+//! runs its phases with memtier mode's phase driver (phase.rs), counts its events in the
+//! tallies of stats.rs and writes its result with report.rs: memtier's JSON shape (Totals, HDR
+//! latency, per-second series) with its own counts under "redline" → "role_counts", and the
+//! same `--events` phases as memtier mode.
 
 pub mod flags;
 pub mod jobs;
@@ -19,28 +22,74 @@ pub mod tracking;
 pub mod wire;
 
 use crate::events::Events;
+use crate::report::{role_document, About, RunResult};
 use flags::Flags;
-use measure::{result_json, Clock};
+use serde_json::json;
+use measure::Outcome;
+use queues::Library;
 
 pub const FLAG: &str = "--role";
+
+/// What a role is: how it runs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    Subscriber,
+    Tracking,
+    Jobs(Library),
+}
+
+/// The role table: every tool redline-load plays, by the name `--role` takes. A name that is
+/// not here is refused (the flag table, role_options.tsv, must list the same names).
+pub const ROLES: [(&str, Kind); 6] = [
+    ("pubsub-sub-bench", Kind::Subscriber),
+    ("bcast-listener", Kind::Tracking),
+    ("sidekiq-bench", Kind::Jobs(Library::Sidekiq)),
+    ("celery-bench", Kind::Jobs(Library::Celery)),
+    ("resque-bench", Kind::Jobs(Library::Resque)),
+    ("bullmq-bench", Kind::Jobs(Library::BullMq)),
+];
+
+impl Kind {
+    /// How the role's connections do their I/O: the listeners on one epoll loop, the job
+    /// queues' producer and workers on blocking sockets (io_uring would give them nothing: each
+    /// waits for its own one reply).
+    fn io_path(self) -> &'static str {
+        match self {
+            Kind::Subscriber | Kind::Tracking => "epoll",
+            Kind::Jobs(_) => "blocking",
+        }
+    }
+}
+
+pub fn names() -> Vec<&'static str> {
+    ROLES.iter().map(|(name, _)| *name).collect()
+}
+
+/// The role `name` plays, or the line that refuses it.
+pub fn lookup(name: &str) -> Result<Kind, String> {
+    match ROLES.iter().find(|(n, _)| *n == name) {
+        Some((_, kind)) => Ok(*kind),
+        None => Err(format!("unknown role '{name}' (roles: {})", names().join(", "))),
+    }
+}
 
 /// What every role is given besides its tool's flags.
 pub struct Context {
     pub host: String,
     pub port: u16,
     pub events: Events,
-    pub clock: Clock,
     pub window_s: Option<f64>,
     pub warmup_s: f64,
 }
 
 pub fn main(args: &[String]) -> i32 {
     let Some(role) = args.first() else {
-        eprintln!("redline-load: --role needs a tool name ({})", flags::roles().join(", "));
+        eprintln!("redline-load: --role needs a tool name ({})", names().join(", "));
         return 2;
     };
-    let f = match Flags::parse(role, &args[1..]) {
-        Ok(f) => f,
+    let parsed = lookup(role).and_then(|kind| Ok((kind, Flags::parse(role, &args[1..])?)));
+    let (kind, f) = match parsed {
+        Ok(p) => p,
         Err(m) => {
             eprintln!("redline-load: {m}");
             return 2;
@@ -50,14 +99,13 @@ pub fn main(args: &[String]) -> i32 {
         host: f.text("*server"),
         port: f.int("*port") as u16,
         events: Events { enabled: f.flag("*events") },
-        clock: Clock::new(),
         window_s: f.seconds("*window"),
         warmup_s: f.seconds("*warmup-time").unwrap_or(0.0),
     };
-    let outcome = match role.as_str() {
-        "pubsub-sub-bench" => subscriber::run(&f, &ctx),
-        "bcast-listener" => tracking::run(&f, &ctx),
-        _ => jobs::run(&f, &ctx),
+    let outcome = match kind {
+        Kind::Subscriber => subscriber::run(&f, &ctx),
+        Kind::Tracking => tracking::run(&f, &ctx),
+        Kind::Jobs(library) => jobs::run(library, &f, &ctx),
     };
     let outcome = match outcome {
         Ok(o) => o,
@@ -70,7 +118,13 @@ pub fn main(args: &[String]) -> i32 {
             return 1;
         }
     };
-    let doc = result_json(f.as_json(), &ctx.clock, &outcome);
+    let Outcome { name, mut stats, window, warmup_seconds, connections, lost, role: counts, latency_from, warnings } = outcome;
+    stats.conns.opened = connections;
+    stats.conns.lost = lost;
+    let run = RunResult::of_window(stats, &window, warmup_seconds, connections);
+    let io = json!({"path": kind.io_path(), "requested": null, "note": "roles keep their own I/O (docs/loadgen.md, Roles)"});
+    let about = About { latency_from, warnings: &warnings, memtier: None, role: Some((role, &counts)), io };
+    let doc = role_document(f.as_json(), name, &run, &about);
     let out = f.text("*json-out-file");
     if out.is_empty() {
         println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
@@ -78,8 +132,8 @@ pub fn main(args: &[String]) -> i32 {
         eprintln!("redline-load: cannot write --json-out-file {out}: {e}");
         return 1;
     }
-    if outcome.meter.count == 0 {
-        eprintln!("redline-load: no {} counted in the measured {:.1} s", outcome.name.to_lowercase(), ctx.clock.window_s());
+    if run.total().ops == 0 {
+        eprintln!("redline-load: no {} counted in the measured {:.1} s", name.to_lowercase(), window.seconds);
         return 1;
     }
     0
@@ -118,17 +172,23 @@ pub fn ensure_fds(connections: u64) -> Result<(), RoleError> {
     )))
 }
 
-/// Small deterministic generator for the roles' choices (channel counts, payload bytes).
-pub struct Rng(u64);
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    #[test]
+    fn every_role_of_the_flag_table_has_an_entry_and_no_other() {
+        assert_eq!(flags::roles(), names());
     }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        if n == 0 { 0 } else { self.0 % n }
+
+    #[test]
+    fn an_unknown_role_is_refused() {
+        assert_eq!(lookup("bullmq-bench"), Ok(Kind::Jobs(Library::BullMq)));
+        assert_eq!(
+            lookup("rq-bench"),
+            Err("unknown role 'rq-bench' (roles: pubsub-sub-bench, bcast-listener, sidekiq-bench, celery-bench, \
+                 resque-bench, bullmq-bench)"
+                .to_string())
+        );
     }
 }

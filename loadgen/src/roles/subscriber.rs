@@ -8,10 +8,11 @@
 
 use super::flags::Flags;
 use super::listen::listen_through_window;
-use super::measure::{Meter, Outcome};
+use super::measure::{Outcome, Recorder};
 use super::wire::{Conn, Value};
-use super::{ensure_fds, Context, RoleError, Rng};
+use super::{ensure_fds, Context, RoleError};
 use crate::events::unix_now;
+use crate::rng::Rng;
 use serde_json::{json, Map};
 
 pub const TIMESTAMP_PREFIX: &[u8] = b"redline-ts:";
@@ -40,7 +41,7 @@ fn plan(f: &Flags) -> Result<Plan, RoleError> {
     let mut rng = Rng::new(clients);
     let subscriptions = (0..clients)
         .map(|i| {
-            let n = min_n + rng.below(max_n - min_n + 1);
+            let n = rng.range(min_n, max_n);
             (0..n).map(|k| ((i + k) % count) as usize).collect()
         })
         .collect();
@@ -77,11 +78,9 @@ pub fn run(f: &Flags, ctx: &Context) -> Result<Outcome, RoleError> {
     }
     // counts[connection][slot in its subscriptions]
     let mut counts: Vec<Vec<u64>> = plan.subscriptions.iter().map(|s| vec![0; s.len()]).collect();
-    let mut meter = Meter::default();
     let mut timestamped = 0u64;
-    let cpu_start = crate::runner::cpu_times();
-    let (clock, channels, subscriptions) = (&ctx.clock, &plan.channels, &plan.subscriptions);
-    let received = listen_through_window(conns, ctx, window_s, |i: usize, v: Value| {
+    let (channels, subscriptions) = (&plan.channels, &plan.subscriptions);
+    let listened = listen_through_window(conns, ctx, window_s, |i: usize, v: Value, recorder: &mut Recorder| {
         let Some(items) = v.items() else { return };
         if items.len() != 3 || items[0].as_bytes() != Some(kind) {
             return;
@@ -94,9 +93,9 @@ pub fn run(f: &Flags, ctx: &Context) -> Result<Outcome, RoleError> {
             timestamped += 1;
             ((unix_now() * 1e6) as u64).saturating_sub(sent) * 1000
         });
-        meter.record(clock, clock.now_ns(), latency);
-    });
-    let cpu_end = crate::runner::cpu_times();
+        recorder.record(recorder.now_ns(), latency);
+    })?;
+    let received = listened.received;
     if let Some(e) = received.error {
         return Err(RoleError::Run(e));
     }
@@ -121,12 +120,11 @@ pub fn run(f: &Flags, ctx: &Context) -> Result<Outcome, RoleError> {
     }
     Ok(Outcome {
         name: "Messages",
-        meter,
-        cpu_start,
-        cpu_end,
+        stats: listened.recorded,
+        window: listened.window,
+        warmup_seconds: listened.warmup_seconds,
         connections: plan.subscriptions.len() as u64,
         lost: received.lost,
-        errors: Map::new(),
         role: json!({
             "mode": if sharded { "ssubscribe" } else { "subscribe" },
             "connections": plan.subscriptions.len(),

@@ -8,7 +8,7 @@
 
 use super::flags::Flags;
 use super::listen::listen_through_window;
-use super::measure::{Meter, Outcome};
+use super::measure::{Outcome, Recorder};
 use super::wire::{Conn, Value};
 use super::{ensure_fds, Context, RoleError};
 use serde_json::{json, Map};
@@ -83,16 +83,13 @@ pub fn run(f: &Flags, ctx: &Context) -> Result<Outcome, RoleError> {
         conns.push(c.into_parts());
         user_of.push(user);
     }
-    let mut meter = Meter::default();
     let mut keys = 0u64;
     let mut flushes = 0u64;
     let mut by_user = vec![0u64; users.names.len().max(1)];
-    let cpu_start = crate::runner::cpu_times();
     // writes from the listeners' start to the end of the drain: every invalidation they caused
     // has arrived by then, however far the listeners' reading fell behind during the window
     let calls_before = other_calls(&mut users.admin)?;
-    let clock = &ctx.clock;
-    let received = listen_through_window(conns, ctx, window_s, |i: usize, v: Value| {
+    let listened = listen_through_window(conns, ctx, window_s, |i: usize, v: Value, recorder: &mut Recorder| {
         let Value::Push(items) = v else { return };
         if items.first().and_then(Value::as_bytes) != Some(b"invalidate".as_slice()) {
             return;
@@ -102,9 +99,9 @@ pub fn run(f: &Flags, ctx: &Context) -> Result<Outcome, RoleError> {
             _ => flushes += 1,
         }
         by_user[user_of[i].unwrap_or(0)] += 1;
-        meter.record(clock, clock.now_ns(), None);
-    });
-    let cpu_end = crate::runner::cpu_times();
+        recorder.record(recorder.now_ns(), None);
+    })?;
+    let received = listened.received;
     if let Some(e) = received.error {
         return Err(RoleError::Run(e));
     }
@@ -120,12 +117,11 @@ pub fn run(f: &Flags, ctx: &Context) -> Result<Outcome, RoleError> {
     let total: u64 = by_user.iter().sum();
     Ok(Outcome {
         name: "Invalidations",
-        meter,
-        cpu_start,
-        cpu_end,
+        stats: listened.recorded,
+        window: listened.window,
+        warmup_seconds: listened.warmup_seconds,
         connections: listeners,
         lost: received.lost,
-        errors: Map::new(),
         role: json!({
             "listeners": listeners,
             "tracking_prefix": prefix,
