@@ -54,8 +54,11 @@ def io_uring_allowed() -> bool:
     return "io_uring is not available here" not in proc.stderr
 
 
-def test_auto_uses_io_uring_where_the_kernel_allows_it_and_says_which_path_ran(server, tmp_path):
+def test_epoll_is_the_default_and_auto_uses_io_uring_where_the_kernel_allows_it(server, tmp_path):
     proc, data = load([*base(server), "-n", 200, "-c", 2, "-t", 2], tmp_path)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert data["redline"]["io"] == {"path": "epoll", "requested": "epoll", "note": None}
+    proc, data = load([*base(server), "-n", 200, "-c", 2, "-t", 2, "--io", "auto"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     if io_uring_allowed():
         assert data["redline"]["io"] == {"path": "io_uring", "requested": "auto", "note": None}
@@ -72,7 +75,7 @@ def test_auto_uses_io_uring_where_the_kernel_allows_it_and_says_which_path_ran(s
 
 
 def test_a_refused_io_uring_falls_back_to_epoll_with_one_line(server, tmp_path, io_uring_refused):
-    proc, data = load([*base(server), "-n", 200, "-c", 2, "-t", 2], tmp_path, prefix=[io_uring_refused])
+    proc, data = load([*base(server), "-n", 200, "-c", 2, "-t", 2, "--io", "auto"], tmp_path, prefix=[io_uring_refused])
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.splitlines() == [FALLBACK]
     assert data["redline"]["io"] == {"path": "epoll", "requested": "auto",

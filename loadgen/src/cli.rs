@@ -190,7 +190,7 @@ impl Default for Config {
             hdr_file_prefix: None,
             out_file: None,
             events: false,
-            io: crate::iopath::Choice::Auto,
+            io: crate::iopath::Choice::Epoll, // the cheaper path measured here (docs/loadgen.md)
             debug: false,
             show_config: false,
             warnings: Vec::new(),
