@@ -182,6 +182,12 @@ def test_role_flags_are_checked_like_redline_load_does():
         ["--listener-count", "3"]
 
 
+def test_every_role_of_the_flag_table_lists_the_commands_it_sends():
+    # what the server must know and whether a run writes (docs/architecture.md, "A role")
+    assert sorted(roles.ROLE_COMMANDS) == roles.roles()
+    assert all(roles.role_commands(role) for role in roles.roles())
+
+
 GROUP_SUITES = sorted(path.name for path in UPSTREAM.glob("*.yml") if "clientconfigs:" in path.read_text())
 ROLE_SUITES = sorted(path.name for path in UPSTREAM.glob("*.yml")
                      if any(f"tool: {tool}" in path.read_text() for tool in roles.JOB_QUEUE_ROLES))
