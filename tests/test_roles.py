@@ -115,6 +115,21 @@ def test_blpop_consumers_pop_exactly_what_the_producer_pushed_minus_what_is_left
     assert 0 < result.groups[0]["ops"] <= pushes
 
 
+def _every_job_fetched_exactly_once(server, tmp_path, role: str, flags: list[str]) -> dict:
+    """3,000 measured jobs after 100 warm-up jobs on 8 workers: each fetched once, with latency;
+    the role's counts."""
+    request = LoadRequest(arguments=["--workers", "8", "--jobs", "3000", "--warmup-jobs", "100", *flags, "--quiet"],
+                          host=server.host, port=server.port, json_path=tmp_path / "jobs.json", role=role)
+    result = run_load(request, timeout_s=300)
+    counts = result.report.role_counts
+    assert counts["enqueued"] == counts["fetched"] == counts["fetched_once"] == 3100
+    assert counts["fetched_twice_or_more"] == counts["never_fetched"] == 0 and counts["exactly_once"] is True
+    assert result.report.ops == 3000 and result.report.percentile_ms(50) is not None    # the measured jobs, with latency
+    client = server.client()
+    assert all(client.llen(key) == 0 for key in counts["fetch_keys"])
+    return counts
+
+
 @pytest.mark.parametrize("role, flags", [
     ("sidekiq-bench", ["--num-queues", "3"]),
     ("celery-bench", ["--priorities", "4", "--brpop-timeout-secs", "1"]),
@@ -122,17 +137,50 @@ def test_blpop_consumers_pop_exactly_what_the_producer_pushed_minus_what_is_left
     ("bullmq-bench", ["--num-queues", "2"]),
 ])
 def test_every_enqueued_job_is_fetched_exactly_once(server, tmp_path, role, flags):
-    request = LoadRequest(arguments=["--workers", "8", "--jobs", "3000", "--warmup-jobs", "100", *flags, "--quiet"],
-                          host=server.host, port=server.port, json_path=tmp_path / "jobs.json", role=role)
-    result = run_load(request, timeout_s=120)
-    counts = result.report.role_counts
-    assert counts["enqueued"] == counts["fetched"] == counts["fetched_once"] == 3100
-    assert counts["fetched_twice_or_more"] == counts["never_fetched"] == 0 and counts["exactly_once"] is True
-    assert result.report.ops == 3000 and result.report.percentile_ms(50) is not None    # the measured jobs, with latency
-    client = server.client()
-    assert all(client.llen(key) == 0 for key in counts["fetch_keys"])
+    counts = _every_job_fetched_exactly_once(server, tmp_path, role, flags)
     if role == "resque-bench":
         assert counts["idle_polls_per_sec"] > 0
+
+
+@pytest.mark.parametrize("queues, pop, not_sent", [(1, "blmove", "blpop"), (2, "blpop", "blmove")])
+def test_rq_jobs_are_fetched_once_and_left_as_rq_leaves_finished_jobs(server, tmp_path, queues, pop, not_sent):
+    """RQ's semantics after every job succeeded (default result TTL 500 s): the queues (and the
+    intermediate queue BLMOVE fills) are empty, so gone; each job is in its queue's finished
+    registry, scored at its expiry, its hash `finished` and expiring, its one result in a
+    stream; the started registry is empty and the workers are registered as dead."""
+    before = time.time()
+    counts = _every_job_fetched_exactly_once(server, tmp_path, "rq-bench", ["--num-queues", str(queues)])
+    after = time.time()
+    client = server.client()
+    names = ["default"] if queues == 1 else [f"q{n}" for n in range(1, queues + 1)]
+    assert counts["library"] == "rq" and client.keys("rq:queue:*") == []
+    assert client.smembers("rq:queues") == {f"rq:queue:{name}".encode() for name in names}
+    stats = client.info("commandstats")
+    assert stats[f"cmdstat_{pop}"]["calls"] >= 3100 and f"cmdstat_{not_sent}" not in stats
+    finished = {}
+    for name in names:
+        assert client.zcard(f"rq:wip:{name}") == 0
+        for job_id, expires in client.zrange(f"rq:finished:{name}", 0, -1, withscores=True):
+            assert before + 500 - 1 <= expires <= after + 500 + 1
+            finished[job_id.decode()] = name
+    assert len(finished) == 3100                          # warm-up and measured jobs alike
+    pipe = client.pipeline(transaction=False)
+    for job_id in finished:
+        pipe.hmget(f"rq:job:{job_id}", "status", "origin", "data")
+        pipe.ttl(f"rq:job:{job_id}")
+        pipe.xlen(f"rq:results:{job_id}")
+    replies = iter(pipe.execute())
+    tags = []
+    for job_id, name in finished.items():
+        (status, origin, data), ttl, results = next(replies), next(replies), next(replies)
+        assert (status, origin.decode(), results) == (b"finished", name, 1) and 0 < ttl <= 500
+        tags.append(int(json.loads(data)["redline"].split(":")[0]))
+    assert sorted(tags) == list(range(3100))              # every job redline enqueued, once
+    workers = [key for key in client.keys("rq:worker:*") if not key.endswith(b":executions")]
+    assert len(workers) == 8 and client.scard("rq:workers") == 0
+    assert all(client.hexists(key, "death") and 0 < client.ttl(key) <= 60 for key in workers)
+    assert sum(int(client.hget(key, "successful_job_count")) for key in workers) == 3100
+    assert client.keys("rq:execution*") == [] and client.keys("rq:worker:*:executions") == []
 
 
 def test_a_job_queue_run_for_a_time_accounts_for_every_job_it_enqueued(server, tmp_path):
@@ -144,11 +192,29 @@ def test_a_job_queue_run_for_a_time_accounts_for_every_job_it_enqueued(server, t
 
 
 def test_an_unknown_role_is_refused_in_one_line():
-    proc = subprocess.run([str(loadgen_binary()), "--role", "rq-bench", "--workers", "2"], capture_output=True,
+    proc = subprocess.run([str(loadgen_binary()), "--role", "arq-bench", "--workers", "2"], capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 2
-    assert proc.stderr.splitlines() == ["redline-load: unknown role 'rq-bench' (roles: pubsub-sub-bench, bcast-listener, "
-                                        "sidekiq-bench, celery-bench, resque-bench, bullmq-bench)"]
+    assert proc.stderr.splitlines() == ["redline-load: unknown role 'arq-bench' (roles: pubsub-sub-bench, bcast-listener, "
+                                        "sidekiq-bench, celery-bench, resque-bench, bullmq-bench, rq-bench)"]
+
+
+RQ_SUITE = REPO / "tests" / "suites" / "rq-bench-blocking-blmove-1queue-50workers.yml"
+
+
+def test_an_rq_bench_suite_validates_and_a_wrong_flag_is_refused_in_one_line(redline_cli, tmp_path):
+    assert redline_cli("suites", "validate", RQ_SUITE).returncode == 0
+    wrong = tmp_path / "wrong.yml"
+    wrong.write_text(RQ_SUITE.read_text().replace("--num-queues 1", "--num-queues 1 --priorities 4"))
+    line = next(n for n, text in enumerate(wrong.read_text().splitlines(), 1) if "arguments:" in text)
+    proc = redline_cli("suites", "validate", wrong)
+    assert proc.returncode == 1
+    assert [text for text in proc.stdout.splitlines() if ": error: " in text] == \
+        [f"{wrong}:{line}: error: clientconfig.arguments: rq-bench: unknown flag '--priorities'"]
+    load = subprocess.run([str(loadgen_binary()), "--role", "rq-bench", "--workers", "2", "--priorities", "4"],
+                          capture_output=True, text=True, timeout=60)
+    assert load.returncode == 2
+    assert load.stderr.splitlines() == ["redline-load: rq-bench: unknown flag '--priorities'"]
 
 
 def test_a_role_over_the_file_descriptor_limit_says_what_it_needs(server, tmp_path):
@@ -180,6 +246,12 @@ def test_role_flags_are_checked_like_redline_load_does():
     assert [p.owned for p in owned] == [True]
     assert roles.without_owned("bcast-listener", ["--server", "10.0.0.1", "--listener-count", "3"]) == \
         ["--listener-count", "3"]
+
+
+def test_every_role_of_the_flag_table_lists_the_commands_it_sends():
+    # what the server must know and whether a run writes (docs/architecture.md, "A role")
+    assert sorted(roles.ROLE_COMMANDS) == roles.roles()
+    assert all(roles.role_commands(role) for role in roles.roles())
 
 
 GROUP_SUITES = sorted(path.name for path in UPSTREAM.glob("*.yml") if "clientconfigs:" in path.read_text())

@@ -28,8 +28,13 @@ ROLE_COMMANDS: dict[str, list[list[str]]] = {
     # BullMQ's steps run in scripts (EVALSHA): the commands inside them are listed too
     "bullmq-bench": [["SCRIPT", "LOAD"], ["EVALSHA"], ["BZPOPMIN"], ["HSET"], ["LPUSH"], ["ZADD"], ["RPOPLPUSH"],
                      ["SET"], ["HGET"], ["LREM"], ["DEL"], ["CLIENT", "UNBLOCK"]],
+    # the worker pops with BLMOVE (one queue) only where INFO says Redis >= 6.2, as RQ does;
+    # BLPOP everywhere else, so BLMOVE is not something the server must know
+    "rq-bench": [["MULTI"], ["EXEC"], ["SADD"], ["HSET"], ["RPUSH"], ["INFO"], ["CLIENT", "SETNAME"], ["EXISTS"],
+                 ["EXPIRE"], ["BLPOP"], ["HGETALL"], ["ZADD"], ["PERSIST"], ["LREM"], ["WATCH"], ["SMEMBERS"],
+                 ["HINCRBY"], ["HINCRBYFLOAT"], ["XADD"], ["DEL"], ["ZREM"], ["SREM"], ["CLIENT", "UNBLOCK"]],
 }
-JOB_QUEUE_ROLES = ("sidekiq-bench", "celery-bench", "resque-bench", "bullmq-bench")
+JOB_QUEUE_ROLES = ("sidekiq-bench", "celery-bench", "resque-bench", "bullmq-bench", "rq-bench")
 
 
 @dataclass(frozen=True)

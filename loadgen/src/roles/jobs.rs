@@ -1,11 +1,12 @@
-//! The job-queue roles (`sidekiq-bench`, `celery-bench`, `resque-bench`, `bullmq-bench`): one
-//! producer connection enqueues jobs as fast as the server takes them while --workers worker
-//! connections fetch them, each library's way (queues.rs). First the --warmup-jobs (and
-//! redline's --warmup-time), drained before the window opens; then the measured window: the
-//! next --jobs jobs until the last is fetched, or redline's --window seconds of enqueuing. After
-//! it every enqueued job is waited for, and each job id is accounted for: fetched exactly once,
-//! fetched twice (duplicates), or never (lost, and the keys that still hold jobs say where).
-//! Measures jobs fetched per second in the window and enqueue→fetch latency; Resque's
+//! The job-queue roles (`sidekiq-bench`, `celery-bench`, `resque-bench`, `bullmq-bench`,
+//! `rq-bench`): one producer connection enqueues jobs as fast as the server takes them while
+//! --workers worker connections fetch them, each library's way (queues.rs, rq.rs); RQ's workers
+//! also register their birth before the first fetch and their death after the last. First the
+//! --warmup-jobs (and redline's --warmup-time), drained before the window opens; then the measured
+//! window: the next --jobs jobs until the last is fetched, or redline's --window seconds of
+//! enqueuing. After it every enqueued job is waited for, and each job id is accounted for: fetched
+//! exactly once, fetched twice (duplicates), or never (lost, and the keys that still hold jobs say
+//! where). Measures jobs fetched per second in the window and enqueue→fetch latency; Resque's
 //! --idle-poll-duration-s adds idle LPOPs per second with no jobs left.
 
 use super::flags::Flags;
@@ -40,6 +41,10 @@ fn worker(proto: &Protocol, mut conn: Conn, index: usize, shared: &Shared, phase
     let mut recorder = Recorder::new(phases);
     let (mut ids, mut untagged, mut error) = (Vec::new(), 0, None);
     let queue = index % proto.queue_count();
+    if let Err(e) = proto.worker_started(&mut conn, index) {
+        shared.stop.store(true, Ordering::SeqCst);
+        return WorkerTally { recorded: recorder.stats, ids, untagged, error: Some(e) };
+    }
     while !shared.stop.load(Ordering::SeqCst) {
         match proto.fetch(&mut conn, queue, index) {
             Ok(Fetched::Job(payload)) => {
@@ -48,7 +53,7 @@ fn worker(proto: &Protocol, mut conn: Conn, index: usize, shared: &Shared, phase
                     Some((id, enqueued)) => {
                         ids.push(id);
                         recorder.record(now, Some(now.saturating_sub(enqueued)));
-                        if let Err(e) = proto.delivered(&mut conn, queue, id, &payload) {
+                        if let Err(e) = proto.delivered(&mut conn, queue, index, id, &payload) {
                             error = Some(e);
                             break;
                         }
@@ -70,6 +75,9 @@ fn worker(proto: &Protocol, mut conn: Conn, index: usize, shared: &Shared, phase
                 break;
             }
         }
+    }
+    if error.is_none() {
+        error = proto.worker_stopped(&mut conn, index).err();
     }
     if error.is_some() {
         shared.stop.store(true, Ordering::SeqCst);
@@ -180,7 +188,7 @@ pub fn run(library: Library, f: &Flags, ctx: &Context) -> Result<Outcome, RoleEr
     if ctx.window_s.is_none() && f.int("jobs") == 0 {
         return Err(RoleError::Usage("--jobs must be at least 1 (or redline's --window)".into()));
     }
-    let mut proto = Protocol::new(library, f.int("num-queues"), f.int("priorities"), f.int("brpop-timeout-secs"));
+    let mut proto = Protocol::new(library, f.int("num-queues"), f.int("priorities"), f.int("brpop-timeout-secs"), f.int("worker-ttl"));
     if library == Library::BullMq && proto.queue_count() as u64 > workers {
         return Err(RoleError::Usage(format!("--num-queues {} needs at least as many --workers", proto.queue_count())));
     }
@@ -222,8 +230,13 @@ pub fn run(library: Library, f: &Flags, ctx: &Context) -> Result<Outcome, RoleEr
         let phased = run_phases(&mut driver, ctx.warmup_s, warmup_work, ctx.window_s);
         let produced = producer.join().expect("producer thread");
         shared.stop.store(true, Ordering::SeqCst);
-        for id in &client_ids {
-            let _ = admin.call(&[b"CLIENT", b"UNBLOCK", id.as_bytes()]);
+        // A worker that was not yet blocked when the run stopped blocks afterwards (RQ's pop
+        // waits minutes): unblock until every worker has ended.
+        while !handles.iter().all(|h| h.is_finished()) {
+            for id in &client_ids {
+                let _ = admin.call(&[b"CLIENT", b"UNBLOCK", id.as_bytes()]);
+            }
+            std::thread::sleep(Duration::from_millis(5));
         }
         let tallies: Vec<WorkerTally> = handles.into_iter().map(|h| h.join().expect("worker thread")).collect();
         (produced, phased, tallies)

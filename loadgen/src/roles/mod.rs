@@ -3,8 +3,9 @@
 //!
 //! - `pubsub-sub-bench`: subscribers (subscriber.rs)
 //! - `bcast-listener`: CLIENT TRACKING BCAST listeners, optionally under ACL users (tracking.rs)
-//! - `sidekiq-bench`, `celery-bench`, `resque-bench`, `bullmq-bench`: job-queue producers and
-//!   workers speaking each library's Redis protocol (jobs.rs, the protocols in queues.rs)
+//! - `sidekiq-bench`, `celery-bench`, `resque-bench`, `bullmq-bench`, `rq-bench`: job-queue
+//!   producers and workers speaking each library's Redis protocol (jobs.rs, the protocols in
+//!   queues.rs; RQ's in rq.rs)
 //!
 //! Each name maps to its entry in one table (`ROLES`); any other name is refused. Every role
 //! runs its phases with memtier mode's phase driver (phase.rs), counts its events in the
@@ -17,6 +18,7 @@ pub mod jobs;
 pub mod listen;
 pub mod measure;
 pub mod queues;
+pub mod rq;
 pub mod subscriber;
 pub mod tracking;
 pub mod wire;
@@ -40,13 +42,14 @@ pub enum Kind {
 
 /// The role table: every tool redline-load plays, by the name `--role` takes. A name that is
 /// not here is refused (the flag table, role_options.tsv, must list the same names).
-pub const ROLES: [(&str, Kind); 6] = [
+pub const ROLES: [(&str, Kind); 7] = [
     ("pubsub-sub-bench", Kind::Subscriber),
     ("bcast-listener", Kind::Tracking),
     ("sidekiq-bench", Kind::Jobs(Library::Sidekiq)),
     ("celery-bench", Kind::Jobs(Library::Celery)),
     ("resque-bench", Kind::Jobs(Library::Resque)),
     ("bullmq-bench", Kind::Jobs(Library::BullMq)),
+    ("rq-bench", Kind::Jobs(Library::Rq)),
 ];
 
 impl Kind {
@@ -183,11 +186,11 @@ mod tests {
 
     #[test]
     fn an_unknown_role_is_refused() {
-        assert_eq!(lookup("bullmq-bench"), Ok(Kind::Jobs(Library::BullMq)));
+        assert_eq!(lookup("rq-bench"), Ok(Kind::Jobs(Library::Rq)));
         assert_eq!(
-            lookup("rq-bench"),
-            Err("unknown role 'rq-bench' (roles: pubsub-sub-bench, bcast-listener, sidekiq-bench, celery-bench, \
-                 resque-bench, bullmq-bench)"
+            lookup("arq-bench"),
+            Err("unknown role 'arq-bench' (roles: pubsub-sub-bench, bcast-listener, sidekiq-bench, celery-bench, \
+                 resque-bench, bullmq-bench, rq-bench)"
                 .to_string())
         );
     }

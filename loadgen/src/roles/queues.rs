@@ -1,4 +1,4 @@
-//! The Redis side of four job-queue libraries, written from their public documentation and
+//! The Redis side of five job-queue libraries, written from their public documentation and
 //! source (read, not copied): how a job is enqueued and how a worker fetches and finishes it.
 //! Every payload carries `"redline":"<job id>:<enqueue time ns>"` so that the worker can account
 //! for the job (exactly once) and its enqueue→fetch latency.
@@ -16,7 +16,10 @@
 //!   bull:q:marker 0 "0"; fetch = a script moving the next id from wait to active (RPOPLPUSH)
 //!   with its lock and processedOn, and when there is none BZPOPMIN on the marker; finish = a
 //!   script removing it from active, adding it to completed and dropping the lock.
+//! - RQ (python-rq): its own module, rq.rs (enqueue in two MULTI/EXEC pipelines, BLMOVE or BLPOP
+//!   with the worker's heartbeats, the started and finished registries).
 
+use super::rq::Rq;
 use super::wire::{Conn, Value};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -25,6 +28,7 @@ pub enum Library {
     Celery,
     Resque,
     BullMq,
+    Rq,
 }
 
 pub const KOMBU_STEPS: [u32; 4] = [0, 3, 6, 9];
@@ -48,6 +52,7 @@ pub struct Protocol {
     priorities: usize,
     brpop_timeout: String,
     scripts: Vec<String>, // BullMQ: add, take, finish (SHA1s after SCRIPT LOAD)
+    rq: Option<Rq>,
 }
 
 /// What a worker's fetch gave.
@@ -61,18 +66,25 @@ fn now_ms() -> String {
 }
 
 impl Protocol {
-    pub fn new(library: Library, num_queues: u64, priorities: u64, brpop_timeout: u64) -> Protocol {
+    /// `worker_ttl`: RQ's --worker-ttl (the others ignore it).
+    pub fn new(library: Library, num_queues: u64, priorities: u64, brpop_timeout: u64, worker_ttl: u64) -> Protocol {
         let name = |i: u64| match library {
             Library::Celery => if num_queues == 1 { "celery".to_string() } else { format!("celery{}", i + 1) },
             _ => if num_queues == 1 { "default".to_string() } else { format!("q{}", i + 1) },
         };
+        let queues: Vec<String> = (0..num_queues.max(1)).map(name).collect();
         Protocol {
             library,
-            queues: (0..num_queues.max(1)).map(name).collect(),
+            rq: (library == Library::Rq).then(|| Rq::new(&queues, worker_ttl)),
+            queues,
             priorities: (priorities.clamp(1, KOMBU_STEPS.len() as u64)) as usize,
             brpop_timeout: brpop_timeout.max(1).to_string(),
             scripts: Vec::new(),
         }
+    }
+
+    fn rq(&self) -> &Rq {
+        self.rq.as_ref().expect("the RQ protocol of an rq-bench run")
     }
 
     pub fn queue_count(&self) -> usize {
@@ -96,11 +108,12 @@ impl Protocol {
                 Library::Resque => vec![format!("resque:queue:{}", self.queues[q])],
                 Library::Celery => (0..self.priorities).map(|s| self.kombu_key(q, s)).collect(),
                 Library::BullMq => vec![self.bull(q, "wait"), self.bull(q, "active")],
+                Library::Rq => self.rq().pending_keys(q),
             })
             .collect()
     }
 
-    /// Once before the run (BullMQ loads its scripts).
+    /// Once before the run (BullMQ loads its scripts, RQ asks the server's version).
     pub fn setup(&mut self, admin: &mut Conn) -> Result<(), String> {
         if self.library == Library::BullMq {
             for body in [BULLMQ_ADD, BULLMQ_TAKE, BULLMQ_FINISH] {
@@ -108,7 +121,20 @@ impl Protocol {
                 self.scripts.push(String::from_utf8_lossy(sha.as_bytes().unwrap_or_default()).into_owned());
             }
         }
+        if let Some(rq) = &mut self.rq {
+            rq.setup(admin)?;
+        }
         Ok(())
+    }
+
+    /// A worker connection before its first fetch (RQ registers the worker's birth).
+    pub fn worker_started(&self, conn: &mut Conn, worker: usize) -> Result<(), String> {
+        self.rq.as_ref().map_or(Ok(()), |rq| rq.worker_started(conn, worker))
+    }
+
+    /// A worker connection after its last fetch (RQ registers the worker's death).
+    pub fn worker_stopped(&self, conn: &mut Conn, worker: usize) -> Result<(), String> {
+        self.rq.as_ref().map_or(Ok(()), |rq| rq.worker_stopped(conn, worker))
     }
 
     pub fn payload(&self, queue: usize, id: u64, enqueued_ns: u64) -> String {
@@ -121,6 +147,7 @@ impl Protocol {
             Library::Celery => format!(
                 "{{\"body\":\"W10=\",\"content-encoding\":\"utf-8\",\"content-type\":\"application/json\",\"headers\":{{\"lang\":\"py\",\"task\":\"redline.job\",\"id\":\"{id}\"}},\"properties\":{{\"delivery_tag\":\"{id}\",\"priority\":0}},\"redline\":\"{tag}\"}}"),
             Library::BullMq => format!("{{\"redline\":\"{tag}\"}}"),
+            Library::Rq => format!("{{\"func\":\"redline.job\",\"args\":[{id}],\"redline\":\"{tag}\"}}"),
         }
     }
 
@@ -152,6 +179,7 @@ impl Protocol {
                 conn.call(&[b"EVALSHA", self.scripts[0].as_bytes(), b"3", hash.as_bytes(), wait.as_bytes(), marker.as_bytes(),
                             id_text.as_bytes(), payload.as_bytes(), ts.as_bytes()])?;
             }
+            Library::Rq => self.rq().enqueue(conn, queue, id, &payload)?,
         }
         Ok(())
     }
@@ -199,11 +227,13 @@ impl Protocol {
                     }
                 }
             }
+            Library::Rq => self.rq().fetch(conn, worker),
         }
     }
 
-    /// After a fetched job ran: the library's acknowledgement (Celery) or completion (BullMQ).
-    pub fn delivered(&self, conn: &mut Conn, queue: usize, id: u64, job: &[u8]) -> Result<(), String> {
+    /// After a fetched job ran: the library's acknowledgement (Celery) or completion (BullMQ,
+    /// RQ) by worker `worker`.
+    pub fn delivered(&self, conn: &mut Conn, queue: usize, worker: usize, id: u64, job: &[u8]) -> Result<(), String> {
         let tag = id.to_string();
         match self.library {
             Library::Celery => {
@@ -221,6 +251,7 @@ impl Protocol {
                 conn.call(&[b"EVALSHA", self.scripts[2].as_bytes(), b"2", active.as_bytes(), completed.as_bytes(),
                             tag.as_bytes(), ts.as_bytes(), prefix.as_bytes()])?;
             }
+            Library::Rq => self.rq().finish(conn, worker, job)?,
             Library::Sidekiq | Library::Resque => {}
         }
         Ok(())
@@ -258,15 +289,15 @@ mod tests {
 
     #[test]
     fn every_payload_carries_its_tag() {
-        for lib in [Library::Sidekiq, Library::Celery, Library::Resque, Library::BullMq] {
-            let p = Protocol::new(lib, 2, 4, 1);
+        for lib in [Library::Sidekiq, Library::Celery, Library::Resque, Library::BullMq, Library::Rq] {
+            let p = Protocol::new(lib, 2, 4, 1, 420);
             assert_eq!(job_tag(p.payload(1, 42, 123456).as_bytes()), Some((42, 123456)), "{lib:?}");
         }
     }
 
     #[test]
     fn kombu_priority_keys() {
-        let p = Protocol::new(Library::Celery, 1, 4, 1);
+        let p = Protocol::new(Library::Celery, 1, 4, 1, 0);
         assert_eq!(p.pending_keys(), vec!["celery", "celery\x06\x163", "celery\x06\x166", "celery\x06\x169"]);
     }
 }
