@@ -100,12 +100,17 @@ def merge(a: dict, b: dict) -> dict:
 
 
 def kept(old, new, where: str = "") -> list[str]:
-    """What the old shape had that the new one lacks (keys added since are allowed)."""
+    """What the old shape had that the new one lacks (keys added since are allowed). A run's
+    per-second series are there only when sampled (a short run on a loaded machine may see no
+    second of server CPU), so a series missing from `series` is not a lost key."""
     if isinstance(old, dict):
         if not isinstance(new, dict):
             return [f"{where or '/'}: was an object"]
+        optional = where.endswith("/series")
         return [problem for key, value in old.items()
-                for problem in ([f"{where}/{key}: missing"] if key not in new else kept(value, new[key], f"{where}/{key}"))]
+                for problem in ([] if key not in new and optional else
+                                [f"{where}/{key}: missing"] if key not in new else
+                                kept(value, new[key], f"{where}/{key}"))]
     if isinstance(old, list):
         if not isinstance(new, list):
             return [f"{where or '/'}: was a list"]
@@ -173,3 +178,7 @@ def test_the_shape_check_sees_a_lost_key():
     after = loose(shape([{"test": "a", "metrics": {"p50_ms": 1.0}}]))
     assert kept(before, after) == ["[]/metrics/ops_per_sec: missing"]
     assert kept(before, loose(shape([{"test": "a", "metrics": {"ops_per_sec": None, "new": 1}}]))) == []
+    sampled = loose(shape([{"test": "a", "series": {"ops": [1.0], "server_cpu_util": [0.5]}}]))
+    unsampled = loose(shape([{"test": "a", "series": {"ops": [1.0]}}]))
+    assert kept(sampled, unsampled) == [], "a series without a sample is not a lost key"
+    assert kept(sampled, loose(shape([{"test": "a"}]))) == ["[]/series: missing"]
