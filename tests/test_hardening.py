@@ -171,8 +171,8 @@ def _malformed(tmp: Path) -> list[tuple[list[str], str]]:
 
 def test_every_subcommand_refuses_malformed_arguments_in_one_line_before_anything_starts(tmp_path, redline_cli):
     _suite_with(tmp_path, "good")
-    failures = []
-    for arguments, fragment in _malformed(tmp_path):
+    failures, cases = [], _malformed(tmp_path)
+    for arguments, fragment in cases:
         proc = redline_cli(*arguments)        # exactly one line: no plan, no blank line, no wrapping
         lines = proc.stderr.splitlines()
         if proc.returncode != 2 or len(lines) != 1 or not lines[0].startswith("redline: error: ") \
@@ -183,8 +183,7 @@ def test_every_subcommand_refuses_malformed_arguments_in_one_line_before_anythin
     assert not (tmp_path / "same.out").exists()
     for written in ("agent.db", "c.db", "f.db"):           # nor a fleet command's store
         assert not (tmp_path / written).exists(), written
-    commands = {arguments[0] if arguments[0] != "fleet" else " ".join(arguments[:2])
-                for arguments, _ in _malformed(tmp_path)}
+    commands = {arguments[0] if arguments[0] != "fleet" else " ".join(arguments[:2]) for arguments, _ in cases}
     from redline.cli import COMMANDS
     assert commands >= {*COMMANDS, "fleet status", "fleet local"} - {"fleet"}, "a subcommand has no malformed case"
 
