@@ -172,9 +172,11 @@ def _malformed(tmp: Path) -> list[tuple[list[str], str]]:
 def test_every_subcommand_refuses_malformed_arguments_in_one_line_before_anything_starts(tmp_path, redline_cli):
     _suite_with(tmp_path, "good")
     failures, cases = [], _malformed(tmp_path)
-    for arguments, fragment in cases:
-        proc = redline_cli(*arguments)        # exactly one line: no plan, no blank line, no wrapping
-        lines = proc.stderr.splitlines()
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=4) as pool:     # each is refused before it starts anything: no two meet
+        answers = list(pool.map(lambda case: redline_cli(*case[0]), cases))
+    for (arguments, fragment), proc in zip(cases, answers):
+        lines = proc.stderr.splitlines()      # exactly one line: no plan, no blank line, no wrapping
         if proc.returncode != 2 or len(lines) != 1 or not lines[0].startswith("redline: error: ") \
                 or fragment not in proc.stderr or "Traceback" in proc.stderr:
             failures.append((arguments, proc.returncode, proc.stderr[-600:]))
