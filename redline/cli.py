@@ -11,6 +11,7 @@ import sys
 from redline import __version__
 from redline.commands.arguments import Parser, measurement_defaults
 from redline.core.errors import RunError, UsageError
+from redline.core.redaction import redact
 from redline.core.terminal import printable
 
 # The commands in the order `redline --help` lists them: modules of redline.commands.
@@ -44,10 +45,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return args.func(args)
     except UsageError as exc:      # one line, whatever the input held (a path with a newline)
-        print(printable(f"redline: error: {exc}").replace("\n", "\\n"), file=sys.stderr)
+        print(printable(redact(f"redline: error: {exc}")).replace("\n", "\\n"), file=sys.stderr)
         return exc.exit_code
     except RunError as exc:        # may carry a log's tail (a failed build): lines kept, controls shown
-        print(printable(f"redline: error: {exc}"), file=sys.stderr)
+        print(printable(redact(f"redline: error: {exc}")), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("redline: interrupted; finished runs are stored, the current one is marked interrupted",

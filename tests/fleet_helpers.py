@@ -42,10 +42,18 @@ def redline_process(*arguments, log: Path) -> subprocess.Popen:
                      env={**os.environ, "COLUMNS": "200"})
 
 
-def first_line(process: subprocess.Popen, timeout_s: float = 120) -> str:
-    ready, _, _ = select.select([process.stdout], [], [], timeout_s)
-    assert ready, "no first line from the process"
-    return process.stdout.readline().decode().strip()
+def first_lines(process: subprocess.Popen, count: int, timeout_s: float = 120) -> list[str]:
+    """The first `count` lines the process writes on stdout (read unbuffered: nothing after them
+    is read)."""
+    data, deadline, descriptor = b"", time.monotonic() + timeout_s, process.stdout.fileno()
+    while data.count(b"\n") < count:
+        ready, _, _ = select.select([descriptor], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"no {count} lines from the process in {timeout_s:.0f}s: {data!r}"
+        chunk = os.read(descriptor, 4096)
+        assert chunk, f"the process closed its stdout after {data!r}"
+        data += chunk
+    return [line.decode().strip() for line in data.split(b"\n")[:count]]
+
 
 
 def stop(process: subprocess.Popen, timeout_s: float = GENEROUS_S) -> int:
@@ -54,19 +62,41 @@ def stop(process: subprocess.Popen, timeout_s: float = GENEROUS_S) -> int:
     return process.wait(timeout=timeout_s)
 
 
+class FleetURL(str):
+    """A fleet Redis URL (without its password) that knows its password file: what `fleet local`
+    prints on its first two lines. The helpers pass the file on (`--redis-password-file`)."""
+
+    def __new__(cls, url: str, password_file: Path | None = None):
+        made = super().__new__(cls, url)
+        made.password_file = password_file
+        return made
+
+
+def redis_arguments(url: str) -> list:
+    password_file = getattr(url, "password_file", None)
+    return ["--redis", str(url), *(["--redis-password-file", password_file] if password_file else [])]
+
+
+def fleet_local(*arguments, log: Path) -> tuple[subprocess.Popen, FleetURL]:
+    """`redline fleet local …`: the process and its Redis (URL and password file, its first two lines)."""
+    process = redline_process("fleet", "local", *arguments, log=log)
+    url, password_file = first_lines(process, 2)
+    return process, FleetURL(url, Path(password_file))
+
+
 def redline(*arguments, cwd: Path | None = None, timeout_s: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([*REDLINE, *map(str, arguments)], capture_output=True, text=True, timeout=timeout_s,
                           cwd=cwd, env={**os.environ, "COLUMNS": "200"})
 
 
 def submit(url: str, *arguments) -> dict:
-    done = redline("submit", "--redis", url, "--json", *arguments)
+    done = redline("submit", *redis_arguments(url), "--json", *arguments)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 
 def work_state(url: str, work_id: str) -> dict:
-    done = redline("fleet", "status", "--redis", url, work_id, "--json")
+    done = redline("fleet", "status", *redis_arguments(url), work_id, "--json")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -77,7 +107,9 @@ def finished(url: str, work_id: str) -> dict | None:
 
 
 def client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, decode_responses=True)
+    password_file = getattr(url, "password_file", None)
+    password = password_file.read_text().strip() if password_file else None
+    return redis.Redis.from_url(str(url), password=password, decode_responses=True)
 
 
 def query(store: Path, sql: str, *parameters) -> list[tuple]:

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import REDLINE, REPO, start_redis_server
 from redline.export import scheme
-from redline.export.redistimeseries import redacted
+from redline.core.redaction import redact
 from redline.export.runs import PlacementRules, build_variant, commit_hash, placement_of, target_branch
 from redline.core.run import Run
 from timeseries_server import TimeSeriesServer
@@ -213,9 +213,9 @@ def test_placement_of_a_run():
 
 
 def test_messages_never_show_the_password():
-    assert redacted("rediss://user:pw@host:6380/0") == "rediss://user:***@host:6380/0"
-    assert redacted("redis://:pw@host:1") == "redis://:***@host:1"
-    assert redacted("redis://host:1") == "redis://host:1"
+    assert redact("rediss://user:pw@host:6380/0") == "rediss://user:***@host:6380/0"
+    assert redact("redis://:pw@host:1") == "redis://:***@host:1"
+    assert redact("redis://host:1") == "redis://host:1"
 
 
 # -- the live sink: --export on run and compare ---------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 from redline.fleet import keys
 from redline.fleet.local import start_redis
 from redline.server.process import free_port
-from tests.fleet_helpers import (QUICK, SERVER, assert_every_job_once, client, finished, first_line, query,
+from tests.fleet_helpers import (QUICK, SERVER, assert_every_job_once, client, finished, fleet_local, query, redis_arguments,
                                  redline, redline_process, stop, submit, wait_for)
 
 TESTS = ("quick-string-get-100B-pipeline-1", "quick-set-sadd", "quick-hash-hset-100B")
@@ -25,9 +25,8 @@ PLATFORM = "ci"
 def fleet(tmp_path):
     """`redline fleet local --agents 2`: (redis URL, store path, process, log path)."""
     store, log = tmp_path / "fleet.db", tmp_path / "fleet.log"
-    process = redline_process("fleet", "local", "--agents", 2, "--store", store, "--platform", PLATFORM,
-                              "--claim-idle", "5s", "--max-attempts", 2, "--dir", tmp_path / "redis", log=log)
-    url = first_line(process)
+    process, url = fleet_local("--agents", 2, "--store", store, "--platform", PLATFORM, "--claim-idle", "5s",
+                               "--max-attempts", 2, "--dir", tmp_path / "redis", log=log)
     assert url.startswith("redis://127.0.0.1:")
     r = client(url)
     wait_for(lambda: len(list(r.scan_iter(match=keys.AGENT.key(platform=PLATFORM, agent="*")))) == 2,
@@ -97,7 +96,7 @@ def test_a_job_that_always_fails_is_retried_then_dead_lettered_and_other_work_go
 
     state = wait_for(lambda: finished(url, broken["work_id"]), "the broken work item to end")
     assert state == {**state, "state": "failed", "jobs_total": 1, "jobs_done": 0, "jobs_dead": 1}
-    status = json.loads(redline("fleet", "status", "--redis", url, "--json").stdout)
+    status = json.loads(redline("fleet", "status", *redis_arguments(url), "--json").stdout)
     dead = [d for d in status["dead_letters"] if d["work_id"] == broken["work_id"]]
     assert len(dead) == 1 and dead[0]["attempts"] == "2" and "failed" in dead[0]["error"]
     assert "job failed, queued again" in log.read_text()
@@ -106,7 +105,7 @@ def test_a_job_that_always_fails_is_retried_then_dead_lettered_and_other_work_go
 
     wait_for(lambda: finished(url, fine["work_id"]), "the other work item")
     assert_every_job_once(store, fine["work_id"], jobs=1, runs_per_side=2)
-    text = redline("fleet", "status", "--redis", url).stdout
+    text = redline("fleet", "status", *redis_arguments(url)).stdout
     assert "dead letters: 1" in text and dead[0]["job_id"] in text
 
 

@@ -16,10 +16,10 @@ import uuid
 
 import pytest
 
-from redline.fleet import keys
+from redline.fleet import keys, work
 from redline.fleet.api import MAX_BODY
 from redline.server.process import free_port
-from tests.fleet_helpers import client, redis_with_aof, redline_process, stop, wait_for
+from tests.fleet_helpers import REDLINE, client, redis_with_aof, redline_process, stop, wait_for
 
 SECRET = b"webhook secret"
 LABEL = "action run:benchmarks"
@@ -56,6 +56,7 @@ def api(tmp_path, repository):
     secret.write_bytes(SECRET + b"\n")
     log = tmp_path / "api.log"
     with redis_with_aof(tmp_path / "aof") as url:
+        work.register_platform(client(url), "ci")        # as an agent of the platform does
         process = redline_process("api", "--redis", url, "--port", http_port, "--secret-file", secret,
                                   "--repository", repo, "--branch", "main", "--platform", "ci", "--suite", "quick",
                                   "--name", "set-sadd", "--runs", 3, log=log)
@@ -145,3 +146,55 @@ def test_webhook_events_signatures_and_replays(api, repository):
     assert r.zcard(keys.WORKS.key()) == 2 and r.xlen(keys.JOBS.key(platform="ci")) == 2
     text = log.read_text()
     assert "status=401" in text and "status=409" in text and "enqueued" in text
+
+
+def test_the_same_signed_body_with_another_delivery_id_is_a_replay(api):
+    """The replay check keys on what the signature covers (the body), not on X-GitHub-Delivery,
+    which anyone who saw one request can change."""
+    endpoint, r, commits, log = api
+    assert post(endpoint, "push", push_event(commits), delivery="first")[0] == 202
+    status, body = post(endpoint, "push", push_event(commits), delivery="second")
+    assert status == 409 and body["message"] == "this signed body was delivered before (replay)"
+    assert r.zcard(keys.WORKS.key()) == 1 and r.xlen(keys.JOBS.key(platform="ci")) == 1
+
+
+def test_malformed_events_are_400_and_a_lost_redis_is_503_never_a_500(api):
+    endpoint, r, commits, log = api
+    deep = b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    labelled = pr_event(commits)
+    cases = {"deep": (post(endpoint, "push", None, body=deep), "the body is not a JSON object (or is nested too deeply)"),
+             "pull_request": (post(endpoint, "pull_request", {**labelled, "pull_request": "7"}),
+                              "not a GitHub pull_request event: pull_request is not an object"),
+             "labels": (post(endpoint, "pull_request", {**labelled, "pull_request": {**labelled["pull_request"],
+                                                                                       "labels": "x"}}),
+                        "not a GitHub pull_request event: pull_request.labels is not a list"),
+             "head": (post(endpoint, "pull_request", {**labelled, "pull_request": {
+                 **labelled["pull_request"], "head": {"sha": "--upload-pack=touch /tmp/owned"}}}),
+                      "not a GitHub pull_request event: pull_request.head.sha is not a commit sha"),
+             "before": (post(endpoint, "push", {**push_event(commits), "before": "HEAD~1"}),
+                        "not a GitHub push event: push.before is not a commit sha")}
+    for name, ((status, body), message) in cases.items():
+        assert (status, body.get("message")) == (400, message), name
+    assert r.zcard(keys.WORKS.key()) == 0
+    try:
+        r.shutdown(nosave=True)
+    except Exception:                      # the connection ends with the server
+        pass
+    status, body = post(endpoint, "push", push_event(commits))
+    assert status == 503 and body["message"].startswith("Redis unavailable: ")
+    assert "Traceback" not in log.read_text() and "status=500" not in log.read_text()
+
+
+def test_a_busy_port_is_refused_in_one_line_before_listening(tmp_path, repository):
+    repo, _ = repository
+    secret = tmp_path / "secret"
+    secret.write_bytes(SECRET)
+    with socket.socket() as taken, redis_with_aof(tmp_path / "aof") as url:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([*REDLINE, "api", "--redis", url, "--port", str(port), "--secret-file", str(secret),
+                               "--repository", str(repo)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [f"redline: error: --port {port} on 127.0.0.1: Address already in use "
+                                        "(another process listens there?)"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
+import signal
 import threading
 import time
 
@@ -35,6 +36,7 @@ def collector(tmp_path):
 
 def one_job_work(r, github: str = "") -> tuple[str, str]:
     test = load_test(builtin_suites_dir() / "quick" / "set-sadd.yml")
+    work.register_platform(r, "p")            # as its agent would
     item = work.new_work(r, source="cli", sides=SIDES, platforms=["p"], tests=[test], topologies=None,
                          settings=work.Settings(runs=2, max_runs=2), github=github)
     work.enqueue(r, item)
@@ -135,3 +137,127 @@ def test_the_comment_of_a_pull_request_is_posted_with_the_token(tmp_path):
         finally:
             assert stop(process) == 0
             github.shutdown()
+
+
+def github_server(routes):
+    """A loopback HTTP server standing in for a GitHub host: `routes(method, path, body)` answers
+    (status, headers, JSON); every request is recorded as (method, path, Authorization, body)."""
+    seen: list[tuple[str, str, str | None, object]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self, method):
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length)) if length else None
+            seen.append((method, self.path, self.headers.get("Authorization"), body))
+            status, headers, document = routes(method, self.path, body)
+            payload = json.dumps(document).encode()
+            self.send_response(status)
+            for name, value in {**headers, "Content-Length": str(len(payload))}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def do_POST(self):
+            self._answer("POST")
+
+        def do_GET(self):
+            self._answer("GET")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, seen
+
+
+def collector_with_github(tmp_path, url, api: str):
+    token = tmp_path / "token"
+    token.write_text("t0ken\n")
+    return redline_process("collector", "--redis", url, "--store", tmp_path / "fleet.db", "--github-token-file", token,
+                           "--github-api", api, log=tmp_path / "collector.log")
+
+
+def test_a_collector_killed_during_the_pull_request_comment_posts_it_once(tmp_path):
+    """The comment is recorded before it is posted; a collector SIGKILLed while GitHub holds its
+    POST finds the comment on the pull request after its restart and does not post it again."""
+    posted: list[dict] = []
+    release = threading.Event()
+
+    def routes(method, path, body):
+        if method == "POST":
+            posted.append({"body": body["body"], "html_url": f"https://example.invalid/c/{len(posted) + 1}"})
+            if len(posted) == 1:
+                release.wait(600)          # the collector is killed while it waits for this answer
+            return 201, {}, posted[-1]
+        return 200, {}, posted              # GET: the pull request's comments
+    github, seen = github_server(routes)
+    try:
+        with redis_with_aof(tmp_path / "aof") as url:
+            r = client(url)
+            api = f"http://127.0.0.1:{github.server_port}"
+            process = collector_with_github(tmp_path, url, api)
+            work_id, job_id = one_job_work(r, github="redis/redis#7")
+            r.xadd(keys.RESULTS.key(), result(work_id, job_id, runs=json.dumps(runs())))
+            wait_for(lambda: posted, "the comment's POST")
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+            release.set()
+            process = collector_with_github(tmp_path, url, api)
+            try:
+                wait_for(lambda: done(r, work_id) and query(tmp_path / "fleet.db", "SELECT state FROM fleet_effects "
+                                                            "WHERE kind='github'") == [("done",)], "the effect done")
+            finally:
+                assert stop(process) == 0
+            assert len(posted) == 1, "the comment was posted twice"
+            assert [method for method, *_ in seen] == ["POST", "GET"]
+            assert "comment found posted before" in (tmp_path / "collector.log").read_text()
+            assert [f["work_id"] for _, f in r.xrange(keys.COMMENTS.key())] == [work_id]
+    finally:
+        release.set()
+        github.shutdown()
+
+
+def test_a_renamed_repository_is_followed_and_another_host_never_gets_the_token(tmp_path):
+    """GitHub answers a renamed repository's comment URL with a redirect to the same host: the
+    collector POSTs there (once). A redirect to another host is not followed: that host never
+    sees a request, the token stays home, and the collector goes on."""
+    elsewhere, stolen = github_server(lambda method, path, body: (200, {}, []))
+
+    def routes(method, path, body):
+        if path == "/repos/old/name/issues/7/comments":
+            return 301, {"Location": "/repositories/42/issues/7/comments"}, {}
+        if path == "/repos/moved/away/issues/8/comments":
+            return 302, {"Location": f"http://127.0.0.1:{elsewhere.server_port}/steal"}, {}
+        if path == "/repositories/42/issues/7/comments" and method == "POST":
+            return 201, {}, {"html_url": "https://example.invalid/renamed/1"}
+        return 200, {}, []
+    github, seen = github_server(routes)
+    try:
+        with redis_with_aof(tmp_path / "aof") as url:
+            r = client(url)
+            process = collector_with_github(tmp_path, url, f"http://127.0.0.1:{github.server_port}")
+            try:
+                items = [one_job_work(r, github=target) for target in ("old/name#7", "moved/away#8")]
+                for work_id, job_id in items:
+                    r.xadd(keys.RESULTS.key(), result(work_id, job_id, runs=json.dumps(runs())))
+                wait_for(lambda: all(done(r, work_id) for work_id, _ in items) and len(query(
+                    tmp_path / "fleet.db", "SELECT 1 FROM fleet_effects WHERE kind='github' AND state != 'pending'"))
+                    == 2, "both comments handled")
+                assert process.poll() is None
+            finally:
+                assert stop(process) == 0
+        assert stolen == [], "another host was sent a request"
+        posts = [(path, authorization) for method, path, authorization, _ in seen if method == "POST"]
+        assert posts == [("/repos/old/name/issues/7/comments", "Bearer t0ken"),
+                         ("/repositories/42/issues/7/comments", "Bearer t0ken"),
+                         ("/repos/moved/away/issues/8/comments", "Bearer t0ken")]
+        log = (tmp_path / "collector.log").read_text()
+        assert "comment posted github=old/name#7 url=https://example.invalid/renamed/1" in log
+        assert (f"comment not posted github=moved/away#8 error=GitHub redirected to another host "
+                f"(127.0.0.1:{elsewhere.server_port}): not followed, the token is sent to "
+                f"127.0.0.1:{github.server_port} only") in log
+    finally:
+        github.shutdown()
+        elsewhere.shutdown()

@@ -18,7 +18,7 @@ from conftest import REPO
 from redline.export import scheme
 from redline.fleet import keys
 from redline.core.run import Run
-from tests.fleet_helpers import (QUICK, SERVER, client, finished, first_line, query, redis_with_aof, redline_process,
+from tests.fleet_helpers import (QUICK, SERVER, client, finished, fleet_local, query, redis_with_aof, redline_process,
                                  stop, submit, wait_for)
 from tests.test_fleet_collector import done, one_job_work, result
 from timeseries_server import TimeSeriesServer
@@ -135,11 +135,9 @@ def test_fleet_local_with_export_puts_every_stored_run_in_redistimeseries_once(t
     """`fleet local --export`: a work item of one test measured by a real agent; TS.MRANGE by labels
     finds every stored run once with its stored value, under the fleet platform, and its verdicts."""
     store, log = tmp_path / "fleet.db", tmp_path / "fleet.log"
-    process = redline_process("fleet", "local", "--agents", 1, "--store", store, "--platform", "ci",
-                              "--dir", tmp_path / "redis", "--export", timeseries.url, "--branch", BRANCH,
-                              "--triggering-env", "fleet", log=log)
+    process, url = fleet_local("--agents", 1, "--store", store, "--platform", "ci", "--dir", tmp_path / "redis",
+                               "--export", timeseries.url, "--branch", BRANCH, "--triggering-env", "fleet", log=log)
     try:
-        url = first_line(process)
         work = submit(url, "--platform", "ci", "--baseline", SERVER, "--comparison", SERVER, "--name", "set-sadd",
                       *QUICK)
         wait_for(lambda: finished(url, work["work_id"]), "the work item done")

@@ -64,3 +64,72 @@ def test_push_decisions():
     assert "deleted" in api.push_request({**push, "after": api.ZERO_SHA, "deleted": True}, settings())
     assert "created" in api.push_request({**push, "before": api.ZERO_SHA}, settings())
     assert "not to" in api.push_request({**push, "ref": "refs/tags/unstable"}, settings())
+
+
+def test_one_redaction_hides_every_password_and_token():
+    from redline.core.redaction import redact, redact_argv
+    assert redact("redis://:pw@h:1/0") == "redis://:***@h:1/0"
+    assert redact("error at rediss://user:p@ss@h/0, again") == "error at rediss://user:***@h/0, again"
+    assert redact("redis://h:1/0?db=1&password=pw") == "redis://h:1/0?db=1&password=***"
+    assert redact("https://x-access-token:T0KEN@github.com/o/r") == "https://x-access-token:***@github.com/o/r"
+    for kept in ("redis://127.0.0.1:6379/0", "git:/srv/redis@HEAD", "redis://user@h:1", "bin:/usr/bin/redis-server"):
+        assert redact(kept) == kept
+    assert redact_argv(["run", "--export", "redis://:pw@h", "--requirepass", "pw", "--token=t", "-a", "x"]) == [
+        "run", "--export", "redis://:***@h", "--requirepass", "***", "--token=***", "-a", "***"]
+
+
+def test_the_allow_list_decides_what_a_job_may_name(tmp_path):
+    from redline.core.errors import UsageError
+    from redline.fleet.policy import Refused, TargetPolicy, allowance
+    import pytest
+    (tmp_path / "repos" / "redis").mkdir(parents=True)
+    (tmp_path / "repos" / "escape").symlink_to(tmp_path)            # a link inside the allowed directory, out of it
+    policy = TargetPolicy([allowance("bin:/usr/bin/redis-server"), allowance(f"git:{tmp_path}/repos"),
+                           allowance("tcp://127.0.0.1:6379"), allowance(f"suite:{tmp_path}/suites")])
+
+    def job(target, *, config=(), variant=None, suite="builtin:quick/set-sadd.yml"):
+        return Job(suite=suite, test="t", sides=[SideSpec("baseline", target, tuple(config), variant)])
+    for allowed in ("bin:/usr/bin/redis-server", f"git:{tmp_path}/repos/redis@HEAD", f"git:{tmp_path}/repos",
+                    "tcp://127.0.0.1:6379"):
+        policy.check(job(allowed))
+    policy.check(job("bin:/usr/bin/redis-server", suite=f"{tmp_path}/suites/a.yml"))
+    refused = {f"git:{tmp_path}@HEAD": "is not allowed", "bin:/bin/sh": "is not allowed", "tcp://10.0.0.1:6379": "is not allowed",
+               f"git:{tmp_path}/repos/../elsewhere@x": "is not allowed", "src:/tmp": "is not allowed",
+               f"git:{tmp_path}/repos/escape@x": "is not allowed"}
+    for target, why in refused.items():
+        with pytest.raises(Refused, match=why):
+            policy.check(job(target))
+    with pytest.raises(Refused, match="loads code"):
+        policy.check(job("bin:/usr/bin/redis-server", config=[("LoadModule", "/x.so")]))
+    with pytest.raises(Refused, match="redline sets this parameter itself"):
+        policy.check(job("bin:/usr/bin/redis-server", config=[("dir", "/etc")]))
+    with pytest.raises(Refused, match="is a file"):
+        policy.check(job("bin:/usr/bin/redis-server", variant="/tmp/cc.yml"))
+    for suite in ("builtin:../../etc/passwd", "/etc/passwd", f"{tmp_path}/suites/../x.yml"):
+        with pytest.raises(Refused, match="suite"):
+            policy.check(job("bin:/usr/bin/redis-server", suite=suite))
+    with pytest.raises(UsageError, match="needs an absolute path"):
+        allowance("git:relative/dir")
+
+
+def test_a_job_document_is_checked_field_by_field():
+    import json
+    import pytest
+    from redline.fleet import entries
+    item = work.WorkItem(work_id="w1", source="cli", sides=SIDES, platforms=["a"],
+                         tests=[("builtin:quick/set-sadd.yml", "quick-set-sadd")], topologies=["oss-standalone"],
+                         settings=work.Settings(runs=5, max_runs=9, duration_s=2.0))
+    (_, document), = item.job_documents()
+    fields = {"job_id": document["job_id"], "work_id": "w1", "attempt": "1", "job": json.dumps(document)}
+    assert entries.job_entry(fields).job == Job.from_json(document)
+    broken = {"attempt": ({**fields, "attempt": "0"}, "attempt: 0 is outside 1..1000"),
+              "runs": ({**fields, "job": json.dumps({**document, "settings": {"runs": True}})},
+                       "job.settings.runs: expected a whole number, got bool"),
+              "max_runs": ({**fields, "job": json.dumps({**document, "max_runs": 2})}, "job.max_runs: 2 is outside 5..1000"),
+              "extra": ({**fields, "job": json.dumps({**document, "shell": "rm"})}, "job: unknown field(s) shell"),
+              "config": ({**fields, "job": json.dumps({**document, "sides": [{"target": "bin:x", "config": {"a": 1}}]})},
+                         "job.sides[0].config.a: expected text, got int")}
+    for name, (entry, reason) in broken.items():
+        with pytest.raises(entries.Malformed) as raised:
+            entries.job_entry(entry)
+        assert str(raised.value) == reason, name

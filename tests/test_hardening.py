@@ -127,21 +127,67 @@ def _malformed(tmp: Path) -> list[tuple[list[str], str]]:
         (["hotspots", "--store", tmp / "suites" / "good.yml"], "is not an SQLite database"),
         (["no-such-command"], "invalid choice: 'no-such-command'"),
         (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+        (["run", good, "--export", "redis://[::1"], "--export redis://[::1: not a URL"),
+        (["compare", good, "--export", "ftp://h:1"], "--export ftp://h:1: expected redis://HOST:PORT"),
+        (["export", "redistimeseries", "x", "--redis", "redis://h"], "SESSION must be a session number"),
+        (["export", "redistimeseries", "--redis", "redis://h", "--store", "none.db"], "no result store at none.db"),
+        (["report", "x"], "SESSION must be a session number or 'latest'"),
+        (["show", "x"], "SESSION must be a session number or 'latest'"),
+        (["show", "--format", "nope"], "argument --format: invalid choice: 'nope'"),
+        (["report", "--store", tmp, "-o", "r.html"], f"store {tmp}: is a directory"),
+        (["bisect", "ftp:x"], "bisect needs a git:REPO target"),
+        (["bisect", f"git:{tmp}", "--good", "a", "--bad", "b", "--runs", "3"],
+         "--runs 3: a timed bisection step needs at least 5 runs per side"),
+        # the fleet's commands: no Redis is asked, no store or file is written
+        (["submit", "--comparison", "ftp:x"], "unknown target scheme 'ftp'"),
+        (["submit", "--comparison", "bin:/usr/bin/redis-server", "--platform", "bad!"], "platform name 'bad!'"),
+        (["submit", "--comparison", "bin:/usr/bin/redis-server", "--warmup", "25h"], "is longer than 24h"),
+        (["submit", "--comparison", "bin:/usr/bin/redis-server", "--redis", "ftp://x"],
+         "--redis ftp://x: expected redis://HOST:PORT/DB"),
+        (["submit", "--comparison", "bin:/usr/bin/redis-server", "--redis", "redis://:pw@h:1",
+          "--redis-password-file", tmp / "none"], f"--redis-password-file {tmp}/none: No such file"),
+        (["api", "--secret-file", tmp / "none", "--repository", tmp], f"--secret-file {tmp}/none: No such file"),
+        (["api", "--port", "70000", "--secret-file", "s", "--repository", tmp], "'70000' is not a port"),
+        (["agent", "--platform", "p", "--claim-idle", "0s"], "'0s' is shorter than 2s, the shortest allowed"),
+        (["agent", "--platform", "p", "--heartbeat", "0s"], "'0s' is shorter than 0.1s, the shortest allowed"),
+        (["agent", "--platform", "p", "--claim-idle", "4s", "--heartbeat", "3s"],
+         "--heartbeat 3s is more than half of --claim-idle 4s"),
+        (["agent", "--platform", "p", "--allow-target", "ftp:x"], "--allow-target 'ftp:x': expected bin:PATH"),
+        (["agent", "--platform", "p", "--allow-target", "git:relative"], "needs an absolute path"),
+        (["agent", "--platform", "p", "--store", tmp / "agent.db", "--redis-password-file", tmp / "none"],
+         f"--redis-password-file {tmp}/none: No such file"),
+        (["collector", "--store", tmp], f"store {tmp}: is a directory"),
+        (["collector", "--store", tmp / "c.db", "--export", "redis://[::1"], "--export redis://[::1: not a URL"),
+        (["collector", "--store", tmp / "c.db", "--github-token-file", tmp / "none"],
+         f"--github-token-file {tmp}/none: No such file"),
+        (["fleet", "status", "--redis", "redis://[::1"], "--redis redis://[::1: Invalid IPv6 URL"),
+        (["fleet", "local", "--store", "/proc/redline.db"], "store /proc/redline.db: cannot be created"),
+        (["fleet", "local", "--claim-idle", "1s"], "'1s' is shorter than 2s, the shortest allowed"),
+        (["fleet", "local", "--port", "0"], "expected a positive integer"),
+        (["fleet", "local", "--store", tmp / "f.db", "--export", "redis://[::1"], "--export redis://[::1: not a URL"),
+        (["fleet", "local", "--allow-targets-file", tmp / "none"], f"--allow-targets-file {tmp}/none: No such file"),
     ]
 
 
 def test_every_subcommand_refuses_malformed_arguments_in_one_line_before_anything_starts(tmp_path, redline_cli):
     _suite_with(tmp_path, "good")
-    failures = []
-    for arguments, fragment in _malformed(tmp_path):
-        proc = redline_cli(*arguments)        # exactly one line: no plan, no blank line, no wrapping
-        lines = proc.stderr.splitlines()
+    failures, cases = [], _malformed(tmp_path)
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=4) as pool:     # each is refused before it starts anything: no two meet
+        answers = list(pool.map(lambda case: redline_cli(*case[0]), cases))
+    for (arguments, fragment), proc in zip(cases, answers):
+        lines = proc.stderr.splitlines()      # exactly one line: no plan, no blank line, no wrapping
         if proc.returncode != 2 or len(lines) != 1 or not lines[0].startswith("redline: error: ") \
                 or fragment not in proc.stderr or "Traceback" in proc.stderr:
             failures.append((arguments, proc.returncode, proc.stderr[-600:]))
     assert not failures, failures
     assert not (tmp_path / "redline.db").exists()          # no store session was opened, nothing measured
     assert not (tmp_path / "same.out").exists()
+    for written in ("agent.db", "c.db", "f.db"):           # nor a fleet command's store
+        assert not (tmp_path / written).exists(), written
+    commands = {arguments[0] if arguments[0] != "fleet" else " ".join(arguments[:2]) for arguments, _ in cases}
+    from redline.cli import COMMANDS
+    assert commands >= {*COMMANDS, "fleet status", "fleet local"} - {"fleet"}, "a subcommand has no malformed case"
 
 
 def test_brackets_in_a_test_name_or_a_server_reply_are_printed_as_text(tmp_path, redline_cli):
@@ -207,3 +253,25 @@ def test_the_output_check_truncates_nothing_and_leaves_nothing_behind(tmp_path):
     assert kept.read_text() == "earlier results" and not (tmp_path / "new.md").exists()
     with pytest.raises(UsageError, match="no-dir/x.json: cannot write there"):
         check_output_paths({"--json": tmp_path / "no-dir" / "x.json"})
+
+
+def test_a_suites_own_measure_instructions_without_valgrind_is_refused_before_anything_starts(tmp_path, redline_cli):
+    """A suite saying `redline: measure: instructions` on a machine without valgrind (a PATH that
+    holds redis-server only): one line and exit 1 before a server starts or the store is made."""
+    from redline.suites.discovery import builtin_suites_dir
+    suite = tmp_path / "counted.yml"
+    suite.write_text((builtin_suites_dir() / "quick" / "string-get-100B-pipeline-1.yml").read_text()
+                     + "redline:\n  measure: instructions\n")
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "redis-server").symlink_to("/usr/bin/redis-server")
+    import os
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "redline.cli", "run", suite, "--store", tmp_path / "r.db"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PATH": str(bare)})
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert proc.stderr.splitlines() == ["redline: error: valgrind is not installed (needed by --measure "
+                                        "instructions): run `bash setup.sh`"]
+    assert not (tmp_path / "r.db").exists()

@@ -89,7 +89,7 @@ def o0_build() -> Path:
     return Path(json.loads(proc.stdout)["binary"])
 
 
-@pytest.mark.slow
+@pytest.mark.slow      # over a minute by construction: 10 sessions × 3 runs × 2.5 s of windows, and an -O0 build
 def test_history_names_both_rebuilds_behind_one_bin_path(tmp_path, redline_cli, o0_build):
     debian = Path(os.path.realpath(REDIS_SERVER))
     place = tmp_path / "src" / "redis-server"

@@ -341,3 +341,33 @@ def test_a_result_file_on_a_full_disk_is_one_line_and_the_runs_stay_stored(tmp_p
         assert sorted(p.name for p in mnt.iterdir()) == ["filler"]        # no out.json, no .partial
     runs = sqlite3.connect(store_path).execute("SELECT status FROM runs").fetchall()
     assert runs == [("ok",)]
+
+
+FLEET_TABLES = {"fleet_work", "fleet_jobs", "fleet_runs", "fleet_effects"}
+
+
+def test_a_version_5_store_gains_the_fleet_tables_and_keeps_a_collectors_rows(tmp_path):
+    """Schema 6 holds the collector's tables: a version-5 store whose collector created three of
+    them itself keeps their rows; one without them gets all four."""
+    with_ledger, without = tmp_path / "collector.db", tmp_path / "plain.db"
+    for path in (with_ledger, without):
+        Store(path).close()
+        db = sqlite3.connect(path)
+        db.execute("DROP TABLE fleet_effects")
+        if path == without:
+            db.executescript("DROP TABLE fleet_runs; DROP TABLE fleet_jobs; DROP TABLE fleet_work;")
+        else:
+            db.executescript("""
+                INSERT INTO sessions(id, kind, argv, machine, host, pid, started_at) VALUES (1, 'fleet', '[]', '{}', 'h', 1, 0);
+                INSERT INTO fleet_work(work_id, session_id, document) VALUES ('w', 1, '{}');
+                INSERT INTO fleet_jobs(job_id, work_id, platform, status, stored_at) VALUES ('w:p:1', 'w', 'p', 'dead', 0);
+            """)
+        db.execute("PRAGMA user_version=5")
+        db.commit()
+        db.close()
+    for path in (with_ledger, without):
+        store = Store(path)
+        tables = {row[0] for row in store.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert FLEET_TABLES <= tables and store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+    assert [tuple(row) for row in Store(with_ledger).db.execute("SELECT job_id, status FROM fleet_jobs")] == [
+        ("w:p:1", "dead")]

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from redline.commands.argtypes import positive_int, regex, whole_seconds
+from redline.commands.argtypes import port_number, positive_int, regex, whole_seconds
 from redline.commands.arguments import add_redis_argument, platform_name
 
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("api", help="receive GitHub webhooks (push, labelled pull requests) and enqueue work")
     add_redis_argument(parser)
-    parser.add_argument("--port", type=positive_int, default=8080, help="port (default 8080)")
+    parser.add_argument("--port", type=port_number, default=8080, help="port (default 8080)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--secret-file", type=Path, required=True, metavar="FILE", help="the webhook secret")
     parser.add_argument("--repository", required=True, metavar="PATH",
@@ -47,13 +47,35 @@ def api_command(args) -> int:
     if args.max_runs < args.runs:
         raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")
     tests = select_tests(args.suites, args.name)
-    client = connect(args.redis)
+    client = connect(args.redis, args.redis_password_file)
     settings = Settings(secret=secret, repository=str(Path(args.repository).expanduser()), branches=args.branch,
                         label=args.label, platforms=args.platform, tests=tests, variant=args.variant,
                         run_settings=work.Settings(runs=args.runs, max_runs=args.max_runs, duration_s=args.duration))
+    listening = listen(args.host, args.port)      # a busy port is refused here, before "listening"
     Stopping()      # uvicorn handles SIGTERM/Ctrl-C, then re-raises it: to a flag, not an interruption
     say("listening", host=args.host, port=args.port, tests=len(tests), label=repr(args.label))
-    uvicorn.Server(uvicorn.Config(make_app(client, settings), host=args.host, port=args.port, log_level="warning",
-                                  access_log=False, lifespan="off")).run()
+    uvicorn.Server(uvicorn.Config(make_app(client, settings), log_level="warning", access_log=False,
+                                  lifespan="off")).run(sockets=[listening])
     say("stopped")
     return 0
+
+
+def listen(host: str, port: int):
+    """The server's socket, bound and listening; a port in use or an address that is not this
+    machine's is one line (exit 2)."""
+    import socket
+
+    from redline.core.errors import UsageError
+    try:
+        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(info[0], socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise UsageError(f"--host {host}: {getattr(exc, 'strerror', None) or exc}") from None
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(info[4])
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"--port {port} on {host}: {exc.strerror or exc} (another process listens there?)") from None
+    return sock

@@ -14,7 +14,7 @@ UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 
 def duration(text: str) -> float:
-    """'10s', '500ms', '2m', or plain seconds."""
+    """'10s', '500ms', '2m', or plain seconds: 0 to 24h."""
     match = DURATION.match(text)
     if not match:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (examples: 10s, 500ms, 2m)")
@@ -22,6 +22,24 @@ def duration(text: str) -> float:
     if seconds > LONGEST_S:
         raise argparse.ArgumentTypeError(f"{text!r} is longer than 24h")
     return seconds
+
+
+def bounded_duration(shortest_s: float, longest_s: float, why: str):
+    """A duration type for a flag with bounds of its own; a value outside says the bound and why."""
+    def check(text: str) -> float:
+        seconds = duration(text)
+        if seconds < shortest_s:
+            raise argparse.ArgumentTypeError(f"{text!r} is shorter than {shortest_s:g}s, the shortest allowed ({why})")
+        if seconds > longest_s:
+            raise argparse.ArgumentTypeError(f"{text!r} is longer than {longest_s:g}s, the longest allowed ({why})")
+        return seconds
+    return check
+
+
+# the fleet's timeouts: a job idle this long belongs to a dead agent; a heartbeat keeps it alive
+claim_idle = bounded_duration(2.0, LONGEST_S, "a live agent's heartbeat must reach Redis within it, and two agents "
+                                              "would measure one job on the same cores")
+heartbeat = bounded_duration(0.1, 60.0, "the agent's liveness: often enough to keep its job, not a busy loop")
 
 
 def whole_seconds(text: str) -> float:
@@ -70,6 +88,14 @@ def positive_int(text: str) -> int:
 
 def positive_float(text: str) -> float:
     return _positive(text, float, "number")
+
+
+def port_number(text: str) -> int:
+    """A TCP port: 1 to 65535."""
+    port = positive_int(text)
+    if port > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (1 to 65535)")
+    return port
 
 
 def store_path(text: str) -> Path:

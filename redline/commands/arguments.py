@@ -97,10 +97,21 @@ def measurement_defaults(args) -> None:
         args.max_runs = args.runs if instructions else COMPARE_MAX_RUNS
 
 
+REDIS_VARIABLE = "REDLINE_REDIS"
+PASSWORD_FILE_VARIABLE = "REDLINE_REDIS_PASSWORD_FILE"
+
+
 def add_redis_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--redis", default=os.environ.get("REDLINE_REDIS", DEFAULT_REDIS), metavar="URL",
-                        help="the fleet's Redis: redis://[:password@]host:port/db, rediss:// for TLS "
-                             f"(default $REDLINE_REDIS, else {DEFAULT_REDIS})")
+    """--redis URL and --redis-password-file FILE: a password never needs to be on a command line
+    (it is in the file, or in the URL of $REDLINE_REDIS)."""
+    parser.add_argument("--redis", default=os.environ.get(REDIS_VARIABLE, DEFAULT_REDIS), metavar="URL",
+                        help="the fleet's Redis: redis://[user@]host:port/db, rediss:// for TLS "
+                             f"(default ${REDIS_VARIABLE}, which may hold the password: redis://:PASSWORD@…; "
+                             f"else {DEFAULT_REDIS})")
+    password_file = os.environ.get(PASSWORD_FILE_VARIABLE)
+    parser.add_argument("--redis-password-file", type=Path, default=Path(password_file) if password_file else None,
+                        metavar="FILE", help="the Redis password, the first line of FILE (`fleet local` writes one, "
+                                             f"readable by its user only; default ${PASSWORD_FILE_VARIABLE})")
 
 
 def platform_name(text: str) -> str:
@@ -108,3 +119,14 @@ def platform_name(text: str) -> str:
     if not PLATFORM_NAME.match(text):
         raise argparse.ArgumentTypeError(f"platform name {text!r}: letters, digits, '_', '.', '-' (at most 64)")
     return text
+
+
+def add_allow_arguments(parser: argparse.ArgumentParser) -> None:
+    """What the jobs an agent takes may name (redline.fleet.policy): the fleet owner's allow-list."""
+    from redline.fleet.policy import allowance
+    parser.add_argument("--allow-target", action="append", type=allowance, metavar="PATTERN",
+                        help="what jobs may name (repeatable): bin:PATH, git:DIR (repositories under DIR), src:DIR, "
+                             "suite:DIR (suite files under DIR; built-in suites always), tcp://HOST:PORT; default: "
+                             "the redis-server on PATH. A job naming anything else is dead-lettered unrun")
+    parser.add_argument("--allow-targets-file", action="append", type=Path, metavar="FILE",
+                        help="more --allow-target patterns, one a line ('#' comments)")

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from redline.analysis.comparison import MIN_RUNS as COMPARED_MIN_RUNS
 from redline.bisect import search
 from redline.bisect.measure import CommitBuilds, Measuring, StepSettings, comparer_for
 from redline.bisect.search import Outcome, Unbuildable
@@ -46,6 +47,7 @@ def _repository(text: str) -> Path:
 
 DEFAULT_METRIC = {metrics.TIME: "server_cpu_us_per_op", metrics.INSTRUCTIONS: "instructions_per_op"}
 TIMED_MAX_RUNS = 9
+TIMED_MIN_RUNS = COMPARED_MIN_RUNS       # what a timed comparison needs to give a verdict at all
 
 
 def _hand_off(args, tests: list[TestSpec]) -> None:
@@ -83,6 +85,10 @@ def check_arguments(args) -> tuple[Path, list[TestSpec]]:
     if args.measure == metrics.INSTRUCTIONS:
         _check_counted(args)
     else:
+        if args.runs < TIMED_MIN_RUNS:
+            raise UsageError(f"--runs {args.runs}: a timed bisection step needs at least {TIMED_MIN_RUNS} runs per "
+                             "side (the interval over interleaved pairs cannot decide with fewer; --measure "
+                             "instructions decides with 2)")
         args.max_runs = args.max_runs or TIMED_MAX_RUNS
         if args.max_runs < args.runs:
             raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from redline.commands.arguments import add_redis_argument, add_store_argument
-from redline.export.options import add_export_arguments
+from redline.export.options import EXPORT_VARIABLE, add_export_arguments
 
 
 def add_parser(commands) -> None:
@@ -18,7 +19,7 @@ def add_parser(commands) -> None:
                         help="post each pull request's comment with this token")
     parser.add_argument("--github-api", default="https://api.github.com", metavar="URL")
     add_export_arguments(parser, platform_default="the fleet platform that ran the job",
-                         what="as results are stored")
+                         what=f"as results are stored; --export defaults to ${EXPORT_VARIABLE}")
     parser.set_defaults(func=collector_command)
 
 
@@ -27,12 +28,14 @@ def collector_command(args) -> int:
     from redline.fleet.collector import Collector
     from redline.fleet.export import fleet_export
     from redline.fleet.process import Stopping, connect, log
-    from redline.store.results import Store
+    from redline.store.results import Store, inspect_store_file
     stopping = Stopping()
+    args.export = args.export or os.environ.get(EXPORT_VARIABLE) or None
     poster = github.Poster(args.github_token_file, args.github_api) if args.github_token_file else None
-    store = Store(args.store)             # a path that is no store is a usage error before Redis is asked
+    inspect_store_file(args.store)        # a path that is no store is a usage error before anything is written
     export = fleet_export(args, store_path=args.store,
                           say=lambda event, **fields: log(f"collector {args.collector_name}", event, **fields))
-    Collector(connect(args.redis), store=store, name=args.collector_name, stopping=stopping,
+    store = Store(args.store)
+    Collector(connect(args.redis, args.redis_password_file), store=store, name=args.collector_name, stopping=stopping,
               github_poster=poster, export=export).serve()
     return 0

@@ -10,7 +10,8 @@ from redline.commands.arguments import Parser, add_store_argument
 from redline.core import terminal
 from redline.core.errors import UsageError
 from redline.export.options import add_placement_arguments, exporter_from, since_date
-from redline.export.redistimeseries import ExportCounts, RedisTimeSeriesExporter, redacted
+from redline.core.redaction import redact
+from redline.export.redistimeseries import ExportCounts, RedisTimeSeriesExporter
 from redline.store.results import Store
 
 EXIT_CONFLICTS = 1
@@ -27,7 +28,7 @@ def export_sessions(exporter: RedisTimeSeriesExporter, store: Store, session_ids
         counts = exporter.export_session(session)
         total.add(counts)
         tests |= {run.test for run in session.runs}
-        line = (f"session {session_id} ({session.kind}) → {redacted(url)}: {counts.runs} runs, "
+        line = (f"session {session_id} ({session.kind}) → {redact(url)}: {counts.runs} runs, "
                 f"{counts.written} samples written, {counts.present} already there")
         if counts.verdicts:
             line += f", {counts.verdicts} verdicts"
@@ -79,5 +80,5 @@ def export_command(args) -> int:
         if session is None:
             raise UsageError(f"no session in {args.store}")
         session_ids = [session]
-    exporter = exporter_from(args, args.redis)
+    exporter = exporter_from(args, args.redis, "--redis")
     return export_sessions(exporter, store, session_ids, args.redis)

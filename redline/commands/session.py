@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from redline.core import terminal
+from redline.core import metrics, terminal
 from redline.core.errors import UsageError
 from redline.engine.run_plan import RunSettings, Side
 from redline.export.jsonl import JsonLinesSink
@@ -37,7 +37,12 @@ def check_before_starting(args, sides: list[Side]) -> list[TestSpec]:
     if args.variant and not any(side.target.build for side in sides):
         raise UsageError(f"--variant {args.variant}: only git: and src: targets are built, and "
                          f"{' and '.join(side.target.spec for side in sides)} is not one")
-    return select_tests(args.suites, args.name)
+    tests = select_tests(args.suites, args.name)
+    if getattr(args, "measure", None) is None and any(test.extensions.get("measure") == metrics.INSTRUCTIONS
+                                                       for test in tests):
+        from redline.instructions.callgrind import find_valgrind
+        find_valgrind()          # a suite's own `measure: instructions` needs valgrind as the flag does
+    return tests
 
 
 def check_outputs(args, outputs: dict[str, Path | None]) -> None:

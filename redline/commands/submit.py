@@ -45,7 +45,7 @@ def submit_command(args) -> int:
     if args.max_runs < args.runs:
         raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")
     tests = select_tests(args.suites, args.name)
-    client = connect(args.redis)
+    client = connect(args.redis, args.redis_password_file)
     item = work.new_work(client, source="cli", sides=sides, platforms=args.platform, tests=tests,
                          topologies=args.topology,
                          settings=work.Settings(runs=args.runs, max_runs=args.max_runs, duration_s=args.duration,

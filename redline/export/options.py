@@ -51,26 +51,31 @@ def add_export_arguments(parser: argparse.ArgumentParser, *, platform_default: s
     add_placement_arguments(group, platform_default=platform_default)
 
 
-def export_argv(args) -> list[str]:
-    """--export and the placement flags given to `fleet local`, for its collector; nothing without
-    --export. Not --platform: fleet local's names its agents' platform, which the collector places
-    their runs under anyway."""
+EXPORT_VARIABLE = "REDLINE_EXPORT"     # the collector's --export URL from the environment (a password stays off argv)
+
+
+def export_argv(args) -> tuple[list[str], dict[str, str]]:
+    """--export and the placement flags given to `fleet local`, for its collector: the flags as
+    arguments, the URL (which may hold a password) in the environment; nothing without --export.
+    Not --platform: fleet local's names its agents' platform, which the collector places their
+    runs under anyway."""
     if not getattr(args, "export", None):
-        return []
-    argv = ["--export", args.export]
+        return [], {}
+    argv = []
     for flag, name in FORWARDED_FLAGS:
         if getattr(args, name, None) is not None:
             argv += [flag, getattr(args, name)]
-    return argv
+    return argv, {EXPORT_VARIABLE: args.export}
 
 
 def project_from(args) -> Project:
     return Project(args.github_org, args.github_repo, args.triggering_env)
 
 
-def exporter_from(args, url: str):
-    """The RedisTimeSeriesExporter for URL, connected and checked, placing runs as the arguments say."""
+def exporter_from(args, url: str, flag: str = "--export"):
+    """The RedisTimeSeriesExporter for URL (given as `flag`), connected and checked, placing runs as
+    the arguments say."""
     from redline.export.redistimeseries import RedisTimeSeriesExporter, connect
     from redline.export.runs import PlacementRules
-    return RedisTimeSeriesExporter(connect(url), project=project_from(args),
+    return RedisTimeSeriesExporter(connect(url, flag), project=project_from(args),
                                    rules=PlacementRules(running_platform=args.platform, branch=args.branch))

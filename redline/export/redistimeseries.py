@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import platform
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import redis
 
 from redline.core import metrics as metric_registry
 from redline.core.errors import RunError, UsageError
+from redline.core.redaction import redact
 from redline.core.run import Run
 from redline.export import scheme
 from redline.export.runs import PlacementRules, history_series, placement_of, timestamp_ms
@@ -60,36 +61,32 @@ class ExportCounts:
         self.conflicts += other.conflicts
 
 
-def redacted(url: str) -> str:
-    """The URL without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=user + host))
-
-
-def connect(url: str) -> redis.Redis:
+def connect(url: str, flag: str = "--redis") -> redis.Redis:
     """A client for URL (redis://[user:password@]host:port[/db], rediss:// for TLS, unix://),
-    checked: the server answers and has the RedisTimeSeries module."""
-    if urlsplit(url).scheme not in ("redis", "rediss", "unix"):
-        raise UsageError(f"--redis {redacted(url)}: expected redis://HOST:PORT, rediss://HOST:PORT (TLS) or "
+    checked: the server answers and has the RedisTimeSeries module. `flag` names the option the
+    URL came from in a refusal."""
+    try:
+        parts = urlsplit(url)
+        parts.port                      # a port out of range or an unclosed [IPv6 bracket raise here
+    except ValueError as exc:
+        raise UsageError(f"{flag} {redact(url)}: not a URL ({exc})") from None
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        raise UsageError(f"{flag} {redact(url)}: expected redis://HOST:PORT, rediss://HOST:PORT (TLS) or "
                          "unix://PATH")
     try:
         client = redis.Redis.from_url(url, socket_timeout=30, socket_connect_timeout=10)
         client.ping()
     except ValueError as exc:
-        raise UsageError(f"--redis {redacted(url)}: {exc}") from None
+        raise UsageError(f"{flag} {redact(url)}: {exc}") from None
     except redis.RedisError as exc:
-        raise ExportError(f"RedisTimeSeries at {redacted(url)}: {exc}") from None
+        raise ExportError(f"RedisTimeSeries at {redact(url)}: {exc}") from None
     try:
         client.execute_command("TS.QUERYINDEX", f"{scheme.EXPORTER_LABEL[0]}={scheme.EXPORTER_LABEL[1]}")
     except redis.ResponseError as exc:
-        raise ExportError(f"{redacted(url)} has no RedisTimeSeries module ({exc}); "
+        raise ExportError(f"{redact(url)} has no RedisTimeSeries module ({exc}); "
                           "load it with --loadmodule redistimeseries.so") from None
     except redis.RedisError as exc:
-        raise ExportError(f"RedisTimeSeries at {redacted(url)}: {exc}") from None
+        raise ExportError(f"RedisTimeSeries at {redact(url)}: {exc}") from None
     return client
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from redline.core import terminal
 from redline.core.run import Run
 from redline.export.options import exporter_from
-from redline.export.redistimeseries import ExportCounts, ExportError, RedisTimeSeriesExporter, redacted
+from redline.core.redaction import redact
+from redline.export.redistimeseries import ExportCounts, ExportError, RedisTimeSeriesExporter
 from redline.store.session import SessionDocument
 
 
@@ -49,7 +50,7 @@ class RedisTimeSeriesSink:
         self._export(lambda: self.exporter.export_history(Store(self.store_path), {run.test for run in session.runs}))
         out = terminal.console(stderr=True)
         counts = self.counts
-        out.print(f"exported to {redacted(self.url)}: {counts.runs} runs, {counts.written} samples"
+        out.print(f"exported to {redact(self.url)}: {counts.runs} runs, {counts.written} samples"
                   + (f", {counts.verdicts} verdicts" if counts.verdicts else ""), soft_wrap=True)
         problem = self.failure or (f"{len(counts.conflicts)} samples conflict with other values at the same "
                                    f"millisecond, first: {counts.conflicts[0]}" if counts.conflicts else None)

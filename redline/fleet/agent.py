@@ -26,10 +26,11 @@ import traceback
 import redis
 
 from redline.core.errors import RunError, UsageError
-from redline.fleet import keys
+from redline.fleet import entries, keys
 from redline.fleet.execution import Executor, JobRefused, LogObserver
+from redline.fleet.policy import Refused, TargetPolicy
 from redline.fleet.process import Stopping, log, while_reachable
-from redline.fleet.work import ensure_group
+from redline.fleet.work import ensure_group, register_platform, registration
 from redline.store.results import Store
 from redline.system import machine
 
@@ -39,8 +40,10 @@ READ_BLOCK_MS = 2000
 
 class Agent:
     def __init__(self, client: redis.Redis, *, platform: str, name: str, store: Store, claim_idle_s: float,
-                 heartbeat_s: float, max_attempts: int, stopping: Stopping, executor=None):
+                 heartbeat_s: float, max_attempts: int, stopping: Stopping, executor=None,
+                 policy: TargetPolicy | None = None):
         self.client, self.platform, self.name, self.store = client, platform, name, store
+        self.policy = policy or TargetPolicy([])
         self.claim_idle_ms = int(claim_idle_s * 1000)
         self.heartbeat_s, self.max_attempts, self.stopping = heartbeat_s, max_attempts, stopping
         self.stream = keys.JOBS.key(platform=platform)
@@ -57,18 +60,19 @@ class Agent:
     # -- the loop -----------------------------------------------------------------------------
     def serve(self) -> None:
         ensure_group(self.client, self.stream, keys.AGENTS_GROUP)
-        self.client.sadd(keys.PLATFORMS.key(), self.platform)
+        register_platform(self.client, self.platform)
         session_id = self.store.begin_session(kind="agent", argv=["agent", self.platform, self.name],
                                               machine=machine.facts())
         beating = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
         beating.start()
-        self.say("started", stream=self.stream, claim_idle=f"{self.claim_idle_ms / 1000:g}s")
+        self.say("started", stream=self.stream, claim_idle=f"{self.claim_idle_ms / 1000:g}s",
+                 allowed=self.policy.describe())
         try:
             while not self.stopping.requested:
                 entry = while_reachable(self.stopping, self.say, lambda: self._claim_abandoned() or self._read_new(),
                                         during="reading jobs")
                 if entry:
-                    self._handle(*entry, session_id=session_id)
+                    self._handle_safely(*entry, session_id=session_id)
         finally:
             self.store.finish_session(session_id, "finished")
             self._leave()
@@ -93,26 +97,42 @@ class Agent:
     def _read_new(self) -> tuple[str, dict, int] | None:
         answer = self.client.xreadgroup(keys.AGENTS_GROUP, self.name, {self.stream: ">"}, count=1,
                                         block=READ_BLOCK_MS)
-        for _, entries in answer or []:
-            for entry_id, fields in entries:
+        for _, batch in answer or []:
+            for entry_id, fields in batch:
                 return entry_id, fields, 1
         return None
 
     # -- one job ------------------------------------------------------------------------------
-    def _handle(self, entry_id: str, fields: dict, deliveries: int, *, session_id: int) -> None:
-        job_id = fields.get("job_id", "?")
-        attempt = int(fields.get("attempt") or 1) + deliveries - 1    # earlier deliveries died with their agent
+    def _handle_safely(self, entry_id: str, fields: dict, deliveries: int, *, session_id: int) -> None:
+        """One entry; whatever it holds, it cannot stop the agent: an entry it cannot handle is
+        dead-lettered with the reason (a lost Redis or a stop request still end the loop)."""
         try:
-            job = json.loads(fields["job"])
-        except (KeyError, ValueError) as exc:
-            return self._dead(entry_id, fields, attempt, f"not a job document: {exc}")
+            self._handle(entry_id, fields, deliveries, session_id=session_id)
+        except (redis.ConnectionError, redis.TimeoutError, RunError, KeyboardInterrupt):
+            raise
+        except Exception as exc:        # noqa: BLE001 — an agent bug on one entry is that entry's dead letter
+            where = traceback.extract_tb(exc.__traceback__)[-1].name
+            self._dead(entry_id, fields, deliveries, f"the agent could not handle this entry: "
+                                                     f"{type(exc).__name__}: {exc} ({where})")
+
+    def _handle(self, entry_id: str, fields: dict, deliveries: int, *, session_id: int) -> None:
+        try:
+            entry = entries.job_entry(fields)
+        except entries.Malformed as exc:
+            return self._dead(entry_id, fields, deliveries, f"malformed job entry: {exc}")
+        try:
+            self.policy.check(entry.job)
+        except Refused as exc:
+            return self._dead(entry_id, fields, deliveries, f"refused: {exc}")
+        job_id, job = entry.job_id, entry.job.to_json()
+        attempt = entry.attempt + deliveries - 1    # earlier deliveries died with their agent
         if attempt > self.max_attempts:
             return self._dead(entry_id, fields, attempt - 1,
                               f"delivered {attempt - 1} times, each time its agent stopped before an outcome")
         started_at = time.time()
         self._set_current(entry_id, job_id)
         while_reachable(self.stopping, self.say, lambda: self.client.hsetnx(
-            keys.WORK.key(work_id=fields.get("work_id", "")), "started_at", repr(started_at)), during="starting a job")
+            keys.WORK.key(work_id=entry.work_id), "started_at", repr(started_at)), during="starting a job")
         self.say("job started", job=job_id, test=job.get("test"), attempt=attempt)
         try:
             with self.stopping.interruptible():
@@ -186,11 +206,18 @@ class Agent:
         self.say("job given back", job=fields.get("job_id"), reason=reason)
 
     def _dead(self, entry_id: str, fields: dict, attempts: int, error: str) -> None:
+        """To the dead-letter stream with the reason; its work item learns it through a `dead`
+        result (when the entry names a job and a work item at all)."""
+        error = error[:entries.ERROR_LIMIT]
+        named = all(entries.IDENTIFIER.match(str(fields.get(name, ""))) for name in ("job_id", "work_id"))
+
         def commands(tx):
-            tx.xadd(keys.DEAD.key(), {"job_id": fields.get("job_id", ""), "work_id": fields.get("work_id", ""),
+            tx.xadd(keys.DEAD.key(), {"job_id": str(fields.get("job_id", ""))[:200],
+                                      "work_id": str(fields.get("work_id", ""))[:200],
                                       "platform": self.platform, "agent": self.name, "attempts": str(attempts),
-                                      "error": error, "job": fields.get("job", "")})
-            tx.xadd(keys.RESULTS.key(), {**self._result_fields(fields, attempts, "dead", None), "error": error})
+                                      "error": error, "job": str(fields.get("job", ""))[:entries.ERROR_LIMIT]})
+            if named:
+                tx.xadd(keys.RESULTS.key(), {**self._result_fields(fields, attempts, "dead", None), "error": error})
             self._finish_entry(tx, entry_id)
         self._transact(commands, during="dead-lettering a job")
         self.say("job dead-lettered", job=fields.get("job_id"), attempts=attempts, error=error)
@@ -224,6 +251,7 @@ class Agent:
             else:
                 tx.hdel(self.agent_key, "job_started_at")
             tx.expire(self.agent_key, max(1, int(self.heartbeat_s * 3)))
+            registration(tx, self.platform)
             if current:      # resets the entry's idle time: XAUTOCLAIM leaves a live agent's job alone
                 tx.xclaim(self.stream, keys.AGENTS_GROUP, self.name, 0, [current[0]], justid=True)
             tx.execute()

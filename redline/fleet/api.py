@@ -3,14 +3,18 @@
 POST /webhook (or /), checked in this order, each refusal one status and one log line:
   413  body larger than MAX_BODY (GitHub sends at most 25 MB; a push or PR event is kilobytes)
   401  X-Hub-Signature-256 missing or not HMAC-SHA256 of the body with the secret (constant-time)
-  400  no X-GitHub-Delivery / X-GitHub-Event, or a body that is not a JSON object
-  409  a delivery id seen before (replay; ids are kept 7 days, SET NX in Redis)
+  400  no X-GitHub-Delivery / X-GitHub-Event, a body that is not a JSON object (or nested too
+       deeply to read), an event whose fields do not have GitHub's shape (a pull_request that is
+       not an object, a commit that is not a sha)
+  409  a signed body seen before (replay: the key is the body's sha256, what the signature covers —
+       a new X-GitHub-Delivery id on the same body is still a replay; kept 7 days, SET NX in Redis)
   422  an event this endpoint does not handle (anything but push, pull_request, ping)
-  503  the work item could not be enqueued (the delivery id is forgotten: a redelivery is welcome)
+  503  Redis is unreachable, or the work item could not be enqueued (the body is forgotten: a
+       redelivery is welcome)
   200  handled but nothing to do (another branch, a PR without the label, a closed PR, a deleted branch)
   202  a work item was enqueued: {"work_id": …, "jobs": N}
-The signature is checked before the delivery id is recorded, so an unsigned request cannot use
-up the id of a real one.
+The signature is checked before the body is recorded, so an unsigned request cannot use up a
+real one. Anything else unexpected is a 500 with one log line, never a traceback.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import subprocess
 from dataclasses import dataclass
 
@@ -80,8 +85,18 @@ async def read_body(request: Request) -> bytes | None:
     return bytes(body)
 
 
+class BadPayload(ValueError):
+    """The event's fields do not have GitHub's shape: 400 with the reason."""
+
+
 def make_app(client: redis.Redis, settings: Settings) -> Starlette:
     async def webhook(request: Request):
+        try:
+            return await handle(request)
+        except Exception as exc:        # noqa: BLE001 — one log line and a 500, never a traceback
+            return answer(500, f"internal error: {type(exc).__name__}: {exc}")
+
+    async def handle(request: Request):
         body = await read_body(request)
         if body is None:
             return answer(413, f"body larger than {MAX_BODY} bytes")
@@ -92,25 +107,34 @@ def make_app(client: redis.Redis, settings: Settings) -> Starlette:
             return answer(400, "X-GitHub-Delivery and X-GitHub-Event are required")
         try:
             payload = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             payload = None
         if not isinstance(payload, dict):
-            return answer(400, "the body is not a JSON object", delivery)
-        first = await run_in_threadpool(client.set, keys.DELIVERY.key(delivery_id=delivery), event,
-                                        nx=True, ex=DELIVERY_KEPT_S)
+            return answer(400, "the body is not a JSON object (or is nested too deeply)", delivery)
+        seen = keys.DELIVERY.key(body_sha256=hashlib.sha256(body).hexdigest())
+        try:
+            first = await run_in_threadpool(client.set, seen, delivery, nx=True, ex=DELIVERY_KEPT_S)
+        except redis.RedisError as exc:
+            return answer(503, f"Redis unavailable: {exc}", delivery)
         if not first:
-            return answer(409, "delivery seen before (replay)", delivery)
+            return answer(409, "this signed body was delivered before (replay)", delivery)
         if event == "ping":
             return answer(200, "pong", delivery)
         if event not in ("push", "pull_request"):
             return answer(422, f"event {event!r} is not handled (push, pull_request)", delivery)
-        wanted = push_request(payload, settings) if event == "push" else pull_request(payload, settings)
+        try:
+            wanted = push_request(payload, settings) if event == "push" else pull_request(payload, settings)
+        except BadPayload as exc:
+            return answer(400, f"not a GitHub {event} event: {exc}", delivery)
         if isinstance(wanted, str):
             return answer(200, f"nothing to do: {wanted}", delivery)
         try:
             work_id, jobs = await run_in_threadpool(_enqueue, client, settings, *wanted)
         except (redis.RedisError, RunError, UsageError) as exc:      # GitHub may deliver it again
-            await run_in_threadpool(client.delete, keys.DELIVERY.key(delivery_id=delivery))
+            try:
+                await run_in_threadpool(client.delete, seen)
+            except redis.RedisError:
+                pass
             return answer(503, f"not enqueued: {exc}", delivery)
         return answer(202, "enqueued", delivery, work_id=work_id, jobs=jobs)
 
@@ -125,36 +149,75 @@ def _enqueue(client: redis.Redis, settings: Settings, source: str, baseline: str
     return item.work_id, work.enqueue(client, item)
 
 
+SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+REPOSITORY = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+
+
+def _object(document: dict, name: str) -> dict:
+    value = document.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BadPayload(f"{name} is not an object")
+    return value
+
+
+def _text(document: dict, name: str) -> str:
+    value = document.get(name, "")
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise BadPayload(f"{name} is not text")
+    return value
+
+
+def _sha(document: dict, name: str, where: str) -> str:
+    value = _text(document, name)
+    if value and not SHA.match(value):
+        raise BadPayload(f"{where}.{name} is not a commit sha")
+    return value
+
+
 def push_request(payload: dict, settings: Settings) -> tuple[str, str, str, str] | str:
     """(source, baseline, comparison, github) for a push to a benchmarked branch, else why not."""
-    ref = str(payload.get("ref", ""))
+    ref = _text(payload, "ref")
     branch = ref.removeprefix("refs/heads/")
-    wanted = settings.branches or [str((payload.get("repository") or {}).get("default_branch", ""))]
+    wanted = settings.branches or [_text(_object(payload, "repository"), "default_branch")]
     if not ref.startswith("refs/heads/") or branch not in wanted:
         return f"push to {ref}, not to {', '.join(wanted)}"
-    before, after = str(payload.get("before", "")), str(payload.get("after", ""))
+    before, after = _sha(payload, "before", "push"), _sha(payload, "after", "push")
     if payload.get("deleted") or after == ZERO_SHA:
         return f"branch {branch} deleted"
     if before == ZERO_SHA or not before:
         return f"branch {branch} created: no previous commit to compare with"
+    if not after:
+        raise BadPayload("push.after is missing")
     return "push", _git(settings, before), _git(settings, after), ""
 
 
 def pull_request(payload: dict, settings: Settings) -> tuple[str, str, str, str] | str:
     action = payload.get("action")
-    pr = payload.get("pull_request") or {}
-    labels = {label.get("name") for label in pr.get("labels") or [] if isinstance(label, dict)}
+    pr = _object(payload, "pull_request")
+    labels = pr.get("labels") or []
+    if not isinstance(labels, list):
+        raise BadPayload("pull_request.labels is not a list")
+    names = {label.get("name") for label in labels if isinstance(label, dict)}
     if action not in PR_ACTIONS:
-        return f"pull request {action}"
-    if settings.label not in labels:
+        return f"pull request {str(action)[:40]}"
+    if settings.label not in names:
         return f"pull request without the label {settings.label!r}"
-    if action == "labeled" and (payload.get("label") or {}).get("name") != settings.label:
+    if action == "labeled" and _object(payload, "label").get("name") != settings.label:
         return "another label was added"
-    head, base = (pr.get("head") or {}).get("sha"), (pr.get("base") or {}).get("sha")
+    head = _sha(_object(pr, "head"), "sha", "pull_request.head")
+    base = _sha(_object(pr, "base"), "sha", "pull_request.base")
     if not head or not base:
         return "pull request without head and base commits"
-    repository = (payload.get("repository") or {}).get("full_name", "")
+    repository = _text(_object(payload, "repository"), "full_name")
+    if repository and not REPOSITORY.match(repository):
+        raise BadPayload("repository.full_name is not OWNER/NAME")
     number = payload.get("number") or pr.get("number")
+    if number is not None and (isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 10**9):
+        raise BadPayload("number is not a pull request number")
     return ("pull_request", _git(settings, merge_base(settings.repository, base, head)), _git(settings, head),
             f"{repository}#{number}" if repository and number else "")
 

@@ -4,32 +4,35 @@ work item is complete.
 It reads the results stream in the `collector` group under one consumer name, first what it
 had been given and not ACKed before a restart (XREADGROUP from 0), then new entries. An entry
 is ACKed (and deleted: the stream only holds what is not stored yet) after its SQLite commit.
-Exactly once: runs by uid, jobs by job_id (redline.fleet.ledger). With --export, what is stored
-also goes to RedisTimeSeries before the ACK (redline.fleet.export).
+Exactly once: runs by uid, jobs by job_id (redline.fleet.ledger). A job's runs go through result
+sinks, as the engine's do: the store (once by uid) and, with --export, RedisTimeSeries, before
+the ACK (redline.fleet.export).
+
+Every entry is checked before it is used (redline.fleet.entries): one that is malformed, or that
+the collector fails on for any reason but a lost Redis or a failing store, is dead-lettered with
+the reason and ACKed — it can never stop the collector nor come back at its next start.
+
+A finished work item's side effects (the comments stream, the pull request comment, the export)
+are recorded with its comment before any is made, and done in that order; a restart finishes
+those not done, checking first whether the one it was in the middle of happened.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-
 import redis
 
 from redline.analysis.comparison import FDR_Q, apply_false_discovery_control, compare_test, looks_confidence
-from redline.fleet import github, keys
+from redline.fleet import entries, github, keys
 from redline.fleet.export import FleetExport
 from redline.fleet.ledger import Ledger
 from redline.fleet.process import Stopping, log, while_reachable
-from redline.fleet.work import ensure_group
-from redline.output.markdown import comparison_markdown
-from redline.store.results import Store
+from redline.fleet.work import PLATFORM_NAME, ensure_group
+from redline.output.markdown import comparison_markdown, literal
+from redline.store.results import Store, StoreError
 
 READ_BLOCK_MS = 2000
 COMMENTS_KEPT = 10_000       # the comments stream is capped (every comment is in the store first)
-
-
-class BlobLost(Exception):
-    pass
+ERROR_SHOWN = 300            # characters of a dead job's error in the comment
 
 
 class Collector:
@@ -47,6 +50,7 @@ class Collector:
     def serve(self) -> None:
         ensure_group(self.client, self.stream, keys.COLLECTOR_GROUP)
         self.say("started", store=self.store.path)
+        while_reachable(self.stopping, self.say, self._finish_effects, during="finishing side effects")
         self.backlog = True                  # first the entries given to this consumer before a restart
         while not self.stopping.requested:
             while_reachable(self.stopping, self.say, self._step, during="collecting")
@@ -64,101 +68,136 @@ class Collector:
                 raise
             ensure_group(self.client, self.stream, keys.COLLECTOR_GROUP)
             return
-        entries = [entry for _, batch in answer or [] for entry in batch]
-        self.backlog = bool(self.backlog and entries)
-        for entry_id, fields in entries:
+        batch = [entry for _, found in answer or [] for entry in found]
+        self.backlog = bool(self.backlog and batch)
+        for entry_id, fields in batch:
             try:
                 self.handle(entry_id, fields)
             except (redis.ConnectionError, redis.TimeoutError):
                 self.backlog = True
                 raise
+            except (StoreError, KeyboardInterrupt):     # the store's fault, not the entry's: it stays pending
+                raise
+            except Exception as exc:        # noqa: BLE001 — whatever an entry holds, it cannot stop the collector
+                self._reject(entry_id, fields, f"the collector could not handle this entry: {type(exc).__name__}: "
+                                               f"{str(exc)[:500]}")
             if self.stopping.requested:
                 break
 
     # -- one result ---------------------------------------------------------------------------
     def handle(self, entry_id: str, fields: dict) -> None:
-        work_id, job_id = fields.get("work_id", ""), fields.get("job_id", "")
-        work = self.client.hgetall(keys.WORK.key(work_id=work_id))
-        if not work:
-            self.say("result of an unknown work item, dropped", job=job_id, work=work_id)
-            return self._done(entry_id, fields)
-        session_id = self.ledger.session_of(work_id, work)
-        if self.ledger.has_job(job_id):
-            self.say("duplicate result ignored", job=job_id, agent=fields.get("agent"))
+        try:
+            entry = entries.result_entry(fields)
+        except entries.Malformed as exc:
+            return self._reject(entry_id, fields, f"malformed result entry: {exc}")
+        raw = self.client.hgetall(keys.WORK.key(work_id=entry.work_id))
+        if not raw:
+            self.say("result of an unknown work item, dropped", job=entry.job_id, work=entry.work_id)
+            return self._done(entry_id, entry)
+        try:
+            work = entries.work_summary(raw, entry.work_id)
+        except entries.Malformed as exc:
+            return self._reject(entry_id, fields, f"work item {entry.work_id} is malformed: {exc}")
+        session_id = self.ledger.session_of(entry.work_id, raw)
+        if self.ledger.has_job(entry.job_id):
+            self.say("duplicate result ignored", job=entry.job_id, agent=entry.agent)
             if self.export:              # the entry again after a restart: its runs may not be exported yet
                 try:
-                    self._export_job(fields, session_id, self._runs(fields))
-                except BlobLost:         # only a second result's blob can be gone: none of it is stored
-                    pass
-        elif fields.get("kind") == "dead":
-            self.ledger.add_dead_job(work_id=work_id, entry=fields)
-            self.say("job dead", job=job_id, error=fields.get("error"))
+                    runs = entries.run_documents(self._payload(entry))
+                except entries.Malformed:        # only a second result can be broken: none of it is stored
+                    runs = []
+                self._export_job(entry, session_id, runs)
+        elif entry.kind == "dead":
+            self.ledger.add_job(work_id=entry.work_id, entry=fields, status="dead")
+            self.say("job dead", job=entry.job_id, error=entry.error)
         else:
             try:
-                runs = self._runs(fields)
-            except BlobLost as exc:
-                self.ledger.add_dead_job(work_id=work_id, entry={**fields, "error": str(exc)})
-                self.say("job dead", job=job_id, error=exc)
-            else:
-                new = self.ledger.add_job(work_id=work_id, session_id=session_id, entry=fields, runs=runs)
-                self.say("job stored", job=job_id, runs=new, agent=fields.get("agent"))
-                if self.export:
-                    self._export_job(fields, session_id, runs)
-        self._progress(work_id, work, session_id)
-        self._done(entry_id, fields)
+                runs = entries.run_documents(self._payload(entry))
+            except entries.Malformed as exc:
+                return self._reject(entry_id, fields, str(exc), entry)
+            self._store_job(entry, session_id, runs)
+        self._progress(work, session_id)
+        self._done(entry_id, entry)
 
-    def _runs(self, fields: dict) -> list[dict]:
-        if "runs" in fields:
-            return json.loads(fields["runs"])
-        payload = self.client.get(fields.get("runs_ref", ""))
-        if payload is None:
-            raise BlobLost(f"results blob {fields.get('runs_ref')} is missing")
-        if hashlib.sha256(payload.encode()).hexdigest() != fields.get("runs_sha256"):
-            raise BlobLost(f"results blob {fields.get('runs_ref')} does not match its sha256")
-        return json.loads(payload)
+    def _payload(self, entry: entries.ResultEntry) -> str:
+        if entry.inline is not None:
+            return entry.inline
+        return entries.blob_payload(self.client.get(entry.runs_ref), entry)
 
-    def _export_job(self, fields: dict, session_id: int, documents: list[dict]) -> None:
-        """The job's runs as stored (by uid: a second agent's result for a stored job is not them)."""
-        stored = self.ledger.stored_uids(fields["job_id"])
-        runs = [self.ledger.run_of(document, session_id) for document in documents if document.get("uid") in stored]
-        self.export.job_stored(job_id=fields["job_id"], platform=fields.get("platform", ""), session_id=session_id,
-                               runs=runs)
+    def _store_job(self, entry: entries.ResultEntry, session_id: int, runs: list) -> None:
+        """The job's runs through its result sinks (the store once by uid, then the export of
+        what the store holds for the job), then its row."""
+        stored = self.ledger.job_runs(session_id, entry.job_id)
+        for run in runs:
+            stored.run_started(run)
+            stored.run_finished(run)
+        self.ledger.add_job(work_id=entry.work_id, entry=entry.fields)
+        self.say("job stored", job=entry.job_id, runs=stored.new, agent=entry.agent)
+        if self.export:
+            self._export_job(entry, session_id, runs)
 
-    def _done(self, entry_id: str, fields: dict) -> None:
+    def _export_job(self, entry: entries.ResultEntry, session_id: int, runs: list) -> None:
+        """The job's runs that are stored for it (by uid: a second agent's result for a stored job
+        is not them) through the export sink."""
+        stored = self.ledger.stored_uids(entry.job_id)
+        sink = self.export.sink(entry.platform)
+        for run in runs:
+            if run.uid in stored:
+                run.session_id, run.run_id = session_id, None
+                sink.run_finished(run)
+        self.export.job_exported(sink, job_id=entry.job_id, platform=entry.platform, session_id=session_id)
+
+    def _done(self, entry_id: str, entry: entries.ResultEntry | None) -> None:
         with self.client.pipeline(transaction=True) as tx:
             tx.xack(self.stream, keys.COLLECTOR_GROUP, entry_id)
             tx.xdel(self.stream, entry_id)
-            if fields.get("runs_ref"):
-                tx.delete(fields["runs_ref"])
+            if entry is not None and entry.runs_ref:
+                tx.delete(entry.runs_ref)
             tx.execute()
 
-    # -- a work item's progress and end -------------------------------------------------------
-    def _progress(self, work_id: str, work: dict, session_id: int) -> None:
-        counts = self.ledger.counts(work_id)
-        total = int(work.get("jobs_total") or 0)
-        complete = counts["ok"] + counts["dead"] >= total
-        state = ("failed" if counts["dead"] else "done") if complete else None
-        update = {"jobs_done": str(counts["ok"]), "jobs_dead": str(counts["dead"]), "session_id": str(session_id)}
-        if complete and work.get("state") not in ("done", "failed"):
-            comment = self.ledger.comment(work_id) or self._finish(work_id, work, session_id, state)
-            if self.export:
-                platform_of = self.ledger.platforms_of_runs(work_id)
-                platforms = len(set(platform_of.values()))
-                self.export.work_complete(work_id, self.store.load_session(session_id), platform_of,
-                                          lambda key, platform: verdict_label(key, platform, platforms))
-            self.client.xadd(keys.COMMENTS.key(), {"work_id": work_id, "state": state, "markdown": comment,
-                                                   "github": work.get("github", "")},
-                             maxlen=COMMENTS_KEPT, approximate=True)
-            update["state"] = state
-            if self.github and work.get("github"):
-                self._post(work["github"], comment)
-        self.client.hset(keys.WORK.key(work_id=work_id), mapping=update)
+    def _reject(self, entry_id: str, fields: dict, reason: str, entry: entries.ResultEntry | None = None) -> None:
+        """A result entry that cannot be used: dead-lettered with the reason and ACKed. When it
+        names a job of a known work item, that job is dead (its work item can still complete)."""
+        job_id, work_id = str(fields.get("job_id", ""))[:200], str(fields.get("work_id", ""))[:200]
+        platform = str(fields.get("platform", ""))
+        platform = platform if PLATFORM_NAME.match(platform) else ""
+        self.client.xadd(keys.DEAD.key(), {"job_id": job_id, "work_id": work_id, "platform": platform,
+                                           "agent": f"collector {self.name}", "attempts": "0",
+                                           "error": reason[:entries.ERROR_LIMIT], "job": ""})
+        self.say("result dead-lettered", entry=entry_id, job=job_id or None, error=reason)
+        named = entries.IDENTIFIER.match(job_id) and entries.IDENTIFIER.match(work_id)
+        raw = self.client.hgetall(keys.WORK.key(work_id=work_id)) if named else {}
+        try:
+            work = entries.work_summary(raw, work_id) if raw else None
+        except entries.Malformed:
+            work = None
+        if work is not None and not self.ledger.has_job(job_id):
+            session_id = self.ledger.session_of(work_id, raw)
+            self.ledger.add_job(work_id=work_id, entry={**(entry.fields if entry else {}), "job_id": job_id,
+                                                        "platform": platform, "error": reason}, status="dead")
+            self.say("job dead", job=job_id, error=reason)
+            self._progress(work, session_id)
+        self._done(entry_id, entry)
 
-    def _finish(self, work_id: str, work: dict, session_id: int, state: str) -> str:
-        """Verdicts with false-discovery control over the whole work item, the comment, both stored."""
-        by_platform = self.ledger.runs_by_platform(work_id, session_id)
+    # -- a work item's progress and end -------------------------------------------------------
+    def _progress(self, work: entries.WorkSummary, session_id: int) -> None:
+        counts = self.ledger.counts(work.work_id)
+        complete = counts["ok"] + counts["dead"] >= work.jobs_total
+        update = {"jobs_done": str(counts["ok"]), "jobs_dead": str(counts["dead"]), "session_id": str(session_id)}
+        if complete:
+            state = "failed" if counts["dead"] else "done"
+            if not self.ledger.finished(work.work_id):
+                self._finish(work, session_id, state)
+            self._finish_effects(work.work_id)
+            update["state"] = state
+        self.client.hset(keys.WORK.key(work_id=work.work_id), mapping=update)
+
+    def _finish(self, work: entries.WorkSummary, session_id: int, state: str) -> None:
+        """Verdicts with false-discovery control over the whole work item; the comment and the
+        side effects still to do, recorded together."""
+        by_platform = self.ledger.runs_by_platform(work.work_id, session_id)
         comparisons, records = [], []
-        confidence = looks_confidence(int(work.get("runs") or 7), int(work.get("max_runs") or 15))
+        confidence = looks_confidence(work.runs, max(work.runs, work.max_runs))
         for platform, runs in sorted(by_platform.items()):
             measured: dict[str, list] = {}
             for run in runs:
@@ -170,23 +209,78 @@ class Collector:
             records += runs
         apply_false_discovery_control(comparisons, q=FDR_Q)
         self.store.save_comparisons(session_id, [c.as_json() for c in comparisons])
-        comment = comparison_markdown(comparisons, records, baseline=work.get("baseline", ""),
-                                      comparison=work.get("comparison", ""))
-        dead = self.ledger.dead_jobs(work_id)
+        comment = comparison_markdown(comparisons, records, baseline=work.baseline, comparison=work.comparison)
+        dead = self.ledger.dead_jobs(work.work_id)
         if dead:
             comment += "\n**Jobs that failed on every attempt** (no verdict):\n\n" + "\n".join(
-                f"- `{job_id}` on {platform}: {error}" for job_id, platform, error in dead) + "\n"
-        self.ledger.finish(work_id, state=state, comment=comment)
+                f"- {literal(job_id)} on {literal(platform or '?')}: {literal(shortened(error or ''))}"
+                for job_id, platform, error in dead) + "\n"
+        comment += f"\n{marker(work.work_id)}\n"
+        effects = (["export"] if self.export else []) + ["comments"] + (["github"] if work.github and self.github else [])
+        self.ledger.finish(work.work_id, state=state, comment=comment, effects=effects)
         self.store.finish_session(session_id, "finished" if state == "done" else "failed")
-        self.say("work item complete", work=work_id, state=state, comparisons=len(comparisons), dead=len(dead))
-        return comment
+        self.say("work item complete", work=work.work_id, state=state, comparisons=len(comparisons), dead=len(dead))
 
-    def _post(self, target: str, comment: str) -> None:
+    # -- side effects, each once ------------------------------------------------------------------
+    def _finish_effects(self, work_id: str | None = None) -> None:
+        """The recorded effects not done yet (of one work item, or all of them at start), in order."""
+        for work, kind, attempts in self.ledger.pending_effects(work_id):
+            self.ledger.effect_attempted(work, kind)
+            state, detail = getattr(self, f"_effect_{kind}")(work, again=attempts > 0)
+            self.ledger.effect_ended(work, kind, state, detail)
+
+    def _effect_export(self, work_id: str, *, again: bool) -> tuple[str, str | None]:
+        if self.export is None:
+            return "failed", "the collector has no --export now"
+        session_id = self.ledger.session_of(work_id, {})
+        platform_of = self.ledger.platforms_of_runs(work_id)
+        platforms = len(set(platform_of.values()))
+        done = self.export.work_complete(work_id, self.store.load_session(session_id), platform_of,
+                                         lambda key, platform: verdict_label(key, platform, platforms))
+        return ("done", None) if done else ("failed", "see the log's `export failed` line")
+
+    def _effect_comments(self, work_id: str, *, again: bool) -> tuple[str, str | None]:
+        """The comment on the comments stream; tried before, it is looked for first."""
+        if again and any(f.get("work_id") == work_id for _, f in self.client.xrevrange(keys.COMMENTS.key(),
+                                                                                         count=COMMENTS_KEPT)):
+            return "done", "found on the stream"
+        document = self.ledger.document(work_id)
+        state = "failed" if self.ledger.dead_jobs(work_id) else "done"
+        self.client.xadd(keys.COMMENTS.key(), {"work_id": work_id, "state": state,
+                                               "markdown": self.ledger.comment(work_id) or "",
+                                               "github": document.get("github", "")},
+                         maxlen=COMMENTS_KEPT, approximate=True)
+        return "done", None
+
+    def _effect_github(self, work_id: str, *, again: bool) -> tuple[str, str | None]:
+        """The pull request's comment. Tried before (the collector stopped during the POST), it is
+        looked for on the pull request first: posted then, it is not posted again. A failed post
+        is one log line and is not retried (the comment is in the store and on the stream)."""
+        target = self.ledger.document(work_id).get("github", "")
+        if self.github is None:
+            self.say("comment not posted", github=target, error="no --github-token-file")
+            return "failed", "no --github-token-file"
         try:
-            url = self.github.post(target, comment)
-            self.say("comment posted", github=target, url=url)
+            url = self.github.find(target, marker(work_id)) if again else None
+            if url is not None:
+                self.say("comment found posted before", github=target, url=url)
+                return "done", url
+            url = self.github.post(target, self.ledger.comment(work_id) or "")
         except github.PostFailed as exc:
             self.say("comment not posted", github=target, error=exc)
+            return "failed", str(exc)
+        self.say("comment posted", github=target, url=url)
+        return "done", url
+
+
+def marker(work_id: str) -> str:
+    """The invisible line that identifies a work item's comment on its pull request."""
+    return f"<!-- redline work item {work_id} -->"
+
+
+def shortened(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= ERROR_SHOWN else text[:ERROR_SHOWN] + "…"
 
 
 def verdict_label(key: str, platform: str, platforms: int) -> str:

@@ -19,9 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from redline.core.run import Run
-from redline.export.redistimeseries import ExportCounts, ExportError, RedisTimeSeriesExporter, redacted
+from redline.core.redaction import redact
+from redline.export.redistimeseries import ExportCounts, ExportError, RedisTimeSeriesExporter
 from redline.export.runs import PlacementRules
+from redline.export.sink import RedisTimeSeriesSink
 from redline.store.session import SessionDocument
 
 
@@ -41,42 +42,42 @@ class FleetExport:
             self.exporters[platform] = RedisTimeSeriesExporter(self.base.client, project=self.base.project, rules=rules)
         return self.exporters[platform]
 
-    def job_stored(self, *, job_id: str, platform: str, session_id: int, runs: list[Run]) -> None:
-        """A job's stored runs (every one of them, also when it was exported before)."""
-        exporter = self.exporter(platform)
-        self._export(lambda: sum_counts(exporter.export_run(run) for run in runs), session_id, platform,
-                     job=job_id)
+    def sink(self, platform: str) -> RedisTimeSeriesSink:
+        """A result sink exporting one job's runs under `platform` (the collector gives it the runs
+        it stored for the job, also when they were exported before: nothing new is written)."""
+        return RedisTimeSeriesSink(self.exporter(platform), self.url, self.store_path)
+
+    def job_exported(self, sink: RedisTimeSeriesSink, *, job_id: str, platform: str, session_id: int) -> None:
+        self._said(sink.counts, sink.failure, session_id, platform, job=job_id)
 
     def work_complete(self, work_id: str, session: SessionDocument, platform_of: dict[str, str],
-                      label: Callable[[str, str], str]) -> None:
+                      label: Callable[[str, str], str]) -> bool:
         """A complete work item: per platform, its runs and the verdicts of its tests (the
-        comparisons' test is `label(key, platform)`, the collector's name for it)."""
+        comparisons' test is `label(key, platform)`, the collector's name for it). False when an
+        export failed (said in the log)."""
+        ok = True
         for platform in sorted(set(platform_of.values())):
             runs = [run for run in session.runs if platform_of.get(run.uid) == platform]
             names = {label(key, platform): key for key in {run.key for run in runs}}
             rows = [replace(c, test=names[c.test]) for c in session.comparisons if c.test in names]
             part = replace(session, runs=runs, comparisons=rows)
-            exporter = self.exporter(platform)
-            self._export(lambda: exporter.export_session(part), session.session_id, platform, work=work_id)
+            try:
+                counts, failure = self.exporter(platform).export_session(part), None
+            except ExportError as exc:
+                counts, failure = ExportCounts(), str(exc)
+            ok = self._said(counts, failure, session.session_id, platform, work=work_id) and ok
+        return ok
 
-    def _export(self, writing: Callable[[], ExportCounts], session_id: int, platform: str, **where) -> None:
-        try:
-            counts = writing()
-        except ExportError as exc:
-            self.say("export failed", **where, error=exc,
+    def _said(self, counts: ExportCounts, failure: str | None, session_id: int, platform: str, **where) -> bool:
+        if failure is not None:
+            self.say("export failed", **where, error=failure,
                      later=f"redline export redistimeseries {session_id} --store {self.store_path} "
-                           f"--redis {redacted(self.url)} --platform {platform}")
-            return
+                           f"--redis {redact(self.url)} --platform {platform}")
+            return False
         self.say("exported", **where, platform=platform, runs=counts.runs, verdicts=counts.verdicts or None,
                  written=counts.written, present=counts.present, conflicts=len(counts.conflicts) or None,
                  first_conflict=counts.conflicts[0] if counts.conflicts else None)
-
-
-def sum_counts(parts) -> ExportCounts:
-    total = ExportCounts()
-    for part in parts:
-        total.add(part)
-    return total
+        return True
 
 
 def fleet_export(args, *, store_path, say) -> FleetExport | None:

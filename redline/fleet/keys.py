@@ -42,13 +42,17 @@ WORK = Name(f"{PREFIX}:work:{{work_id}}", "hash", "", "submit/api, agent, collec
             "(JSON list), jobs_total, jobs_done, jobs_dead, state (queued, running, done or "
             "failed), started_at (first job start), github (repository#number or ''), session_id (the collector's store session)")
 WORKS = Name(f"{PREFIX}:works", "zset", "", "submit/api", "work_id scored by created_at")
-PLATFORMS = Name(f"{PREFIX}:platforms", "set", "", "agent, submit", "platform names that have a jobs stream")
+PLATFORMS = Name(f"{PREFIX}:platforms", "set", "", "agent, fleet local", "platform names that have a jobs stream")
+PLATFORM = Name(f"{PREFIX}:platform:{{platform}}", "string (TTL)", "", "agent, fleet local",
+                "when an agent of the platform last registered (each heartbeat); expires 10 minutes later: only "
+                "a platform registered recently takes work")
 AGENT = Name(f"{PREFIX}:agent:{{platform}}:{{agent}}", "hash (TTL)", "", "agent",
              "agent, platform, host, pid, job_id ('' when idle), job_started_at, heartbeat_at; expires "
              "3 heartbeats after the last")
 BLOB = Name(f"{PREFIX}:blob:{{sha256}}", "string", "", "agent",
             "a results document larger than the inline limit; deleted by the collector once stored")
-DELIVERY = Name(f"{PREFIX}:delivery:{{delivery_id}}", "string (TTL)", "", "api",
-                "a GitHub X-GitHub-Delivery id seen (replay protection; kept 7 days)")
+DELIVERY = Name(f"{PREFIX}:delivery:{{body_sha256}}", "string (TTL)", "", "api",
+                "the sha256 of a signed webhook body seen, holding its X-GitHub-Delivery id (replay protection "
+                "over what the signature covers; kept 7 days)")
 
-TABLE = (JOBS, RESULTS, DEAD, COMMENTS, WORK, WORKS, PLATFORMS, AGENT, BLOB, DELIVERY)
+TABLE = (JOBS, RESULTS, DEAD, COMMENTS, WORK, WORKS, PLATFORMS, PLATFORM, AGENT, BLOB, DELIVERY)

@@ -1,13 +1,19 @@
-"""The collector's side of the store: which work items and jobs are in, stored exactly once.
+"""The collector's side of the store: which work items and jobs are in, stored exactly once, and
+the side effects of a finished work item.
 
-Three tables beside the store's own (created here, in the same SQLite file):
-  fleet_work  one row per work item: its store session, the work hash, its comment once done
-  fleet_jobs  one row per job that came in (ok or dead): the exactly-once key is job_id
-  fleet_runs  run uid → the store's run row and its job (so verdicts know the platform)
-A job's runs are stored run by run (each once, by uid), then its fleet_jobs row: a collector
-killed in between stores the missing runs when the entry is delivered again, and a second
-result for a job already in (an agent that published and died before its ACK, two agents on one
-job) is recognised by job_id and dropped.
+Four tables of the store's schema (redline.store.results):
+  fleet_work     one row per work item: its store session, the work hash, its comment once done
+  fleet_jobs     one row per job that came in (ok or dead): the exactly-once key is job_id
+  fleet_runs     run uid → the store's run row and its job (so verdicts know the platform)
+  fleet_effects  what a finished work item does outside the store (the comments stream, the pull
+                 request comment, the export), recorded with the comment before any is done
+A job's runs go to the store run by run (each once, by uid: `JobRuns`, a result sink), then its
+fleet_jobs row: a collector killed in between stores the missing runs when the entry is delivered
+again, and a second result for a job already in is recognised by job_id and dropped.
+
+An effect is `pending` until done; its attempts are counted before each try, so a collector
+restarted after a try it cannot know the end of (killed during the pull request's POST) checks
+first whether it happened (redline.fleet.collector) and finishes it instead of repeating it.
 """
 
 from __future__ import annotations
@@ -19,42 +25,11 @@ from redline.core.run import Run
 from redline.store.results import Store
 from redline.system import machine
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS fleet_work (
-    work_id TEXT PRIMARY KEY,
-    session_id INTEGER NOT NULL REFERENCES sessions(id),
-    document TEXT NOT NULL,
-    state TEXT NOT NULL DEFAULT 'running',
-    comment TEXT,
-    finished_at REAL
-);
-CREATE TABLE IF NOT EXISTS fleet_jobs (
-    job_id TEXT PRIMARY KEY,
-    work_id TEXT NOT NULL REFERENCES fleet_work(work_id),
-    platform TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('ok', 'dead')),
-    agent TEXT,
-    attempt INTEGER,
-    error TEXT,
-    submitted_at REAL,
-    started_at REAL,
-    stored_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS fleet_runs (
-    uid TEXT PRIMARY KEY,
-    run_id INTEGER NOT NULL REFERENCES runs(id),
-    job_id TEXT NOT NULL
-);
-"""
-
 
 class Ledger:
     def __init__(self, store: Store):
         self.store = store
         self.db = store.db
-        for statement in SCHEMA.split(";"):
-            if statement.strip():
-                self.db.execute(statement)
 
     # -- work items ---------------------------------------------------------------------------
     def session_of(self, work_id: str, document: dict) -> int:
@@ -66,6 +41,11 @@ class Ledger:
         self.db.execute("INSERT INTO fleet_work(work_id, session_id, document) VALUES (?,?,?)",
                         (work_id, session_id, json.dumps(document)))
         return session_id
+
+    def document(self, work_id: str) -> dict:
+        """The work hash as it was when the work item's first job came in."""
+        row = self.db.execute("SELECT document FROM fleet_work WHERE work_id=?", (work_id,)).fetchone()
+        return json.loads(row[0]) if row else {}
 
     def has_job(self, job_id: str) -> bool:
         return self.db.execute("SELECT 1 FROM fleet_jobs WHERE job_id=?", (job_id,)).fetchone() is not None
@@ -79,46 +59,51 @@ class Ledger:
         row = self.db.execute("SELECT comment FROM fleet_work WHERE work_id=?", (work_id,)).fetchone()
         return row[0] if row else None
 
-    def finish(self, work_id: str, *, state: str, comment: str) -> None:
-        self.db.execute("UPDATE fleet_work SET state=?, comment=?, finished_at=? WHERE work_id=?",
-                        (state, comment, time.time(), work_id))
+    def finished(self, work_id: str) -> bool:
+        row = self.db.execute("SELECT state FROM fleet_work WHERE work_id=?", (work_id,)).fetchone()
+        return bool(row) and row[0] != "running"
+
+    def finish(self, work_id: str, *, state: str, comment: str, effects: list[str]) -> None:
+        """The work item's end, its comment and the effects still to do, in one transaction."""
+        now = time.time()
+        with self.store._transaction():
+            self.db.execute("UPDATE fleet_work SET state=?, comment=?, finished_at=? WHERE work_id=?",
+                            (state, comment, now, work_id))
+            self.db.executemany("INSERT OR IGNORE INTO fleet_effects(work_id, kind, updated_at) VALUES (?,?,?)",
+                                [(work_id, kind, now) for kind in effects])
 
     def dead_jobs(self, work_id: str) -> list[tuple[str, str, str]]:
         return self.db.execute("SELECT job_id, platform, error FROM fleet_jobs WHERE work_id=? AND status='dead' "
                                "ORDER BY job_id", (work_id,)).fetchall()
 
+    # -- side effects ---------------------------------------------------------------------------
+    def pending_effects(self, work_id: str | None = None) -> list[tuple[str, str, int]]:
+        """(work_id, kind, attempts so far) of every effect not done yet, in the order recorded."""
+        where, parameters = ("AND work_id=?", (work_id,)) if work_id else ("", ())
+        return self.db.execute(f"SELECT work_id, kind, attempts FROM fleet_effects WHERE state='pending' {where} "
+                               "ORDER BY rowid", parameters).fetchall()
+
+    def effect_attempted(self, work_id: str, kind: str) -> None:
+        """Counted (and committed) before the effect is tried."""
+        self.db.execute("UPDATE fleet_effects SET attempts = attempts + 1, updated_at=? WHERE work_id=? AND kind=?",
+                        (time.time(), work_id, kind))
+
+    def effect_ended(self, work_id: str, kind: str, state: str, detail: str | None) -> None:
+        self.db.execute("UPDATE fleet_effects SET state=?, detail=?, updated_at=? WHERE work_id=? AND kind=?",
+                        (state, detail, time.time(), work_id, kind))
+
     # -- jobs ---------------------------------------------------------------------------------
-    def add_job(self, *, work_id: str, session_id: int, entry: dict, runs: list[dict]) -> int:
-        """Store a finished job's runs, each once, then the job. Returns how many runs were new."""
-        new = sum(self._add_run(session_id, entry["job_id"], run) for run in runs)
-        self._add_job_row(work_id, entry, status="ok")
-        return new
-
-    def add_dead_job(self, *, work_id: str, entry: dict) -> None:
-        self._add_job_row(work_id, entry, status="dead")
-
-    def _add_job_row(self, work_id: str, entry: dict, *, status: str) -> None:
+    def add_job(self, *, work_id: str, entry: dict, status: str = "ok") -> None:
+        """The job's row (after its runs, for an ok job): from now on it is in."""
         self.db.execute(
             "INSERT OR IGNORE INTO fleet_jobs(job_id, work_id, platform, status, agent, attempt, error, submitted_at,"
             " started_at, stored_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
             (entry["job_id"], work_id, entry.get("platform", ""), status, entry.get("agent"),
-             int(entry.get("attempt") or 0), entry.get("error"), _number(entry.get("submitted_at")),
+             _integer(entry.get("attempt")), entry.get("error"), _number(entry.get("submitted_at")),
              _number(entry.get("started_at")), time.time()))
 
-    @staticmethod
-    def run_of(document: dict, session_id: int) -> Run:
-        """A run document of a result as the store holds it: in the work item's session."""
-        run = Run.from_json(document)
-        run.session_id, run.run_id = session_id, None
-        return run
-
-    def _add_run(self, session_id: int, job_id: str, document: dict) -> bool:
-        """One run document into the store, once by its uid (Store.add_run), and its job."""
-        run = self.run_of(document, session_id)
-        new = self.store.add_run(run)
-        self.db.execute("INSERT OR IGNORE INTO fleet_runs(uid, run_id, job_id) SELECT uid, id, ? FROM runs WHERE uid=?",
-                        (job_id, run.uid))
-        return new
+    def job_runs(self, session_id: int, job_id: str) -> JobRuns:
+        return JobRuns(self, session_id, job_id)
 
     # -- reading back -------------------------------------------------------------------------
     def stored_uids(self, job_id: str) -> set[str]:
@@ -141,8 +126,38 @@ class Ledger:
         return out
 
 
+class JobRuns:
+    """The store as a result sink (redline.engine.sinks.ResultSink) for one job's runs, which
+    arrive finished from an agent: each is stored once by its uid (`Store.add_run`, atomic) in the
+    work item's session and tied to its job. `new` counts the runs stored now."""
+
+    def __init__(self, ledger: Ledger, session_id: int, job_id: str):
+        self.ledger, self.session_id, self.job_id = ledger, session_id, job_id
+        self.new = 0
+
+    def run_started(self, run: Run) -> None:
+        """A run from an agent has started and ended elsewhere: it is stored whole when finished."""
+        run.session_id, run.run_id = self.session_id, None
+
+    def run_finished(self, run: Run) -> None:
+        run.session_id, run.run_id = self.session_id, None
+        self.new += self.ledger.store.add_run(run)
+        self.ledger.db.execute("INSERT OR IGNORE INTO fleet_runs(uid, run_id, job_id) SELECT uid, id, ? FROM runs "
+                               "WHERE uid=?", (self.job_id, run.uid))
+
+    def run_interrupted(self, run: Run, reason: str) -> None:
+        """Never: an agent publishes finished runs only."""
+
+
 def _number(text) -> float | None:
     try:
         return float(text)
     except (TypeError, ValueError):
         return None
+
+
+def _integer(text) -> int:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return 0

@@ -7,25 +7,59 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import redis
 
 from redline.core.errors import RunError, UsageError
+from redline.core.redaction import redact
 from redline.core.terminal import printable
 
 
-def connect(url: str) -> redis.Redis:
-    """A client for `redis://[:password@]host:port/db` (`rediss://` for TLS, as redis-py reads
-    them); unreachable is a runtime failure in one line."""
+def read_password(path: Path) -> str:
+    """The first line of a password file (`--redis-password-file`; `fleet local` writes one, 0600)."""
     try:
-        client = redis.Redis.from_url(url, decode_responses=True, socket_connect_timeout=10,
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--redis-password-file {path}: {getattr(exc, 'strerror', None) or exc}") from exc
+    password = text.splitlines()[0].strip() if text.strip() else ""
+    if not password:
+        raise UsageError(f"--redis-password-file {path} is empty")
+    return password
+
+
+def connect(url: str, password_file: Path | None = None) -> redis.Redis:
+    """A client for `redis://[user[:password]@]host:port/db` (`rediss://` for TLS, as redis-py reads
+    them), the password read from `password_file` when given (never needed on a command line);
+    unreachable is a runtime failure in one line, a missing or wrong password a usage error. No
+    message shows the password."""
+    shown = redact(url)
+    try:
+        parts = urlsplit(url)
+        parts.port
+        if parts.scheme not in ("redis", "rediss", "unix"):
+            raise ValueError("expected redis://HOST:PORT/DB, rediss:// (TLS) or unix://PATH")
+        password = read_password(password_file) if password_file else None
+        if password is not None and (parts.password or "password=" in parts.query):
+            raise UsageError(f"--redis {shown} holds a password and --redis-password-file gives one: give it once")
+        client = redis.Redis.from_url(url, password=password, decode_responses=True, socket_connect_timeout=10,
                                       health_check_interval=30)
     except ValueError as exc:
-        raise UsageError(f"--redis {url}: {exc}") from exc
+        raise UsageError(f"--redis {shown}: {redact(str(exc))}") from None
+    given = password is not None or parts.password is not None or "password=" in parts.query
     try:
         client.ping()
+    except (redis.AuthenticationError, redis.ResponseError) as exc:
+        if not isinstance(exc, redis.AuthenticationError) and "NOAUTH" not in str(exc):
+            raise RunError(f"Redis at {shown}: {redact(str(exc))}") from None
+        if given:
+            raise UsageError(f"Redis at {shown} refused the password ({redact(str(exc))}): check "
+                             "--redis-password-file or the password in REDLINE_REDIS") from None
+        raise UsageError(f"Redis at {shown} requires a password: give --redis-password-file FILE "
+                         "(or $REDLINE_REDIS_PASSWORD_FILE, or the password in the URL of $REDLINE_REDIS)") from None
     except redis.RedisError as exc:
-        raise RunError(f"cannot reach Redis at {url}: {exc}") from exc
+        raise RunError(f"cannot reach Redis at {shown}: {redact(str(exc))}") from None
     return client
 
 
@@ -33,7 +67,8 @@ def log(role: str, event: str, **fields) -> None:
     """One line per event on stderr: time, who, what, key=value details."""
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     details = " ".join(f"{key}={value}" for key, value in fields.items() if value is not None)
-    print(printable(f"{stamp} {role}: {event}" + (f" {details}" if details else "")).replace("\n", "\\n"),
+    line = redact(f"{stamp} {role}: {event}" + (f" {details}" if details else ""))
+    print(printable(line).replace("\n", "\\n"),
           file=sys.stderr, flush=True)
 
 

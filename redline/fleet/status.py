@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import redis
 
-from redline.fleet import keys
+from redline.fleet import entries, keys
+from redline.fleet.work import PLATFORM_TTL_S, live_platforms
 
 DEAD_SHOWN = 50
 WORKS_SHOWN = 20
@@ -19,10 +18,33 @@ def work_status(client: redis.Redis, work_id: str) -> dict | None:
     state = work.get("state", "queued")
     if state not in ("done", "failed"):
         state = "running" if work.get("started_at") else "queued"
-    return {"work_id": work_id, "state": state, "jobs_total": int(work.get("jobs_total") or 0),
-            "jobs_done": int(work.get("jobs_done") or 0), "jobs_dead": int(work.get("jobs_dead") or 0),
+    return {"work_id": work_id, "state": state, "jobs_total": _count(work.get("jobs_total")),
+            "jobs_done": _count(work.get("jobs_done")), "jobs_dead": _count(work.get("jobs_dead")),
             "source": work.get("source"), "baseline": work.get("baseline"), "comparison": work.get("comparison"),
-            "platforms": json.loads(work.get("platforms") or "[]"), "session_id": work.get("session_id")}
+            "platforms": _names(work.get("platforms")), "session_id": work.get("session_id")}
+
+
+# What Redis holds is read as untrusted: a field that is not what the fleet writes shows as 0 / none.
+def _count(text) -> int:
+    try:
+        return entries.integer(text or "0", "count", 0, 10**12)
+    except entries.Malformed:
+        return 0
+
+
+def _names(text) -> list[str]:
+    try:
+        names = entries.json_document(text or "[]", "platforms", list)
+    except entries.Malformed:
+        return []
+    return [name for name in names if isinstance(name, str)]
+
+
+def _moment(text) -> float:
+    try:
+        return entries.number(text or 0, "heartbeat_at", 0, 1e11)
+    except entries.Malformed:
+        return 0.0
 
 
 def platform_status(client: redis.Redis, platform: str) -> dict:
@@ -39,19 +61,20 @@ def platform_status(client: redis.Redis, platform: str) -> dict:
         if agent:
             agents.append({"agent": agent.get("agent"), "host": agent.get("host"), "pid": agent.get("pid"),
                            "job_id": agent.get("job_id") or None,
-                           "heartbeat_at": float(agent.get("heartbeat_at") or 0)})
+                           "heartbeat_at": _moment(agent.get("heartbeat_at"))})
     live = {a["agent"] for a in agents}
-    abandoned = sum(c["pending"] for c in consumers if c["name"] not in live)
+    abandoned = sum(c.get("pending", 0) for c in consumers if c.get("name") not in live)
     return {"platform": platform, "waiting": length - pending, "running": pending - abandoned,
             "abandoned": abandoned, "agents": sorted(agents, key=lambda a: a["agent"] or "")}
 
 
 def fleet_status(client: redis.Redis) -> dict:
     platforms = sorted(client.smembers(keys.PLATFORMS.key()))
+    live = set(live_platforms(client))
     dead = [{"entry": entry_id, **{k: v for k, v in fields.items() if k != "job"}}
             for entry_id, fields in client.xrevrange(keys.DEAD.key(), count=DEAD_SHOWN)]
     works = [work_status(client, work_id) for work_id in client.zrevrange(keys.WORKS.key(), 0, WORKS_SHOWN - 1)]
-    return {"platforms": [platform_status(client, p) for p in platforms], "dead_letters": dead,
+    return {"platforms": [{**platform_status(client, p), "live": p in live} for p in platforms], "dead_letters": dead,
             "dead_letters_total": client.xlen(keys.DEAD.key()), "results_waiting": client.xlen(keys.RESULTS.key()),
             "work": [w for w in works if w]}
 
@@ -60,7 +83,9 @@ def status_lines(status: dict, now: float) -> list[str]:
     lines = [f"results waiting for the collector: {status['results_waiting']}"]
     for p in status["platforms"]:
         lines.append(f"platform {p['platform']}: {p['waiting']} waiting, {p['running']} running, "
-                     f"{p['abandoned']} abandoned (claimed after the idle timeout), {len(p['agents'])} live agents")
+                     f"{p['abandoned']} abandoned (claimed after the idle timeout), {len(p['agents'])} live agents"
+                     + ("" if p.get("live", True) else f"; no agent registered in the last {PLATFORM_TTL_S // 60} "
+                                                      "minutes: it takes no work"))
         for a in p["agents"]:
             lines.append(f"  agent {a['agent']} on {a['host']} pid {a['pid']}: "
                          f"{'running ' + a['job_id'] if a['job_id'] else 'idle'}, "

@@ -25,12 +25,6 @@ from redline.fleet import keys
 PLATFORM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
-def check_platform(name: str) -> str:
-    if not PLATFORM_NAME.match(name):
-        raise UsageError(f"platform name {name!r}: letters, digits, '_', '.', '-' (at most 64)")
-    return name
-
-
 @dataclass
 class Settings:
     runs: int = 7
@@ -86,10 +80,17 @@ class WorkItem:
 
 def new_work(client: redis.Redis, *, source: str, sides: list[SideSpec], platforms: list[str] | None, tests: list,
              topologies: list[str] | None, settings: Settings, github: str = "") -> WorkItem:
-    """A work item over `tests` (TestSpecs) on the platforms named, else every known one."""
-    platforms = sorted(set(platforms or known_platforms(client)))
+    """A work item over `tests` (TestSpecs) on the platforms named, else every live one; a platform
+    no agent registered recently is refused (a mistyped name would hold the work item open forever)."""
+    live = live_platforms(client)
+    unknown = sorted(set(platforms or []) - set(live))
+    if unknown:
+        raise UsageError(f"no agent of platform {', '.join(map(repr, unknown))} registered in the last "
+                         f"{PLATFORM_TTL_S // 60} minutes (live: {', '.join(live) or 'none'})")
+    platforms = sorted(set(platforms or live))
     if not platforms:
-        raise UsageError("no platform known to this Redis yet: start an agent first, or name one with --platform")
+        raise UsageError(f"no agent registered with this Redis in the last {PLATFORM_TTL_S // 60} minutes: "
+                         "start one (redline agent, or redline fleet local) first")
     return WorkItem(work_id=new_work_id(), source=source, sides=sides, platforms=platforms,
                     tests=[(suite_reference(t.path), t.name) for t in tests],
                     topologies=topologies or ["oss-standalone"], settings=settings, github=github)
@@ -115,8 +116,29 @@ def ensure_group(client: redis.Redis, stream: str, group: str) -> None:
             raise
 
 
-def known_platforms(client: redis.Redis) -> list[str]:
-    return sorted(client.smembers(keys.PLATFORMS.key()))
+PLATFORM_TTL_S = 600        # a platform takes work while an agent of it registered this recently
+
+
+def registration(tx, platform: str) -> None:
+    """Queued on a pipeline: the platform is live for PLATFORM_TTL_S more (every agent heartbeat)."""
+    tx.sadd(keys.PLATFORMS.key(), platform)
+    tx.set(keys.PLATFORM.key(platform=platform), repr(time.time()), ex=PLATFORM_TTL_S)
+
+
+def register_platform(client: redis.Redis, platform: str) -> None:
+    with client.pipeline(transaction=True) as tx:
+        registration(tx, platform)
+        tx.execute()
+
+
+def live_platforms(client: redis.Redis) -> list[str]:
+    """The platforms an agent registered in the last PLATFORM_TTL_S."""
+    names = sorted(client.smembers(keys.PLATFORMS.key()))
+    with client.pipeline(transaction=False) as pipe:
+        for name in names:
+            pipe.exists(keys.PLATFORM.key(platform=name))
+        alive = pipe.execute()
+    return [name for name, live in zip(names, alive) if live]
 
 
 def enqueue(client: redis.Redis, work: WorkItem) -> int:
@@ -132,7 +154,6 @@ def enqueue(client: redis.Redis, work: WorkItem) -> int:
         with client.pipeline(transaction=True) as tx:
             tx.hset(keys.WORK.key(work_id=work.work_id), mapping=work.summary(len(documents)))
             tx.zadd(keys.WORKS.key(), {work.work_id: work.created_at})
-            tx.sadd(keys.PLATFORMS.key(), *work.platforms)
             for platform, document in documents:
                 tx.xadd(keys.JOBS.key(platform=platform),
                         {"job_id": document["job_id"], "work_id": work.work_id, "attempt": "1",

@@ -4,6 +4,8 @@ calibration's results."""
 
 from __future__ import annotations
 
+import re
+
 from redline.analysis.comparison import TestComparison
 from redline.core import metrics
 from redline.core.numbers import format_number
@@ -26,7 +28,19 @@ LEGEND = ("Legend: Δ is the Hodges–Lehmann estimate of comparison vs baseline
           "(docs/measure-instructions.md).")
 
 
-def sides_sentence(baseline: str, comparison: str, quote=lambda text: f"`{text}`") -> str:
+def literal(text: str) -> str:
+    """Untrusted text (a test name, a target, an error or build log, a commit subject) as one inline
+    code span: on GitHub its @mentions, images, links and HTML stay inert text. The fence is longer
+    than any run of backticks inside; newlines become spaces; '|' is escaped (a table cell)."""
+    text = " ".join(str(text).split()).replace("|", "\\|")
+    if not text:
+        return "` `"
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def sides_sentence(baseline: str, comparison: str, quote=literal) -> str:
     return f"Baseline {quote(baseline)} vs comparison {quote(comparison)}, runs interleaved A B B A on one machine."
 
 
@@ -40,7 +54,7 @@ def comparison_markdown(comparisons: list[TestComparison], records: list[Run], *
              "|---|---|---:|---:|---:|---:|---:|---|"]
     for c in sorted_comparisons(comparisons):
         n = cells(c)
-        lines.append(f"| {c.test} | {c.metric} | {n['baseline']} | {n['comparison']} | {n['Δ']} | {n['95% CI']} | "
+        lines.append(f"| {literal(c.test)} | {c.metric} | {n['baseline']} | {n['comparison']} | {n['Δ']} | {n['95% CI']} | "
                      f"{n['p']} | **{WORDS[c.verdict]}** {explain(c)}"
                      + (f"; moved: {moves(c)}" if c.significant and c.moved_symbols else "") + " |")
     lines += ["", LEGEND, "",
@@ -48,7 +62,7 @@ def comparison_markdown(comparisons: list[TestComparison], records: list[Run], *
               "| test | side | run | status | " + " | ".join(m.label for m in shown) + " |",
               "|---|---|---:|---|" + "---:|" * len(shown)]
     for r in records:
-        lines.append(f"| {r.test} | {r.side} | {r.run_index + 1} | {r.status} | "
+        lines.append(f"| {literal(r.test)} | {r.side} | {r.run_index + 1} | {r.status} | "
                      + " | ".join(format_number(r.metrics.get(m.name)) for m in shown) + " |")
     lines += ["", "</details>", ""]
     return "\n".join(lines)

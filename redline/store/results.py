@@ -24,6 +24,7 @@ from pathlib import Path
 
 from redline.analysis.comparison import TestComparison
 from redline.core.errors import RunError, UsageError
+from redline.core.redaction import redact_argv
 from redline.core.run import Run
 from redline.store.session import SessionDocument
 
@@ -32,7 +33,7 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 REDLINE_TABLES = {"sessions", "runs", "metrics", "series"}   # a store from before APPLICATION_ID
 STORE_COMPANIONS = ("", "-wal", "-shm", "-journal")          # the files SQLite keeps for one store
 BUSY_TIMEOUT_VARIABLE = "REDLINE_STORE_BUSY_TIMEOUT"    # seconds to wait for another process's lock (default 30)
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # Changes to a store written by an older redline, by the version they lead to.
 MIGRATIONS = {
     2: ["ALTER TABLE runs ADD COLUMN purpose TEXT NOT NULL DEFAULT 'measure'"],
@@ -48,6 +49,9 @@ MIGRATIONS = {
         "INSERT OR IGNORE INTO session_documents(session_id, name, document) "
         "SELECT session_id, 'bisection', document FROM bisections",
         "DROP TABLE bisections"],
+    # the fleet collector's tables join the schema (SCHEMA creates them; a store whose collector
+    # created fleet_work, fleet_jobs and fleet_runs itself keeps them and their rows)
+    6: [],
 }
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -127,6 +131,40 @@ CREATE TABLE IF NOT EXISTS session_documents (
     name TEXT NOT NULL,
     document TEXT NOT NULL,
     PRIMARY KEY (session_id, name)
+);
+CREATE TABLE IF NOT EXISTS fleet_work (
+    work_id TEXT PRIMARY KEY,
+    session_id INTEGER NOT NULL REFERENCES sessions(id),
+    document TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'running',
+    comment TEXT,
+    finished_at REAL
+);
+CREATE TABLE IF NOT EXISTS fleet_jobs (
+    job_id TEXT PRIMARY KEY,
+    work_id TEXT NOT NULL REFERENCES fleet_work(work_id),
+    platform TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('ok', 'dead')),
+    agent TEXT,
+    attempt INTEGER,
+    error TEXT,
+    submitted_at REAL,
+    started_at REAL,
+    stored_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS fleet_runs (
+    uid TEXT PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    job_id TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS fleet_effects (
+    work_id TEXT NOT NULL REFERENCES fleet_work(work_id),
+    kind TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'done', 'failed')),
+    attempts INTEGER NOT NULL DEFAULT 0,
+    detail TEXT,
+    updated_at REAL,
+    PRIMARY KEY (work_id, kind)
 );
 """
 
@@ -360,9 +398,10 @@ class Store:
 
     # -- writing ----------------------------------------------------------------------------
     def begin_session(self, *, kind: str, argv: list[str], machine: dict) -> int:
+        """A new session; its argv is kept with every secret hidden (a password in an --export URL)."""
         cur = self.db.execute(
             "INSERT INTO sessions(kind, argv, machine, host, pid, started_at) VALUES (?,?,?,?,?,?)",
-            (kind, json.dumps(argv), json.dumps(machine), platform.node(), os.getpid(), time.time()))
+            (kind, json.dumps(redact_argv(argv)), json.dumps(machine), platform.node(), os.getpid(), time.time()))
         return cur.lastrowid
 
     def finish_session(self, session_id: int, status: str) -> None:

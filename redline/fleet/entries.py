@@ -1,0 +1,312 @@
+"""Everything the fleet reads from Redis is checked here before it is used: a jobs entry, a results
+entry and its run documents, a work hash. What is read is untrusted (anyone who can write to the
+fleet's Redis can write an entry); a check that fails raises `Malformed` with the reason, and the
+reader dead-letters the entry with it (redline.fleet.agent, redline.fleet.collector) instead of
+stopping on it — a malformed entry is never read again at the next start.
+
+Only shapes and bounds are decided here; whether a job may run on an agent (its targets, suite,
+server configuration) is redline.fleet.policy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+
+from redline.core.run import PURPOSES, RUN_FORMAT, STATUSES, Run
+from redline.engine.job import JOB_FORMAT, SETTINGS, Job, SideSpec
+from redline.fleet import keys
+from redline.fleet.work import PLATFORM_NAME
+
+IDENTIFIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,199}$")   # job ids, work ids, agent names
+GITHUB = re.compile(r"^(?:[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#\d{1,9})?$")
+UID = re.compile(r"^[0-9a-f]{32}$")
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+TEXT_LIMIT = 4096             # a target, a suite path, a test name
+ERROR_LIMIT = 64 * 1024       # an error carried in an entry (a build log's tail)
+RUNS_LIMIT = 10_000           # run documents in one result
+LONGEST_S = 24 * 3600.0
+MAX_RUNS = 1000
+
+
+class Malformed(ValueError):
+    """An entry or document that does not have the fleet's shape: the reason, in one line."""
+
+
+# -- scalar fields ----------------------------------------------------------------------------------
+def text(value, where: str, *, pattern: re.Pattern | None = None, limit: int = TEXT_LIMIT,
+         empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise Malformed(f"{where}: expected text, got {type(value).__name__}")
+    if len(value) > limit:
+        raise Malformed(f"{where}: longer than {limit} characters")
+    if not value and not empty:
+        raise Malformed(f"{where} is empty")
+    if pattern is not None and value and not pattern.match(value):
+        raise Malformed(f"{where}: {value[:80]!r} is not of the expected form")
+    if "\x00" in value:
+        raise Malformed(f"{where}: holds a NUL character")
+    return value
+
+
+def integer(value, where: str, low: int, high: int) -> int:
+    if isinstance(value, str):
+        if not re.fullmatch(r"-?\d{1,18}", value.strip()):
+            raise Malformed(f"{where}: {value[:40]!r} is not a whole number")
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Malformed(f"{where}: expected a whole number, got {type(value).__name__}")
+    if not low <= value <= high:
+        raise Malformed(f"{where}: {value} is outside {low}..{high}")
+    return value
+
+
+def number(value, where: str, low: float, high: float) -> float:
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise Malformed(f"{where}: {value[:40]!r} is not a number") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise Malformed(f"{where}: expected a finite number, got {value!r:.40}")
+    if not low <= value <= high:
+        raise Malformed(f"{where}: {value:g} is outside {low:g}..{high:g}")
+    return float(value)
+
+
+def optional(check, value, *args, **kwargs):
+    return None if value is None else check(value, *args, **kwargs)
+
+
+def json_document(payload, where: str, kind: type):
+    if not isinstance(payload, str):
+        raise Malformed(f"{where}: expected JSON text")
+    try:
+        document = json.loads(payload)
+    except (ValueError, RecursionError) as exc:
+        raise Malformed(f"{where}: not JSON ({str(exc)[:120]})") from None
+    if not isinstance(document, kind):
+        raise Malformed(f"{where}: expected a JSON {'object' if kind is dict else 'list'}")
+    return document
+
+
+def only_keys(document: dict, allowed, where: str) -> None:
+    unknown = sorted(set(map(str, document)) - set(allowed))
+    if unknown:
+        raise Malformed(f"{where}: unknown field(s) {', '.join(unknown)[:200]}")
+
+
+# -- jobs ---------------------------------------------------------------------------------------------
+@dataclass
+class JobEntry:
+    job_id: str
+    work_id: str
+    attempt: int
+    job: Job
+
+
+def job_entry(fields: dict) -> JobEntry:
+    """A jobs-stream entry (keys.JOBS) with its job document, checked."""
+    job_id = text(fields.get("job_id"), "job_id", pattern=IDENTIFIER)
+    work_id = text(fields.get("work_id"), "work_id", pattern=IDENTIFIER)
+    attempt = integer(fields.get("attempt", "1"), "attempt", 1, 1000)
+    optional(number, fields.get("submitted_at"), "submitted_at", 0, 1e11)
+    job = job_document(json_document(fields.get("job"), "job", dict))
+    if job.job_id != job_id:
+        raise Malformed(f"job: its job_id {job.job_id!r:.80} is not the entry's {job_id!r}")
+    return JobEntry(job_id, work_id, attempt, job)
+
+
+JOB_KEYS = ("format", "suite", "test", "sides", "topology", "settings", "max_runs", "lone_p_value", "job_id")
+SIDE_KEYS = ("name", "target", "config", "variant")
+
+
+def job_document(document: dict) -> Job:
+    """A job document (redline.engine.job format) whose every field has its type and bounds."""
+    if document.get("format") != JOB_FORMAT:
+        raise Malformed(f"job format {str(document.get('format'))[:20]!r}: this redline reads format {JOB_FORMAT}")
+    only_keys(document, JOB_KEYS, "job")
+    sides = document.get("sides")
+    if not isinstance(sides, list) or not 1 <= len(sides) <= 2:
+        raise Malformed("job.sides: expected a list of one or two sides")
+    settings = document.get("settings") or {}
+    if not isinstance(settings, dict):
+        raise Malformed("job.settings: expected an object")
+    only_keys(settings, SETTINGS, "job.settings")
+    runs = integer(settings.get("runs", 1), "job.settings.runs", 1, MAX_RUNS)
+    checked = {"runs": runs}
+    for name, check in (("duration_s", lambda v, w: number(v, w, 1, LONGEST_S)),
+                        ("warmup_s", lambda v, w: number(v, w, 0, LONGEST_S)),
+                        ("scale", lambda v, w: number(v, w, 1e-6, 1e6)),
+                        ("window_instructions", lambda v, w: integer(v, w, 1, 10**15)),
+                        ("window_requests", lambda v, w: integer(v, w, 1, 10**12)),
+                        ("earlier_window_requests", lambda v, w: integer(v, w, 1, 10**12))):
+        if name in settings:
+            checked[name] = optional(check, settings[name], f"job.settings.{name}")
+    for name in ("profile", "snapshots"):
+        if name in settings:
+            if not isinstance(settings[name], bool):
+                raise Malformed(f"job.settings.{name}: expected true or false")
+            checked[name] = settings[name]
+    if "measure" in settings:
+        checked["measure"] = optional(text, settings["measure"], "job.settings.measure",
+                                      pattern=re.compile(r"^(time|instructions)$"))
+    max_runs = optional(integer, document.get("max_runs"), "job.max_runs", runs, MAX_RUNS)
+    lone_p = optional(number, document.get("lone_p_value"), "job.lone_p_value", 0.0, 1.0)
+    topology = text(document.get("topology", "oss-standalone"), "job.topology", pattern=IDENTIFIER)
+    try:
+        from redline.topology import parse_topology
+        parse_topology(topology)
+    except Exception as exc:            # noqa: BLE001 — any refusal of the name is the entry's fault
+        raise Malformed(f"job.topology: {str(exc)[:200]}") from None
+    return Job(suite=text(document.get("suite"), "job.suite"), test=text(document.get("test"), "job.test"),
+               sides=[side_document(side, f"job.sides[{n}]") for n, side in enumerate(sides)], topology=topology,
+               settings=checked, max_runs=max_runs, lone_p_value=lone_p,
+               job_id=text(document.get("job_id"), "job.job_id", pattern=IDENTIFIER))
+
+
+def side_document(side, where: str) -> SideSpec:
+    if not isinstance(side, dict):
+        raise Malformed(f"{where}: expected an object")
+    only_keys(side, SIDE_KEYS, where)
+    name = side.get("name")
+    if name not in (None, "baseline", "comparison"):
+        raise Malformed(f"{where}.name: expected baseline or comparison")
+    config = side.get("config") or {}
+    if not isinstance(config, dict) or len(config) > 200:
+        raise Malformed(f"{where}.config: expected an object of at most 200 NAME: VALUE settings")
+    pairs = tuple(sorted((text(k, f"{where}.config name"), text(v, f"{where}.config.{k:.40}", empty=True))
+                         for k, v in config.items()))
+    variant = optional(text, side.get("variant"), f"{where}.variant")
+    return SideSpec(name, text(side.get("target"), f"{where}.target"), pairs, variant)
+
+
+# -- results ------------------------------------------------------------------------------------------
+@dataclass
+class ResultEntry:
+    kind: str                      # result | dead
+    job_id: str
+    work_id: str
+    platform: str
+    agent: str
+    attempt: int
+    fields: dict                   # as read (the ledger keeps the times and the error)
+    runs_ref: str | None = None
+    runs_sha256: str | None = None
+    error: str | None = None
+    inline: str | None = field(default=None, repr=False)
+
+
+def result_entry(fields: dict) -> ResultEntry:
+    """A results-stream entry (keys.RESULTS), checked; its runs are read by `run_documents`."""
+    kind = fields.get("kind")
+    if kind not in ("result", "dead"):
+        raise Malformed(f"kind: {str(kind)[:40]!r} is neither result nor dead")
+    entry = ResultEntry(kind=kind, job_id=text(fields.get("job_id"), "job_id", pattern=IDENTIFIER),
+                        work_id=text(fields.get("work_id"), "work_id", pattern=IDENTIFIER),
+                        platform=text(fields.get("platform"), "platform", pattern=PLATFORM_NAME),
+                        agent=text(fields.get("agent"), "agent", pattern=IDENTIFIER),
+                        attempt=integer(fields.get("attempt"), "attempt", 0, 1000), fields=fields)
+    for name in ("submitted_at", "started_at", "finished_at"):
+        if fields.get(name):
+            number(fields[name], name, 0, 1e11)
+    if kind == "dead":
+        entry.error = text(fields.get("error"), "error", limit=ERROR_LIMIT)
+        return entry
+    if "runs" in fields:
+        if "runs_ref" in fields:
+            raise Malformed("a result holds either runs or runs_ref, not both")
+        entry.inline = fields["runs"]
+        return entry
+    entry.runs_sha256 = text(fields.get("runs_sha256"), "runs_sha256", pattern=SHA256)
+    entry.runs_ref = text(fields.get("runs_ref"), "runs_ref")
+    if entry.runs_ref != keys.BLOB.key(sha256=entry.runs_sha256):
+        raise Malformed(f"runs_ref {entry.runs_ref[:80]!r} is not the blob key of its sha256")
+    return entry
+
+
+def blob_payload(payload: str | None, entry: ResultEntry) -> str:
+    """The blob a result refers to, checked against its sha256."""
+    if payload is None:
+        raise Malformed(f"results blob {entry.runs_ref} is missing")
+    if hashlib.sha256(payload.encode()).hexdigest() != entry.runs_sha256:
+        raise Malformed(f"results blob {entry.runs_ref} does not match its sha256")
+    return payload
+
+
+def run_documents(payload: str, where: str = "runs") -> list[Run]:
+    """A result's run documents (redline.core.run format), each checked: identity, status,
+    numbers. A profile's files are on the agent's machine, not here: its paths are not kept."""
+    documents = json_document(payload, where, list)
+    if len(documents) > RUNS_LIMIT:
+        raise Malformed(f"{where}: more than {RUNS_LIMIT} run documents")
+    return [run_document(document, f"{where}[{n}]") for n, document in enumerate(documents)]
+
+
+def run_document(document, where: str) -> Run:
+    if not isinstance(document, dict):
+        raise Malformed(f"{where}: expected an object")
+    if document.get("format") != RUN_FORMAT:
+        raise Malformed(f"{where}: run format {str(document.get('format'))[:20]!r}, this redline reads {RUN_FORMAT}")
+    text(document.get("uid"), f"{where}.uid", pattern=UID)
+    text(document.get("test"), f"{where}.test")
+    text(document.get("target"), f"{where}.target")
+    if document.get("side") not in (None, "baseline", "comparison"):
+        raise Malformed(f"{where}.side: expected baseline or comparison")
+    integer(document.get("run_index"), f"{where}.run_index", 0, 100_000)
+    if document.get("status") not in STATUSES or document.get("purpose", "measure") not in PURPOSES:
+        raise Malformed(f"{where}: status or purpose is not one redline knows")
+    text(document.get("topology", "oss-standalone"), f"{where}.topology", pattern=IDENTIFIER)
+    for name in ("started_at", "finished_at"):
+        optional(number, document.get(name), f"{where}.{name}", 0, 1e11)
+    for name in ("error", "server_log_tail", "suite_file"):
+        optional(text, document.get(name), f"{where}.{name}", limit=ERROR_LIMIT, empty=True)
+    series = document.get("series") or {}
+    if not isinstance(series, dict) or not all(isinstance(v, list) for v in series.values()):
+        raise Malformed(f"{where}.series: expected an object of lists")
+    for name, values in series.items():
+        for value in values:
+            optional(number, value, f"{where}.series.{name:.40}", -math.inf, math.inf)
+    if not isinstance(document.get("facts") or {}, dict) or not isinstance(document.get("flags") or [], list):
+        raise Malformed(f"{where}: facts must be an object and flags a list")
+    for flag in document.get("flags") or []:
+        text(flag, f"{where}.flags", limit=ERROR_LIMIT)
+    try:
+        run = Run.from_json(document)
+    except (TypeError, ValueError) as exc:
+        raise Malformed(f"{where}: {str(exc)[:200]}") from None
+    for name, value in run.metrics.items():
+        number(value, f"{where}.{name}", -math.inf, math.inf)
+    run.profile = None
+    return run
+
+
+# -- work hashes --------------------------------------------------------------------------------------
+WORK_STATES = ("queued", "running", "done", "failed")
+
+
+@dataclass
+class WorkSummary:
+    work_id: str
+    jobs_total: int
+    runs: int
+    max_runs: int
+    github: str
+    state: str
+    baseline: str
+    comparison: str
+    fields: dict
+
+
+def work_summary(fields: dict, work_id: str) -> WorkSummary:
+    """A work hash (keys.WORK) as the collector needs it."""
+    runs = integer(fields.get("runs") or 7, "work.runs", 1, MAX_RUNS)
+    return WorkSummary(work_id=work_id, jobs_total=integer(fields.get("jobs_total"), "work.jobs_total", 1, 10**7),
+                       runs=runs, max_runs=integer(fields.get("max_runs") or 15, "work.max_runs", 1, MAX_RUNS),
+                       github=text(fields.get("github", ""), "work.github", pattern=GITHUB, empty=True),
+                       state=fields.get("state") if fields.get("state") in WORK_STATES else "queued",
+                       baseline=text(fields.get("baseline", ""), "work.baseline", empty=True),
+                       comparison=text(fields.get("comparison", ""), "work.comparison", empty=True), fields=fields)
