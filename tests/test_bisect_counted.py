@@ -194,3 +194,4 @@ def test_a_round_counts_its_commits_in_one_call_apart():
     assert calls[0] == {"runs": 3} and all(kw == {"runs": 1, "apart": True} for kw in calls[1:])
     broken = outcome.steps[0]
     assert broken.candidate == path[10] and broken.outcome == SKIPPED and "#error" in broken.note
+

@@ -2,16 +2,20 @@
 bisection's store session, and two comparers (redline.bisect.search.Comparer) that turn runs into the
 changes the search decides on.
 
-  TimedComparer     every step is an interleaved A/B compare of the candidate against the decided
-                    end, with two more runs per side while the step's interval straddles the
-                    half-way point (timed metrics: server CPU per op, latency, throughput).
+  TimedComparer     every step is an interleaved A/B compare of the candidate against GOOD or BAD,
+                    with two more runs per side while the step's interval straddles the half-way
+                    point (timed metrics: server CPU per op, latency, throughput). A round's
+                    commits are compared one after another.
   CountedComparer   --measure instructions: the endpoints are an interleaved A/B compare of
                     `runs` runs per side under callgrind (the near-deterministic rule of
                     redline.analysis.counted gives the verdict and τ); every later commit is
                     measured by ONE run, with the endpoints' request count, and compared with the
-                    counts already taken of the decided end (redline.analysis.counted.one_run_step).
+                    counts of GOOD or BAD taken then (redline.analysis.counted.one_run_step).
                     More runs of a commit would not narrow how far two binaries' counts can sit
-                    apart, so an undecided step is not given more runs: it is skipped.
+                    apart, so an undecided step is not given more runs: it is skipped. A round's
+                    commits are counted in one call, each commit's jobs apart from the others'
+                    (EngineCounter.count(apart=True)): the place a scheduler of counted work
+                    runs them side by side.
 """
 
 from __future__ import annotations

@@ -9,16 +9,18 @@ The method (docs/bisect.md):
   1. endpoints: GOOD vs BAD must give a regression or improvement verdict on the metric for at
      least one test; those tests ("moved") are the ones followed, and the ratio BAD/GOOD of each
      is the step looked for. No moved test: "no change to bisect".
-  2. each step measures the middle commit of the undecided range against the nearer decided
-     end (its good or its bad bound) on the moved tests. The candidate is like that end when
-     the change's confidence interval lies entirely on that end's side of the half-way point
-     (the geometric middle of 1 and the step); like the other end when it lies entirely on the
-     other side; else undecided, and the comparer adds runs. Still undecided, a commit that
-     does not build, tests that disagree, runs that failed: the commit is skipped (git bisect
-     skip) and the next candidate is the unskipped commit nearest the middle.
-  3. the first bad commit after the last good one is the culprit (with skipped commits in
-     between: one of them or it, as git says). The remainder check measures the last good
-     commit before it against it: how much of the endpoints' change this commit explains.
+  2. rounds (redline/bisect/planner.py): each measures the commit(s) that split the undecided range
+     (k = 1: the middle) against GOOD or BAD themselves, on the moved tests, which places each on
+     the endpoints' change (0 at GOOD, 1 at BAD, log terms). A candidate lies before the half-way
+     point when its interval lies entirely below it, beyond it when entirely above; else it is
+     undecided, and the comparer adds runs. Still undecided, a commit that does not build, tests
+     that disagree, runs that failed: the commit is passed over (git bisect skip).
+  3. the first commit beyond the half-way point after the last before it crossed it (with
+     passed-over commits in between: one of them or it, as git says). Its own change, the commit
+     before it against it, is how much of the endpoints' change it made; it is named only when
+     that change is told from none (issue #34: a ratio against a commit decided earlier, judged
+     against the half-way point from GOOD, had named a commit with no change). With `each_step`,
+     the parts on either side of it are searched the same way, for every step.
 
 Counted bisections (--measure instructions, redline/bisect/measure.py) decide every step on one
 run of the candidate: each change then carries a step tolerance u, how far one run's ratio may sit
