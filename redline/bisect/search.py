@@ -442,7 +442,7 @@ def bisect(comparer: Comparer, good: Commit, path: list[Commit], tests: list[str
                 step.outcome, step.note = (decided, None) if decided else (UNDECIDABLE, why)
             outcome.steps.append(step)
             progress(f"step {step.number}: {ask.candidate.short} is {step.outcome}"
-                     + "".join(f", at {p.share:.0%} of {test}'s change" for test, p in step.places.items()))
+                     + "".join(f", at {round(p.share, 2) + 0.0:.0%} of {test}'s change" for test, p in step.places.items()))
         on_step(outcome)
     _conclude(comparer, outcome, planner, marks, commit_at, progress=progress, profile=profile)
     return outcome

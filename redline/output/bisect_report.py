@@ -31,7 +31,7 @@ def _bisect_command(doc: dict, good: str, bad: str) -> str:
 
 
 def _share_text(share: float | None) -> str:
-    return "–" if share is None else f"{share:.0%}"
+    return "–" if share is None else f"{round(share, 2) + 0.0:.0%}"      # + 0.0: never "-0%"
 
 
 SHARE_WORTH_A_BISECTION = 0.05     # a part of the range holding less of the change is not offered
