@@ -135,8 +135,8 @@ def summary(doc: dict) -> list[str]:
     lines.append(f"{metric} moved {ends}: " + "; ".join(
         f"{test} {_interval(endpoints['changes'][test])}" for test in endpoints["moved"]))
     if doc.get("measure") == "instructions":
-        lines.append("  counted under callgrind: every step is one run of the commit against the counts of the "
-                     "decided end, its ratio taken to within " + "; ".join(
+        lines.append("  counted under callgrind: every step is one run of the commit against the endpoints' "
+                     "counts, its ratio taken to within " + "; ".join(
                          f"±{endpoints['changes'][test]['step_tolerance_pct']:.1f}% on {test}"
                          for test in endpoints["moved"] if endpoints["changes"][test].get("step_tolerance_pct")))
     lines += _too_close(doc)
