@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from redline.analysis.stats import Verdict
-from redline.bisect.planner import BEFORE, Mark, Place, RoundPlanner, Search, place_of, rounds_needed
+from redline.bisect.planner import BEFORE, Mark, Place, Plan, RoundPlanner, Search, place_of, rounds_needed
 from redline.core.errors import UsageError
 
 GOOD, BAD = "good", "bad"
@@ -411,41 +411,47 @@ def bisect(comparer: Comparer, good: Commit, path: list[Commit], tests: list[str
 
     while not (plan := planner.plan(marks)).over:
         outcome.rounds += 1
-        live = [s for s in plan.searches if not s.done]
-        left = sum(len(s.open) for s in live)
-        ranges = ", ".join(f"{commit_at(s.before).short}..{commit_at(s.beyond).short}" for s in live)
-        about = max(estimated_steps(len(s.open), per_round) for s in live)
-        asks, numbers = [], []
-        for index, search in plan.round:
-            against_bad = not search.reference_is_good(index)
-            asks.append(Ask(path[index], bad if against_bad else good, settled_by(search, steps, against_bad)))
-            numbers.append(len(outcome.steps) + len(numbers) + 1)
-        measuring = "; ".join(f"{ask.candidate.short} against {BAD if ask.reference is bad else GOOD} {ask.reference.short}"
-                              for ask in asks)
-        label = f"step {numbers[0]}" if per_round == 1 else f"round {outcome.rounds}"
-        unit = "steps" if per_round == 1 else "rounds"
-        progress(f"{label}: {left} commits left ({ranges}), about {about} {unit}; {measuring}")
-        answers = comparer.measure(asks, list(steps))
-        for number, (index, search), ask, answer in zip(numbers, plan.round, asks, answers):
-            state = GOOD if ask.reference is good else BAD
-            step = Step(number, ask.candidate, ask.reference, state, UNDECIDABLE, remaining_before=left,
-                        round=outcome.rounds)
-            if answer.unbuildable is not None:
-                step.outcome, step.reference, step.reference_state = SKIPPED, None, None
-                step.note = "does not build:\n" + "\n".join(answer.unbuildable)
-                marks[index] = Mark(why="does not build")
-            else:
-                step.changes = answer.changes
-                mark = mark_of(answer.changes, steps, against_bad=state == BAD)
-                step.places, marks[index] = mark.places, mark
-                decided, why = judge(search, mark)
-                step.outcome, step.note = (decided, None) if decided else (UNDECIDABLE, why)
+        asks = [Ask(path[index], good if search.reference_is_good(index) else bad,
+                    settled_by(search, steps, against_bad=not search.reference_is_good(index)))
+                for index, search in plan.round]
+        left = sum(len(s.open) for s in plan.searches if not s.done)
+        progress(_round_line(outcome, plan, asks, commit_at, left))
+        for (index, search), ask, answer in zip(plan.round, asks, comparer.measure(asks, list(steps))):
+            step = _step(len(outcome.steps) + 1, ask, answer, search, steps, against_bad=ask.reference is bad)
+            step.remaining_before, step.round = left, outcome.rounds
+            marks[index] = Mark(step.places, why=step.note if not step.places else None)
             outcome.steps.append(step)
             progress(f"step {step.number}: {ask.candidate.short} is {step.outcome}"
                      + "".join(f", at {round(p.share, 2) + 0.0:.0%} of {test}'s change" for test, p in step.places.items()))
         on_step(outcome)
     _conclude(comparer, outcome, planner, marks, commit_at, progress=progress, profile=profile)
     return outcome
+
+
+def _round_line(outcome: Outcome, plan: Plan, asks: list[Ask], commit_at: Callable[[int], Commit], left: int) -> str:
+    """Before a round: what is left, the rounds still expected, what is measured against which end."""
+    live = [s for s in plan.searches if not s.done]
+    ranges = ", ".join(f"{commit_at(s.before).short}..{commit_at(s.beyond).short}" for s in live)
+    about = max(estimated_steps(len(s.open), outcome.per_round) for s in live)
+    good = outcome.endpoints.good
+    measuring = "; ".join(f"{ask.candidate.short} against {GOOD if ask.reference == good else BAD} {ask.reference.short}"
+                          for ask in asks)
+    label, unit = ((f"step {len(outcome.steps) + 1}", "steps") if outcome.per_round == 1
+                   else (f"round {outcome.rounds}", "rounds"))
+    return f"{label}: {left} commits left ({ranges}), about {about} {unit}; {measuring}"
+
+
+def _step(number: int, ask: Ask, answer: Answer, search: Search, steps: dict[str, float], *,
+          against_bad: bool) -> Step:
+    """One measured commit as a step: skipped (does not build), or placed on the change and judged
+    against its search's half-way point (undecidable: why)."""
+    state = BAD if against_bad else GOOD
+    if answer.unbuildable is not None:
+        return Step(number, ask.candidate, None, None, SKIPPED, note="does not build:\n" + "\n".join(answer.unbuildable))
+    mark = mark_of(answer.changes, steps, against_bad=against_bad)
+    decided, why = judge(search, mark)
+    return Step(number, ask.candidate, ask.reference, state, decided or UNDECIDABLE, answer.changes,
+                note=None if decided else why, places=mark.places)
 
 
 def _conclude(comparer: Comparer, outcome: Outcome, planner: RoundPlanner, marks: dict[int, Mark],
