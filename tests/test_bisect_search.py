@@ -563,3 +563,18 @@ def test_each_step_stops_where_the_ends_of_a_part_do_not_differ():
     every = bisect(FakeComparer(path, good, culprit=17), good, path, ["a"], each_step=True)
     assert [r.commit for r in every.found] == [path[17]] and every.culprit == plain.culprit == path[17]
     assert len(every.steps) == len(plain.steps)
+
+
+def test_the_planner_continues_from_stored_steps():
+    """The marks are the planner's whole state: rebuilt from the first steps of a bisection (as a
+    collector would from stored steps), they give the rounds that bisection went on with."""
+    good, path = line(44)
+    outcome = bisect(FakeComparer(path, good, changes=BYBOX), good, path, ["a"], per_round=2, each_step=True)
+    planner = RoundPlanner(44, ["a"], per_round=2, each_step=True, least_share=outcome.endpoints.least_share())
+    index = {commit: i for i, commit in enumerate(path)}
+    for done in range(outcome.rounds):
+        marks = {index[s.candidate]: Mark(s.places, why=None if s.places else s.note)
+                 for s in outcome.steps if s.round <= done}
+        expected = [index[s.candidate] for s in outcome.steps if s.round == done + 1]
+        assert [i for i, _ in planner.plan(marks).round] == expected
+    assert planner.plan({index[s.candidate]: Mark(s.places) for s in outcome.steps}).over
