@@ -546,6 +546,7 @@ def test_each_step_finds_the_three_bybox_commits(k):
     assert outcome.culprit == path[20]
     text = _report(outcome)
     assert "steps found: 3" in text and "culprit (the largest step found)" in text
+    assert "the change splits over 3 steps (a): together 100% of it" in text and "next bisections" not in text
 
 
 @pytest.mark.parametrize("n, changes", LAYOUTS)

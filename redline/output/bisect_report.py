@@ -83,6 +83,19 @@ def _own_change(doc: dict, remainder: dict) -> list[str]:
     return lines
 
 
+def _accounted(doc: dict) -> list[str]:
+    """--each-step: how much of the change the steps found make together, per test."""
+    resolved = [r for r in doc.get("found") or [] if r["resolved"]]
+    lines = []
+    for test in doc["endpoints"]["moved"]:
+        total = sum(r["explained"].get(test) or 0 for r in resolved)
+        rest = 1 - total
+        lines.append(f"  the change splits over {len(resolved)} steps ({test}): together {_share_text(total)} of it"
+                     + (f"; {_share_text(rest)} lies in no step found (steps smaller than one step resolves, or "
+                        "commits passed over)" if abs(rest) >= SHARE_WORTH_A_BISECTION else ""))
+    return lines
+
+
 def _found(doc: dict) -> list[str]:
     """Every step of a bisection that looked for each (--each-step), with its own change's share."""
     found = doc.get("found") or []
@@ -151,7 +164,9 @@ def summary(doc: dict) -> list[str]:
         lines.append(f"culprit{largest}: {_commit(doc['culprit'])}")
         if remainder:
             lines += _own_change(doc, remainder)
-            if remainder["large"]:
+            if remainder["large"] and doc.get("each_step"):
+                lines += _accounted(doc)
+            elif remainder["large"]:
                 lines += _rest(doc, remainder) if remainder.get("commit") else \
                     ["  a large part of the change is elsewhere"]
     elif doc.get("unresolved"):
