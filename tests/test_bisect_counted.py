@@ -6,6 +6,7 @@ is in tests/test_bisect.py."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -18,11 +19,12 @@ from redline.analysis.counted import one_run_step, step_tolerance_pct
 from redline.output.bisect_report import report_lines
 from redline.analysis.stats import Verdict
 
-def counted_bisect(n: int, *, metric: str = "instructions_per_op", profile: bool = False, **fake):
+def counted_bisect(n: int, *, metric: str = "instructions_per_op", profile: bool = False, per_round: int = 1,
+                   each_step: bool = False, **fake):
     good, path = commit_line(n)
     counter = SimulatedCounter(good, path, **fake)
     comparer = CountedComparer(counter, metric=metric, endpoint_runs=3)
-    return bisect(comparer, good, path, ["get"], profile=profile), counter, path
+    return bisect(comparer, good, path, ["get"], profile=profile, per_round=per_round, each_step=each_step), counter, path
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -118,3 +120,78 @@ def test_step_changes_carry_the_tolerance_and_the_run_ids():
     assert len(change.run_ids) == 3 + 1        # the decided end's three runs and the candidate's one
     assert outcome.steps[0].reference_state in (GOOD, "bad")
     assert SKIPPED not in {s.outcome for s in outcome.steps}
+
+
+# -- changes made by several commits (#34), rounds of k commits ---------------------------------------
+# 7.0.5..7.0.7 (44 commits) as the issue counted it: cffabb641 (18) -31.7%, 3d206f0fc (20) a further
+# -34.2%, 5e02338e5 (27) the rest of -67.6%.
+BYBOX = {18: 0.683, 20: 0.658, 27: 0.324 / (0.683 * 0.658)}
+
+
+def test_bybox_counted_names_the_middle_step_and_where_the_rest_lies():
+    """The issue's bisection named fba49b107 (21) with 0% of the change: it set 3d206f0fc's ratio
+    against 81e72e8e2 (0.658) against the half-way point of the whole change (0.569). Counted
+    against GOOD's own counts, 3d206f0fc sits at 71% of the change."""
+    outcome, counter, path = counted_bisect(44, changes=BYBOX)
+    assert outcome.culprit == path[20]
+    remainder = outcome.remainder
+    assert remainder.before == path[19] and remainder.resolved and remainder.large
+    assert remainder.explained["get"] == pytest.approx(0.372, abs=0.03)
+    assert remainder.place_before["get"] == pytest.approx(0.338, abs=0.03)
+    assert 1 - remainder.place_after["get"] == pytest.approx(0.290, abs=0.03)
+    # each step: one run of the commit, against the endpoints' three; the own change costs nothing
+    (_, runs, _), *steps = counter.calls
+    assert runs == 3 and all(len(commits) == 1 and runs == 1 for commits, runs, _ in steps)
+    assert len(steps) == len(outcome.steps) and counter.runs == 6 + len(outcome.steps)
+    text = "\n".join(report_lines({**outcome.as_json(), "metric": "instructions_per_op", "measure": "instructions",
+                                   "repository": "/r", "selection": [], "variant": "default"}))
+    assert "the change splits over several commits (get)" in text and "--measure instructions" in text
+
+
+@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("k", [1, 3])
+def test_two_and_three_steps_of_unequal_size_never_name_a_commit_without_a_change(seed, k):
+    """Two or three steps of 1.2x, 1.8x and 1.4x (either direction) anywhere on 10-60 commits, builds
+    up to 1.8% apart: the named commit is the step across the middle, or, when a commit lies
+    within the tolerance of the half-way point, none is named and that step is among the
+    candidates."""
+    rng = random.Random(5000 + seed)
+    n = rng.randint(10, 60)
+    factors = rng.sample([1.2, 1.8, 1.4], rng.choice([2, 3]))
+    if rng.random() < 0.5:
+        factors = [1 / f for f in factors]
+    changes = dict(zip(sorted(rng.sample(range(n), len(factors))), factors))
+    outcome, counter, path = counted_bisect(n, changes=changes, seed=seed, per_round=k)
+    total, reached = math.log(math.prod(factors)), 0.0
+    across = next(at for at in sorted(changes) if (reached := reached + math.log(changes[at])) / total > 0.5)
+    if outcome.culprit is not None:
+        assert outcome.culprit == path[across] and outcome.remainder.resolved, changes
+    else:
+        assert path[across] in outcome.candidates, changes
+    assert all(len(commits) <= k for commits, _, _ in counter.calls[1:])
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_each_step_counted_finds_the_three_bybox_commits(k):
+    outcome, counter, path = counted_bisect(44, changes=BYBOX, per_round=k, each_step=True)
+    assert [r.commit for r in outcome.found] == [path[18], path[20], path[27]]
+    assert outcome.culprit == path[20]
+    assert counter.runs == 6 + sum(1 for s in outcome.steps if s.outcome != SKIPPED)
+
+
+def test_a_round_counts_its_commits_in_one_call_apart():
+    """k = 3: after the endpoints, every call to the counter carries up to three commits, one run
+    each, counted apart (nothing ties them: a scheduler may run them side by side)."""
+    good, path = commit_line(44)
+    counter = SimulatedCounter(good, path, culprit=30, step=1.6, broken={10})
+    calls = []
+    original = counter.count
+    counter.count = lambda commits, tests, **kw: calls.append(kw) or original(commits, tests, **kw)
+    outcome = bisect(CountedComparer(counter, metric="instructions_per_op", endpoint_runs=3), good, path, ["get"],
+                     per_round=3)
+    assert outcome.culprit == path[30] and outcome.rounds == 3
+    assert [len(c) for c, _, _ in counter.calls[1:]] == [3, 3, 2]        # 43 → 10 → 2 → 0 left
+    assert calls[0] == {"runs": 3} and all(kw == {"runs": 1, "apart": True} for kw in calls[1:])
+    broken = outcome.steps[0]
+    assert broken.candidate == path[10] and broken.outcome == SKIPPED and "#error" in broken.note
+

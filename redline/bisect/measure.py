@@ -2,16 +2,20 @@
 bisection's store session, and two comparers (redline.bisect.search.Comparer) that turn runs into the
 changes the search decides on.
 
-  TimedComparer     every step is an interleaved A/B compare of the candidate against the decided
-                    end, with two more runs per side while the step's interval straddles the
-                    half-way point (timed metrics: server CPU per op, latency, throughput).
+  TimedComparer     every step is an interleaved A/B compare of the candidate against GOOD or BAD,
+                    with two more runs per side while the step's interval straddles the half-way
+                    point (timed metrics: server CPU per op, latency, throughput). A round's
+                    commits are compared one after another.
   CountedComparer   --measure instructions: the endpoints are an interleaved A/B compare of
                     `runs` runs per side under callgrind (the near-deterministic rule of
                     redline.analysis.counted gives the verdict and τ); every later commit is
                     measured by ONE run, with the endpoints' request count, and compared with the
-                    counts already taken of the decided end (redline.analysis.counted.one_run_step).
+                    counts of GOOD or BAD taken then (redline.analysis.counted.one_run_step).
                     More runs of a commit would not narrow how far two binaries' counts can sit
-                    apart, so an undecided step is not given more runs: it is skipped.
+                    apart, so an undecided step is not given more runs: it is skipped. A round's
+                    commits are counted in one call, each commit's jobs apart from the others'
+                    (EngineCounter.count(apart=True)): the place a scheduler of counted work
+                    runs them side by side.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from redline.analysis.comparison import (BASELINE, COMPARISON, FDR_Q, TestCompar
                                          profile_differences)
 from redline.analysis.counted import deterministic_verdict, one_run_step, step_tolerance_pct
 from redline.analysis.stats import MetricComparison, Verdict
-from redline.bisect.search import Change, Commit, Settled, Unbuildable
+from redline.bisect.search import Answer, Ask, Change, Commit, OneAtATime, Settled, Unbuildable
 from redline.builder import BuildFailed
 from redline.core import metrics
 from redline.core.run import Run
@@ -160,8 +164,9 @@ def _timed_change(c: TestComparison, records: list[Run]) -> Change:
                    moved_symbols=c.moved_symbols, diff_flamegraph=c.diff_flamegraph)
 
 
-class TimedComparer:
-    """redline.bisect.search.Comparer on real builds and timed runs (compare_targets)."""
+class TimedComparer(OneAtATime):
+    """redline.bisect.search.Comparer on real builds and timed runs (compare_targets). A round's
+    commits are compared one after another: timed runs need the machine to themselves."""
 
     def __init__(self, *, builds: CommitBuilds, tests: list[TestSpec], settings: StepSettings, measuring: Measuring):
         self.builds, self.settings, self.measuring = builds, settings, measuring
@@ -187,18 +192,22 @@ class Count:
 
 @dataclass
 class Counted:
-    """What one measurement of one or two commits gave."""
+    """What one measurement of one or more commits gave."""
 
     counts: dict[tuple[str, str], list[Count]] = field(default_factory=dict)   # (sha, test) → runs
     failures: dict[tuple[str, str], str] = field(default_factory=dict)   # (sha, test) → why its runs failed
     profiles: dict[str, tuple[list[dict], str]] = field(default_factory=dict)   # test → moved symbols, diff SVG
+    unbuildable: dict[str, list[str]] = field(default_factory=dict)     # sha → its build log's tail (apart)
 
 
 class CommitCounter(Protocol):
-    def count(self, commits: list[Commit], tests: list[str], *, runs: int, profile: bool = False) -> Counted:
+    def count(self, commits: list[Commit], tests: list[str], *, runs: int, profile: bool = False,
+              apart: bool = False) -> Counted:
         """`runs` counted runs of each commit on each test: one commit alone, or two interleaved
         (A B B A), the first as baseline. With `profile`, one more run per side whose call graph
-        gives the moved symbols and the differential flame graph. Raises Unbuildable."""
+        gives the moved symbols and the differential flame graph. Raises Unbuildable.
+        `apart`: any number of commits, each in its own jobs, which depend on nothing but the
+        commit, so they may run side by side; a commit that does not build is in `unbuildable`."""
         ...
 
 
@@ -212,27 +221,42 @@ class EngineCounter:
         self.tests = {test.name: test for test in tests}
         self.requests_per_connection: dict[str, int] = {}
 
-    def count(self, commits: list[Commit], tests: list[str], *, runs: int, profile: bool = False) -> Counted:
-        names = [BASELINE, COMPARISON] if len(commits) == 2 else [None]
-        sides = [Side(self.builds.target(commit), name) for commit, name in zip(commits, names)]
-        commit_of = {name: commit for commit, name in zip(commits, names)}
+    def count(self, commits: list[Commit], tests: list[str], *, runs: int, profile: bool = False,
+              apart: bool = False) -> Counted:
+        counted = Counted()
         specs = [self.tests[key.split("@", 1)[0]] for key in tests]
-        jobs = jobs_for(specs, sides, replace(self.settings.runs, runs=runs, profile=profile))
+        settings = replace(self.settings.runs, runs=runs, profile=profile)
+        if apart:
+            sides = []
+            for commit in commits:
+                try:
+                    sides.append(Side(self.builds.target(commit), None))
+                except Unbuildable as failure:
+                    counted.unbuildable[commit.sha] = failure.tail
+            commit_of = {side.target.label: commit for side, commit in
+                         zip(sides, [c for c in commits if c.sha not in counted.unbuildable])}
+            jobs = [job for side in sides for job in jobs_for(specs, [side], settings)]
+        else:
+            names = [BASELINE, COMPARISON] if len(commits) == 2 else [None]
+            sides = [Side(self.builds.target(commit), name) for commit, name in zip(commits, names)]
+            commit_of = {side.target.label: commit for side, commit in zip(sides, commits)}
+            jobs = jobs_for(specs, sides, settings)
         for job in jobs:
             job.settings["window_requests"] = self.requests_per_connection.get(job.test)
+        # the one call a scheduler of counted work replaces: jobs made `apart` depend on nothing but
+        # their commit, so k of them can run in k lanes (redline/lab/scheduler.py, `run(jobs, ...)`)
         records = execute(jobs, sides, specs, self.measuring)
-        counted = Counted()
         for key, measured in measured_runs_by_test(records).items():
             for run in measured:
                 value = run.metrics.get(self.settings.metric) if run.status == "ok" else None
                 if value:
-                    counted.counts.setdefault((commit_of[run.side].sha, key), []).append(
+                    counted.counts.setdefault((commit_of[run.target].sha, key), []).append(
                         Count(value, run.run_id, run.state))
                     fixed = (run.facts.get("instructions") or {}).get("requests_per_connection")
                     if fixed:
                         self.requests_per_connection.setdefault(run.test, fixed)
-            for side, commit in commit_of.items():
-                failed = _failures([run for run in measured if run.side == side])
+            for target, commit in commit_of.items():
+                failed = _failures([run for run in measured if run.target == target])
                 if failed:
                     counted.failures[(commit.sha, key)] = failed
         if profile:
@@ -252,6 +276,7 @@ class CountedComparer:
         self.noise_floors = noise_floors or {}
         self.counts: dict[tuple[str, str], list[Count]] = {}
         self.failures: dict[tuple[str, str], str] = {}
+        self.unbuildable: dict[str, list[str]] = {}
         self.tau: dict[str, float] = {}       # test → τ of its endpoint comparison
 
     def _counted(self, commit: Commit, test: str) -> bool:
@@ -269,10 +294,23 @@ class CountedComparer:
             self._take(self.counter.count(missing, tests, runs=1))
         return {test: self._change(reference, candidate, test, profiles.get(test)) for test in tests}
 
+    def measure(self, asks: list[Ask], tests: list[str]) -> list[Answer]:
+        """A round: every candidate not counted yet by one run, all in one call to the counter
+        (apart: each commit's jobs on their own, so they may run side by side), each then against
+        the counts of its end."""
+        missing = list(dict.fromkeys(a.candidate for a in asks if a.candidate.sha not in self.unbuildable
+                                     and not all(self._counted(a.candidate, t) for t in tests)))
+        if missing:
+            self._take(self.counter.count(missing, tests, runs=1, apart=True))
+        return [Answer(unbuildable=self.unbuildable[a.candidate.sha]) if a.candidate.sha in self.unbuildable
+                else Answer({test: self._change(a.reference, a.candidate, test, None) for test in tests})
+                for a in asks]
+
     def _take(self, counted: Counted) -> dict[str, tuple[list[dict], str]]:
         for key, counts in counted.counts.items():
             self.counts.setdefault(key, []).extend(counts)
         self.failures.update(counted.failures)
+        self.unbuildable.update(counted.unbuildable)
         return counted.profiles
 
     def _change(self, reference: Commit, candidate: Commit, test: str,

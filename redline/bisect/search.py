@@ -9,16 +9,18 @@ The method (docs/bisect.md):
   1. endpoints: GOOD vs BAD must give a regression or improvement verdict on the metric for at
      least one test; those tests ("moved") are the ones followed, and the ratio BAD/GOOD of each
      is the step looked for. No moved test: "no change to bisect".
-  2. each step measures the middle commit of the undecided range against the nearer decided
-     end (its good or its bad bound) on the moved tests. The candidate is like that end when
-     the change's confidence interval lies entirely on that end's side of the half-way point
-     (the geometric middle of 1 and the step); like the other end when it lies entirely on the
-     other side; else undecided, and the comparer adds runs. Still undecided, a commit that
-     does not build, tests that disagree, runs that failed: the commit is skipped (git bisect
-     skip) and the next candidate is the unskipped commit nearest the middle.
-  3. the first bad commit after the last good one is the culprit (with skipped commits in
-     between: one of them or it, as git says). The remainder check measures the last good
-     commit before it against it: how much of the endpoints' change this commit explains.
+  2. rounds (redline/bisect/planner.py): each measures the commit(s) that split the undecided range
+     (k = 1: the middle) against GOOD or BAD themselves, on the moved tests, which places each on
+     the endpoints' change (0 at GOOD, 1 at BAD, log terms). A candidate lies before the half-way
+     point when its interval lies entirely below it, beyond it when entirely above; else it is
+     undecided, and the comparer adds runs. Still undecided, a commit that does not build, tests
+     that disagree, runs that failed: the commit is passed over (git bisect skip).
+  3. the first commit beyond the half-way point after the last before it crossed it (with
+     passed-over commits in between: one of them or it, as git says). Its own change, the commit
+     before it against it, is how much of the endpoints' change it made; it is named only when
+     that change is told from none (issue #34: a ratio against a commit decided earlier, judged
+     against the half-way point from GOOD, had named a commit with no change). With `each_step`,
+     the parts on either side of it are searched the same way, for every step.
 
 Counted bisections (--measure instructions, redline/bisect/measure.py) decide every step on one
 run of the candidate: each change then carries a step tolerance u, how far one run's ratio may sit
@@ -38,6 +40,7 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from redline.analysis.stats import Verdict
+from redline.bisect.planner import BEFORE, Mark, Place, Plan, RoundPlanner, Search, place_of, rounds_needed
 from redline.core.errors import UsageError
 
 GOOD, BAD = "good", "bad"
@@ -92,6 +95,25 @@ class Unbuildable(Exception):
         self.commit, self.tail = commit, tail
 
 
+@dataclass(frozen=True)
+class Ask:
+    """One commit of a round: `candidate` against `reference` (GOOD or BAD of the bisection);
+    `settled(changes)` says whether the runs so far answer the step's question."""
+
+    candidate: Commit
+    reference: Commit
+    settled: Settled
+
+
+@dataclass
+class Answer:
+    """What measuring an Ask gave: the candidate's change per test, or the tail of its build log
+    when it does not build."""
+
+    changes: dict[str, Change] = field(default_factory=dict)
+    unbuildable: list[str] | None = None
+
+
 class Comparer(Protocol):
     def compare(self, reference: Commit, candidate: Commit, tests: list[str], settled: Settled, *,
                 profile: bool = False) -> dict[str, Change]:
@@ -100,6 +122,28 @@ class Comparer(Protocol):
         `profile`, both sides are profiled too (moved symbols, differential flame graph).
         Raises Unbuildable for a commit that does not build."""
         ...
+
+    def measure(self, asks: list[Ask], tests: list[str]) -> list[Answer]:
+        """One round: every ask's candidate against its reference, the answers in the asks' order.
+        The asks do not depend on each other, so a comparer may measure them side by side
+        (counted runs in parallel lanes, fleet agents); a candidate that does not build is an
+        answer, not an exception."""
+        ...
+
+
+class OneAtATime:
+    """Comparer.measure as one compare after another (timed compares hold the machine)."""
+
+    def measure(self, asks: list[Ask], tests: list[str]) -> list[Answer]:
+        answers = []
+        for ask in asks:
+            try:
+                answers.append(Answer(self.compare(ask.reference, ask.candidate, tests, ask.settled)))
+            except Unbuildable as failure:
+                if failure.commit != ask.candidate:
+                    raise
+                answers.append(Answer(unbuildable=failure.tail))
+        return answers
 
 
 # -- the ancestry path (git) ----------------------------------------------------------------
@@ -144,38 +188,6 @@ def ancestry_path(repo: Path, good: str, bad: str, *, all_parents: bool = False)
 
 
 # -- decisions ------------------------------------------------------------------------------
-def side_of(change: Change, other_ratio: float) -> str | None:
-    """'same' when the candidate is like the reference, 'other' when it is like the other end
-    (which is `other_ratio` times the reference), None when the interval straddles the half-way
-    point (the geometric middle of 1 and other_ratio) or there is no interval."""
-    if not change.measured:
-        return None
-    half = math.sqrt(other_ratio)
-    low, high = 1 + change.ci_low_pct / 100, 1 + change.ci_high_pct / 100
-    if other_ratio > 1:
-        return "other" if low > half else "same" if high < half else None
-    return "other" if high < half else "same" if low > half else None
-
-
-@dataclass
-class Step:
-    number: int
-    candidate: Commit
-    reference: Commit | None          # None: not measured (it did not build)
-    reference_state: str | None
-    outcome: str                      # good, bad, skipped (does not build), undecidable
-    changes: dict[str, Change] = field(default_factory=dict)
-    note: str | None = None
-    remaining_before: int = 0         # candidates left before this step
-
-    def as_json(self) -> dict:
-        return {"number": self.number, "candidate": asdict(self.candidate),
-                "reference": asdict(self.reference) if self.reference else None,
-                "reference_state": self.reference_state, "outcome": self.outcome, "note": self.note,
-                "remaining_before": self.remaining_before,
-                "changes": {test: asdict(c) for test, c in self.changes.items()}}
-
-
 def one_run_decides(step: float, tolerance_pct: float) -> bool:
     """Whether one run whose ratio may sit ±`tolerance_pct` (u) from the truth, its interval widened
     by as much again, always tells a commit like one end from one like the other when the ends are
@@ -188,30 +200,40 @@ def least_followed_change_pct(tolerance_pct: float) -> float:
     return ((1 + tolerance_pct / 100) ** 4 - 1) * 100
 
 
-def decide(changes: dict[str, Change], steps: dict[str, float], reference_state: str) -> tuple[str | None, str | None]:
-    """(good/bad, None) when every moved test puts the candidate on one side; (None, why) when
-    not: undecided (more runs may help) or the tests disagree."""
-    other_state = BAD if reference_state == GOOD else GOOD
-    sides = {}
+def mark_of(changes: dict[str, Change], steps: dict[str, float], against_bad: bool) -> Mark:
+    """A candidate's place on each followed test's endpoint change (`steps`: test → BAD/GOOD), from
+    its changes against GOOD (or BAD, `against_bad`)."""
+    places = {}
     for test, step in steps.items():
         change = changes.get(test)
-        ratio = step if reference_state == GOOD else 1 / step
-        sides[test] = side_of(change, ratio) if change else None
-    undecided = [t for t, s in sides.items() if s is None]
+        if change is not None and change.measured:
+            place = place_of((change.ratio(), 1 + change.ci_low_pct / 100, 1 + change.ci_high_pct / 100),
+                             step, against_bad)
+            if place is not None:
+                places[test] = place
+    unplaced = [test for test in steps if test in changes and test not in places]
+    return Mark(places, why=f"no interval on {', '.join(unplaced)}" if unplaced else None)
+
+
+def judge(search: Search, mark: Mark) -> tuple[str | None, str | None]:
+    """(good/bad, None) when every test the search follows puts the candidate on one side of its
+    half-way point (good: lo's side); (None, why) when not: undecided, or the tests disagree."""
+    sides = search.sides(mark)
+    undecided = [test for test, side in sides.items() if side is None]
     if undecided:
         return None, f"undecided on {', '.join(undecided)}"
     if len(set(sides.values())) > 1:
-        said = "; ".join(f"{t}: {reference_state if s == 'same' else other_state}" for t, s in sides.items())
+        said = "; ".join(f"{test}: {GOOD if side == BEFORE else BAD}" for test, side in sides.items())
         return None, f"the tests disagree ({said}); bisect them one at a time with --name"
-    return (reference_state if next(iter(sides.values())) == "same" else other_state), None
+    return (GOOD if next(iter(sides.values())) == BEFORE else BAD), None
 
 
-def settled_by(steps: dict[str, float], reference_state: str) -> Settled:
-    """The runs of the tests in `changes` are enough once each puts the candidate on one side
-    (tests that disagree are not helped by more runs)."""
+def settled_by(search: Search, steps: dict[str, float], against_bad: bool) -> Settled:
+    """The runs of the tests in `changes` are enough once each puts the candidate on one side of
+    the search's half-way point (tests that disagree are not helped by more runs)."""
     def settled(changes: dict[str, Change]) -> bool:
-        return all(side_of(change, steps[test] if reference_state == GOOD else 1 / steps[test]) is not None
-                   for test, change in changes.items())
+        sides = search.sides(mark_of(changes, steps, against_bad))
+        return all(sides[test] is not None for test in changes if test in sides)
     return settled
 
 
@@ -220,36 +242,16 @@ def endpoints_settled(changes: dict[str, Change]) -> bool:
     return all(c.verdict != Verdict.INCONCLUSIVE for c in changes.values())
 
 
+def own_change_settled(changes: dict[str, Change]) -> bool:
+    """A commit's own change (against the commit before it) is measured once its interval excludes
+    no change."""
+    return all(c.measured and (c.ci_low_pct > 0 or c.ci_high_pct < 0) for c in changes.values())
+
+
 # -- the search -----------------------------------------------------------------------------
-def estimated_steps(candidates: int) -> int:
-    """Steps a bisection of `candidates` undecided commits takes (without skips)."""
-    return math.ceil(math.log2(candidates + 1)) if candidates > 0 else 0
-
-
-@dataclass
-class Range:
-    """The undecided part of the path: path[lo] is the last known good (-1: GOOD itself), path[hi]
-    the first known bad, skipped commits are left out of the candidates."""
-
-    size: int
-    lo: int = -1
-    hi: int = 0
-    skipped: set[int] = field(default_factory=set)
-
-    def __post_init__(self):
-        self.hi = self.size - 1
-
-    def candidates(self) -> list[int]:
-        return [i for i in range(self.lo + 1, self.hi) if i not in self.skipped]
-
-    def next(self) -> int | None:
-        """The unskipped candidate nearest the middle (the lower one first)."""
-        middle = (self.lo + self.hi) // 2
-        left = self.candidates()
-        return min(left, key=lambda i: (abs(i - middle), i)) if left else None
-
-    def nearer_bound(self, index: int) -> str:
-        return GOOD if index - self.lo <= self.hi - index else BAD
+def estimated_steps(candidates: int, per_round: int = 1) -> int:
+    """Rounds a bisection of `candidates` undecided commits takes (without skips)."""
+    return rounds_needed(candidates, per_round)
 
 
 @dataclass
@@ -260,17 +262,66 @@ class Endpoints:
     moved: dict[str, float]           # test → BAD/GOOD ratio of the moved tests that are followed
     too_close: dict[str, str] = field(default_factory=dict)   # moved, but too little for one-run steps: why
 
+    def least_share(self) -> dict[str, float]:
+        """Per followed test, the least part of its change (log share) one step resolves: what one
+        counted run can follow, or the endpoint compare's minimum detectable change."""
+        shares = {}
+        for test, step in self.moved.items():
+            change = self.changes[test]
+            least = (least_followed_change_pct(change.step_tolerance_pct) if change.step_tolerance_pct is not None
+                     else change.min_detectable_pct or 0.0)
+            shares[test] = math.log(1 + least / 100) / abs(math.log(step))
+        return shares
+
     def as_json(self) -> dict:
         return {"good": asdict(self.good), "bad": asdict(self.bad), "moved": self.moved,
                 "too_close": self.too_close, "changes": {test: asdict(c) for test, c in self.changes.items()}}
 
 
 @dataclass
+class Step:
+    number: int
+    candidate: Commit
+    reference: Commit | None          # GOOD or BAD; None: not measured (it did not build)
+    reference_state: str | None
+    outcome: str                      # good, bad (which side of its search's half-way point), skipped, undecidable
+    changes: dict[str, Change] = field(default_factory=dict)
+    note: str | None = None
+    remaining_before: int = 0         # candidates left before this step
+    round: int = 1
+    places: dict[str, Place] = field(default_factory=dict)   # test → its place on GOOD→BAD (0 to 1)
+
+    def as_json(self) -> dict:
+        return {"number": self.number, "round": self.round, "candidate": asdict(self.candidate),
+                "reference": asdict(self.reference) if self.reference else None,
+                "reference_state": self.reference_state, "outcome": self.outcome, "note": self.note,
+                "remaining_before": self.remaining_before,
+                "places": {test: place.as_json() for test, place in self.places.items()},
+                "changes": {test: asdict(c) for test, c in self.changes.items()}}
+
+
+@dataclass
 class Remainder:
-    before: Commit                      # the last good commit before the culprit
+    """A commit's own change: the commit before it against it, and how much of each moved test's
+    endpoint change that is (log scale), with where the rest lies."""
+
+    before: Commit                      # the last commit before the half-way point
     changes: dict[str, Change]
     explained: dict[str, float | None]  # share of each moved test's endpoint change (log scale)
     explained_at_most: dict[str, float | None]   # the same from the interval's far end
+    explained_at_least: dict[str, float | None] = field(default_factory=dict)   # ... and from its near end
+    commit: Commit | None = None        # the commit whose change this is
+    place_before: dict[str, float] = field(default_factory=dict)   # where `before` lies on GOOD→BAD
+    place_after: dict[str, float] = field(default_factory=dict)    # where `commit` lies on GOOD→BAD
+    rising: dict[str, bool] = field(default_factory=dict)   # the tests its search followed: toward BAD?
+
+    @property
+    def resolved(self) -> bool:
+        """The commit's own change is told from no change, in its search's direction, on every test
+        the search followed: only then is it named."""
+        followed = self.rising or {test: True for test in self.explained}
+        return all((self.explained_at_least.get(t) or 0) > 0 if up else (self.explained_at_most.get(t) or 0) < 0
+                   for t, up in followed.items())
 
     @property
     def large(self) -> bool:
@@ -279,8 +330,10 @@ class Remainder:
         return any(e is None or e < EXPLAINED_ENOUGH for e in self.explained_at_most.values())
 
     def as_json(self) -> dict:
-        return {"before": asdict(self.before), "explained": self.explained,
-                "explained_at_most": self.explained_at_most, "large": self.large,
+        return {"commit": asdict(self.commit) if self.commit else None, "before": asdict(self.before),
+                "explained": self.explained, "explained_at_most": self.explained_at_most,
+                "explained_at_least": self.explained_at_least, "resolved": self.resolved, "large": self.large,
+                "place_before": self.place_before, "place_after": self.place_after, "rising": self.rising,
                 "changes": {test: asdict(c) for test, c in self.changes.items()}}
 
 
@@ -292,6 +345,11 @@ class Outcome:
     culprit: Commit | None = None
     candidates: list[Commit] = field(default_factory=list)   # the culprit is one of these (skips in the way)
     remainder: Remainder | None = None
+    per_round: int = 1
+    each_step: bool = False
+    rounds: int = 0
+    found: list[Remainder] = field(default_factory=list)     # every step found, resolved or not, in path order
+    unresolved: str | None = None     # why no commit is named though the search ended at one
 
     @property
     def no_change(self) -> bool:
@@ -303,6 +361,8 @@ class Outcome:
                 "culprit": asdict(self.culprit) if self.culprit else None,
                 "candidates": [asdict(c) for c in self.candidates],
                 "remainder": self.remainder.as_json() if self.remainder else None,
+                "per_round": self.per_round, "each_step": self.each_step, "rounds": self.rounds,
+                "found": [r.as_json() for r in self.found], "unresolved": self.unresolved,
                 "no_change": self.no_change}
 
 
@@ -326,75 +386,136 @@ def confirm_endpoints(comparer: Comparer, good: Commit, bad: Commit, tests: list
 
 
 def bisect(comparer: Comparer, good: Commit, path: list[Commit], tests: list[str], *,
+           per_round: int = 1, each_step: bool = False,
            progress: Progress = lambda line: None, on_step: Callable[[Outcome], None] = lambda outcome: None,
            profile: bool = False) -> Outcome:
-    """The whole search: endpoint check, steps, culprit, remainder (profiled with `profile`).
-    `on_step(outcome)` is called after the endpoint check and after each step (to store what is
+    """The whole search: endpoint check, rounds of `per_round` commits (redline.bisect.planner),
+    each measured against GOOD or BAD, then each commit at which the value crossed a half-way point
+    against the commit before it (profiled with `profile`): named only when that change is told from
+    none. `each_step`: every step, not only the one across the middle of the change.
+    `on_step(outcome)` is called after the endpoint check and after each round (to store what is
     known so far)."""
     bad = path[-1]
     progress(f"endpoints: {good.short} (good) vs {bad.short} (bad), {len(path) - 1} commits between")
-    outcome = Outcome(confirm_endpoints(comparer, good, bad, tests), path)
+    outcome = Outcome(confirm_endpoints(comparer, good, bad, tests), path, per_round=per_round, each_step=each_step)
     on_step(outcome)
     if not outcome.endpoints.moved:
         return outcome
     steps = outcome.endpoints.moved
-    span = Range(len(path))
+    planner = RoundPlanner(len(path), list(steps), per_round=per_round, each_step=each_step,
+                           least_share=outcome.endpoints.least_share())
+    marks: dict[int, Mark] = {}
 
     def commit_at(index: int) -> Commit:
         return good if index < 0 else path[index]
 
-    while (index := span.next()) is not None:
-        left = len(span.candidates())
-        reference_state = span.nearer_bound(index)
-        reference = commit_at(span.lo if reference_state == GOOD else span.hi)
-        candidate = path[index]
-        progress(f"step {len(outcome.steps) + 1}: {left} commits left ({commit_at(span.lo).short}..{commit_at(span.hi).short}), "
-                 f"about {estimated_steps(left)} steps; {candidate.short} against {reference_state} {reference.short}")
-        step = Step(len(outcome.steps) + 1, candidate, reference, reference_state, UNDECIDABLE, remaining_before=left)
-        try:
-            step.changes = comparer.compare(reference, candidate, list(steps), settled_by(steps, reference_state))
-        except Unbuildable as failure:
-            step.outcome, step.reference, step.reference_state = SKIPPED, None, None
-            step.note = "does not build:\n" + "\n".join(failure.tail)
-        else:
-            state, why = decide(step.changes, steps, reference_state)
-            step.outcome, step.note = (state, None) if state else (UNDECIDABLE, why)
-        outcome.steps.append(step)
+    while not (plan := planner.plan(marks)).over:
+        outcome.rounds += 1
+        asks = [Ask(path[index], good if search.reference_is_good(index) else bad,
+                    settled_by(search, steps, against_bad=not search.reference_is_good(index)))
+                for index, search in plan.round]
+        left = sum(len(s.open) for s in plan.searches if not s.done)
+        progress(_round_line(outcome, plan, asks, commit_at, left))
+        for (index, search), ask, answer in zip(plan.round, asks, comparer.measure(asks, list(steps))):
+            step = _step(len(outcome.steps) + 1, ask, answer, search, steps, against_bad=ask.reference is bad)
+            step.remaining_before, step.round = left, outcome.rounds
+            marks[index] = Mark(step.places, why=step.note if not step.places else None)
+            outcome.steps.append(step)
+            progress(f"step {step.number}: {ask.candidate.short} is {step.outcome}"
+                     + "".join(f", at {round(p.share, 2) + 0.0:.0%} of {test}'s change" for test, p in step.places.items()))
         on_step(outcome)
-        progress(f"step {step.number}: {candidate.short} is {step.outcome}")
-        if step.outcome == GOOD:
-            span.lo = index
-        elif step.outcome == BAD:
-            span.hi = index
-        else:
-            span.skipped.add(index)
-    in_between = [path[i] for i in range(span.lo + 1, span.hi)]       # all skipped
-    if in_between:
-        outcome.candidates = [*in_between, path[span.hi]]
-        return outcome
-    outcome.culprit = path[span.hi]
-    progress(f"culprit {outcome.culprit.short}; remainder check against {commit_at(span.lo).short}")
-    outcome.remainder = check_remainder(comparer, outcome, commit_at(span.lo), profile=profile)
+    _conclude(comparer, outcome, planner, marks, commit_at, progress=progress, profile=profile)
     return outcome
 
 
-def check_remainder(comparer: Comparer, outcome: Outcome, before: Commit, *, profile: bool = False) -> Remainder:
-    """The last good commit before the culprit against the culprit (unless profiled, a step that
-    measured exactly that is reused): the share of each moved test's endpoint change this commit
-    explains."""
-    reused = next((s for s in outcome.steps if s.reference == before and s.candidate == outcome.culprit
+def _round_line(outcome: Outcome, plan: Plan, asks: list[Ask], commit_at: Callable[[int], Commit], left: int) -> str:
+    """Before a round: what is left, the rounds still expected, what is measured against which end."""
+    live = [s for s in plan.searches if not s.done]
+    ranges = ", ".join(f"{commit_at(s.before).short}..{commit_at(s.beyond).short}" for s in live)
+    about = max(estimated_steps(len(s.open), outcome.per_round) for s in live)
+    good = outcome.endpoints.good
+    measuring = "; ".join(f"{ask.candidate.short} against {GOOD if ask.reference == good else BAD} {ask.reference.short}"
+                          for ask in asks)
+    label, unit = ((f"step {len(outcome.steps) + 1}", "steps") if outcome.per_round == 1
+                   else (f"round {outcome.rounds}", "rounds"))
+    return f"{label}: {left} commits left ({ranges}), about {about} {unit}; {measuring}"
+
+
+def _step(number: int, ask: Ask, answer: Answer, search: Search, steps: dict[str, float], *,
+          against_bad: bool) -> Step:
+    """One measured commit as a step: skipped (does not build), or placed on the change and judged
+    against its search's half-way point (undecidable: why)."""
+    state = BAD if against_bad else GOOD
+    if answer.unbuildable is not None:
+        return Step(number, ask.candidate, None, None, SKIPPED, note="does not build:\n" + "\n".join(answer.unbuildable))
+    mark = mark_of(answer.changes, steps, against_bad=against_bad)
+    decided, why = judge(search, mark)
+    return Step(number, ask.candidate, ask.reference, state, decided or UNDECIDABLE, answer.changes,
+                note=None if decided else why, places=mark.places)
+
+
+def _conclude(comparer: Comparer, outcome: Outcome, planner: RoundPlanner, marks: dict[int, Mark],
+              commit_at: Callable[[int], Commit], *, progress: Progress, profile: bool) -> None:
+    """The commits at which the value crossed each search's half-way point, each measured against
+    the commit before it; the named one (the largest resolved step) and what remains."""
+    path, searches = outcome.path, planner.searches(marks)
+    top = searches[0]
+    if top.passed:
+        outcome.candidates = [*(path[i] for i in top.passed), path[top.beyond]]
+    for search in searches:
+        if search.culprit is None:
+            continue
+        before, commit = commit_at(search.before), path[search.culprit]
+        progress(f"{commit.short} crosses the half-way point; its own change: against {before.short}")
+        remainder = check_remainder(comparer, outcome, before, commit, profile=profile)
+        remainder.rising = dict(search.rising)
+        remainder.place_before, remainder.place_after = (
+            {t: place.share for t in outcome.endpoints.moved if (place := planner.place(index, marks, t)) is not None}
+            for index in (search.before, search.culprit))
+        outcome.found.append(remainder)
+    outcome.found.sort(key=lambda r: path.index(r.commit))
+    named = [r for r in outcome.found if r.resolved]
+    top_found = next((r for r in outcome.found if top.culprit is not None and r.commit == path[top.culprit]), None)
+    if outcome.each_step and named:
+        outcome.remainder = max(named, key=lambda r: sum(e or 0 for e in r.explained.values()))
+    else:
+        outcome.remainder = top_found
+    if outcome.remainder is not None and outcome.remainder.resolved:
+        outcome.culprit = outcome.remainder.commit
+    elif outcome.remainder is not None:
+        r = outcome.remainder
+        outcome.unresolved = (f"{r.commit.short} crosses the half-way point, but its own change against "
+                              f"{r.before.short} cannot be told from none: "
+                              + "; ".join(f"{t} {_pct_text(c)}" for t, c in r.changes.items())
+                              + "; no commit is named (noise, or a value that moves back and forth)")
+
+
+def _pct_text(change: Change) -> str:
+    if not change.measured:
+        return change.note or "not measured"
+    return f"{change.delta_pct:+.1f}% [{change.ci_low_pct:+.1f}%, {change.ci_high_pct:+.1f}%]"
+
+
+def check_remainder(comparer: Comparer, outcome: Outcome, before: Commit, commit: Commit, *,
+                    profile: bool = False) -> Remainder:
+    """`before` (the last commit before the half-way point) against `commit` (unless profiled, a
+    step that measured exactly that is reused, with more runs while the change cannot be told from
+    none): the share of each moved test's endpoint change this commit explains."""
+    reused = next((s for s in outcome.steps if s.reference == before and s.candidate == commit
                    and s.outcome in (GOOD, BAD)), None)
     steps = outcome.endpoints.moved
     changes = reused.changes if reused and not profile else comparer.compare(
-        before, outcome.culprit, list(steps), settled_by(steps, GOOD), profile=profile)
-    explained, at_most = {}, {}
+        before, commit, list(steps), own_change_settled, profile=profile)
+    explained, at_most, at_least = {}, {}, {}
     for test, step in steps.items():
         change = changes.get(test)
         measured = change is not None and change.measured
         explained[test] = _share(change.delta_pct, step) if measured else None
-        far = (change.ci_high_pct if step > 1 else change.ci_low_pct) if measured else None
+        far, near = ((change.ci_high_pct, change.ci_low_pct) if step > 1 else (change.ci_low_pct, change.ci_high_pct)) \
+            if measured else (None, None)
         at_most[test] = _share(far, step) if measured else None
-    return Remainder(before, changes, explained, at_most)
+        at_least[test] = _share(near, step) if measured else None
+    return Remainder(before, changes, explained, at_most, at_least, commit=commit)
 
 
 def _share(change_pct: float, step: float) -> float | None:

@@ -4,7 +4,8 @@ scripts/simulate_counted_bisect.py.
 
 A commit's true count is `base` before the culprit and `base × step` from it on (commits from
 `partial_from` on, before the culprit, count half the step in log terms: a change split over two
-commits). Each build has its own offset, uniform in ±`build_offset` (so two builds' counts sit up
+commits); or, with `changes` (commit index → factor), `base` times the factor of every change
+at or before it (a change made by several commits). Each build has its own offset, uniform in ±`build_offset` (so two builds' counts sit up
 to 2 × build_offset apart: the dictionaries' layout moved whole-process counts by up to 1.6%,
 docs/measure-instructions.md "Sides that count differently"); each run its own noise, uniform in
 ±`run_noise`.
@@ -15,19 +16,22 @@ from __future__ import annotations
 import random
 
 from redline.bisect.measure import Count, Counted
-from redline.bisect.search import Commit
+from redline.bisect.search import Commit, Unbuildable
 
 RESTORED = {"origin": "restored", "snapshot_key": "simulated"}
 
 
 class SimulatedCounter:
-    def __init__(self, good: Commit, path: list[Commit], *, culprit: int, step: float, base: float = 4400.0,
-                 build_offset: float = 0.009, run_noise: float = 0.001, partial_from: int | None = None,
-                 failing=(), seed: int = 0):
+    def __init__(self, good: Commit, path: list[Commit], *, culprit: int | None = None, step: float = 1.0,
+                 base: float = 4400.0, build_offset: float = 0.009, run_noise: float = 0.001,
+                 partial_from: int | None = None, changes: dict[int, float] | None = None,
+                 failing=(), broken=(), seed: int = 0):
         self.index = {commit.sha: i for i, commit in enumerate(path)}
         self.index[good.sha] = -1
-        self.culprit, self.step, self.base, self.partial_from = culprit, step, base, partial_from
-        self.failing = set(failing)
+        if changes is None:
+            changes = {culprit: step} if partial_from is None else {partial_from: step ** 0.5, culprit: step ** 0.5}
+        self.changes, self.base = dict(changes), base
+        self.failing, self.broken = set(failing), set(broken)
         self.random = random.Random(seed)
         self.offsets = {sha: 1 + self.random.uniform(-build_offset, build_offset) for sha in self.index}
         self.run_noise = run_noise
@@ -35,17 +39,22 @@ class SimulatedCounter:
         self.runs = 0
 
     def truth(self, index: int) -> float:
-        if index >= self.culprit:
-            return self.base * self.step
-        if self.partial_from is not None and index >= self.partial_from:
-            return self.base * self.step ** 0.5
-        return self.base
+        value = self.base
+        for at, factor in self.changes.items():
+            value *= factor if index >= at else 1.0
+        return value
 
-    def count(self, commits: list[Commit], tests: list[str], *, runs: int, profile: bool = False) -> Counted:
+    def count(self, commits: list[Commit], tests: list[str], *, runs: int, profile: bool = False,
+              apart: bool = False) -> Counted:
         self.calls.append(([c.sha for c in commits], runs, profile))
         counted = Counted()
         for commit in commits:
             index = self.index[commit.sha]
+            if index in self.broken:
+                if not apart:
+                    raise Unbuildable(commit, ["src/geo.c:1:2: error: #error this commit does not build"])
+                counted.unbuildable[commit.sha] = ["src/geo.c:1:2: error: #error this commit does not build"]
+                continue
             for test in tests:
                 if index in self.failing:
                     counted.failures[(commit.sha, test)] = "1 runs failed: the server exited (signal 11)"

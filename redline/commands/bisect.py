@@ -173,6 +173,9 @@ def add_parser(commands) -> None:
                              "(default instructions_per_op)")
     parser.add_argument("--all-parents", action="store_true",
                         help="descend into merged branches (default: the first-parent line from good to bad)")
+    parser.add_argument("--each-step", action="store_true",
+                        help="find every commit that moved the metric by more than a step resolves, not only "
+                             "the one across the middle of the change")
     add_measurement_arguments(parser, default_runs=5)
     parser.add_argument("--max-runs", type=positive_int, default=None,
                         help="an undecided step gets more runs, up to this many per side; then the commit is "
@@ -209,7 +212,7 @@ def bisect_command(args) -> int:
         try:
             outcome = search.bisect(comparer, good, path, [t.name for t in tests],
                                     progress=lambda line: console.print(line, style="bold"), on_step=save,
-                                    profile=args.profile)
+                                    profile=args.profile, each_step=args.each_step)
         except Unbuildable as failure:           # an endpoint does not build: nothing to bisect against
             raise RunError(f"{failure}: an endpoint must build; its build log ends:\n" + "\n".join(failure.tail)) from None
         save(outcome)

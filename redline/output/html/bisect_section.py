@@ -12,7 +12,7 @@ def bisection_section(page: Page, document: dict) -> str:
     parts = ["".join(f"<p>{text(line)}</p>" for line in summary(document))]
     rows = step_rows(document)
     if rows:
-        parts.append(table(STEP_HEADER, [[text(cell) for cell in row] for row in rows], numeric={7}))
+        parts.append(table(STEP_HEADER, [[text(cell) for cell in row] for row in rows], numeric={7, 9}))
     for step in document["steps"]:
         if step["note"]:
             parts.append(f"<details><summary>step {step['number']} ({text(step['candidate']['sha'][:12])}): "
