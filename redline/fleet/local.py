@@ -138,8 +138,9 @@ class Supervisor:
         allowed = [argument for pattern in self.args.allow_target or [] for argument in ("--allow-target", str(pattern))]
         allowed += [argument for path in self.args.allow_targets_file or []
                     for argument in ("--allow-targets-file", str(path))]
+        own_store = self.password_file.parent / f"agent-{label}.db"     # the fleet's directory, not the user's cache
         self.children[label] = redline_child("agent", *redis_arguments, "--platform", self.args.platform,
-                                             "--agent-name", name, "--claim-idle", f"{self.args.claim_idle}s",
+                                             "--agent-name", name, "--store", str(own_store), "--claim-idle", f"{self.args.claim_idle}s",
                                              "--max-attempts", str(self.args.max_attempts), *allowed)
 
     def watch(self) -> int:
