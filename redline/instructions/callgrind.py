@@ -27,8 +27,11 @@ from pathlib import Path
 
 from redline.core.errors import RunError
 
+# --separate-recs=2 (callgrind's default, pinned: the command metric relies on it) names an
+# activation entered while another of the same function is active `name'2`, so the outermost
+# command execution is told from nested ones (redline.instructions.callgrind_file)
 VALGRIND_OPTIONS = ("--tool=callgrind", "--cache-sim=yes", "--instr-atstart=no", "--vgdb=yes",
-                    "--compress-strings=no", "--compress-pos=no", "--error-limit=no")
+                    "--compress-strings=no", "--compress-pos=no", "--error-limit=no", "--separate-recs=2")
 OUT_NAME = "callgrind.out"
 VGDB_PREFIX_NAME = "vgdb"
 COMMAND_TIMEOUT_S = 120.0       # a command waits for the server's next wake-up or a ptrace; never this long
@@ -75,11 +78,20 @@ class CallgrindControl:
         return proc.stdout
 
     def instrumentation_restart(self) -> None:
-        """Instrumentation off (if it was on) and on again: callgrind then starts from a cleared
-        cache simulation, so every run's simulated caches start equally cold, whatever ran before
-        on this server."""
+        """Instrumentation off (if it was on) and on again, then the counters zeroed: callgrind
+        starts from a cleared cache simulation, so every run's simulated caches start equally
+        cold, whatever ran before on this server.
+
+        The zero is needed. Switching instrumentation on restarts callgrind's running counter
+        from 0 but keeps the counter's value L at the previous dump (a previous run's window),
+        and does not empty the per-function costs: the next dump would report its total as
+        (counter - L) mod 2^64, every call active at the switch with an entry cost of L (its arc
+        wraps the same way), and the functions' own costs of everything since that dump (the
+        server idling between runs). `zero` empties the costs and sets the mark to the counter
+        (callgrind's zero_all_cost), so the probe's dump holds the probe."""
         self._monitor("instrumentation", "off")
         self._monitor("instrumentation", "on")
+        self._monitor("zero")
 
     def dump(self) -> Path:
         """Write the counters since the last zero or dump to a new file and return it (the
