@@ -142,8 +142,8 @@ def test_what_callgrind_cannot_see_is_said_and_what_it_cannot_measure_is_skipped
     assert any("pipeline 10" in w and "system calls" in w for w in visibility_warnings(pipelined, standalone))
     assert any("one thread at a time" in w for w in visibility_warnings(plain, parse_topology("oss-standalone-04-io-threads")))
 
-    def skip(topology: str, target: str = "bin:/usr/bin/redis-server") -> str | None:
-        runner = real_runner(plain, parse_topology(topology), [Side(parse_target(target, {}, None))],
+    def skip(topology: str, target: str = "bin:/usr/bin/redis-server", test=plain) -> str | None:
+        runner = real_runner(test, parse_topology(topology), [Side(parse_target(target, {}, None))],
                              RunSettings(measure="instructions"), Observer(), tmp_path, cpus=[0, 1],
                              artifacts=lambda run: tmp_path)
         assert isinstance(runner, InstructionsRunner) and runner.servers.under is under_callgrind
@@ -152,3 +152,12 @@ def test_what_callgrind_cannot_see_is_said_and_what_it_cannot_measure_is_skipped
     assert skip("oss-standalone") is None
     assert "counts one server process" in skip("oss-cluster-3-primaries")
     assert "does not run" in skip("oss-standalone", "tcp://127.0.0.1:6379")
+    # several clients at once, or another client tool: their work follows time, not a request count
+    worker = tmp_path / "workers.yml"
+    worker.write_text("version: 0.4\nname: workers\ndbconfig:\n  configuration-parameters:\n    save: '\"\"'\n"
+                      "tested-commands:\n- brpop\nredis-topologies:\n- oss-standalone\nclientconfig:\n"
+                      "  tool: sidekiq-bench\n  arguments: --workers 5 --num-queues 1 --jobs 1000 --quiet\n")
+    assert load_test(worker).client.tool == "sidekiq-bench" and not load_test(worker).has_errors
+    assert skip("oss-standalone", test=load_test(worker)) == (
+        "--measure instructions counts a fixed number of requests from one memtier-mode client; this test runs "
+        "sidekiq-bench at once, whose work follows time and waiting, not a request count (measure it by time)")

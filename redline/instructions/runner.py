@@ -14,6 +14,7 @@ from redline.instructions.callgrind import control_of, under_callgrind
 from redline.instructions.profile import callgrind_profile
 from redline.instructions.visibility import visibility_warnings
 from redline.instructions.window import WINDOW_INSTRUCTIONS, RequestPlan, WindowResult, measure_window
+from redline.load.groups import is_grouped
 from redline.load.redline_load import LoadRequest, LoadResult
 from redline.server.probes import WindowProbe
 from redline.topology import CpuPlan
@@ -58,6 +59,11 @@ class InstructionsRunner(ServerRunner):
         if self.topology.cluster or self.topology.replicas:
             return (f"--measure instructions counts one server process; {self.topology.name} runs "
                     f"{len(self.topology.roles())} (measure it by time)")
+        if is_grouped(self.test):
+            clients = " + ".join(client.tool for client in self.test.clients)
+            return (f"--measure instructions counts a fixed number of requests from one memtier-mode client; this "
+                    f"test runs {clients} at once, whose work follows time and waiting, not a request count "
+                    "(measure it by time)")
         return None
 
     def plan(self) -> str:
