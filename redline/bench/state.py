@@ -92,6 +92,9 @@ def _snapshot_obstacle(test: TestSpec, topology: TopologySpec, sides: list[Side]
                        settings: RunSettings) -> str | None:
     if not settings.snapshots:
         return "--no-snapshots"
+    obstacle = snapshot_plan.preparation_obstacle(test)
+    if obstacle:
+        return obstacle
     for side in sides:
         if not side.target.managed:
             return f"{side.target.label} is a tcp:// target (redline neither saves nor loads its data)"
