@@ -50,10 +50,13 @@ def suite_results(store: Path) -> dict[str, dict]:
         argv = json.loads(session["argv"])
         scale = argv[argv.index("--scale") + 1] if "--scale" in argv else None
         runs = collections.defaultdict(list)
-        for row in db.execute("SELECT id, test, side, status, error FROM runs WHERE session_id = ? AND purpose = "
-                              "'measure' AND status NOT IN ('running', 'interrupted') ORDER BY id", (session["id"],)):
+        for row in db.execute("SELECT id, test, side, status, error, flags FROM runs WHERE session_id = ? AND "
+                              "purpose = 'measure' AND status NOT IN ('running', 'interrupted') ORDER BY id",
+                              (session["id"],)):
             values = dict(db.execute("SELECT name, value FROM metrics WHERE run_id = ?", (row["id"],)).fetchall())
+            errors = [flag for flag in json.loads(row["flags"] or "[]") if "error replies" in flag]
             runs[row["test"]].append({"side": row["side"], "status": row["status"], "error": row["error"],
+                                      "error_replies": errors[0] if errors else None,
                                       **{name: values.get(name) for name in (COMMAND_METRIC, WHOLE_METRIC)}})
         verdicts = collections.defaultdict(dict)
         for row in db.execute("SELECT test, metric, verdict FROM comparisons WHERE session_id = ?", (session["id"],)):
@@ -94,24 +97,32 @@ def side_spread(runs: list[dict], metric: str) -> float | None:
 
 
 def kind(result: dict) -> str:
+    """skipped (not runnable here), failed (a run failed), invalid (every run finished but measured
+    error replies), ok."""
     statuses = {r["status"] for r in result["runs"]}
     if statuses == {"skipped"}:
         return "skipped"
-    return "ok" if statuses == {"ok"} else "failed"
+    if statuses != {"ok"}:
+        return "failed"
+    return "invalid" if any(r["error_replies"] for r in result["runs"]) else "ok"
 
 
 def reason(result: dict) -> str:
-    """The first failed (or skipped) run's reason, its first line."""
+    """The first failed (or skipped) run's reason, its first line; else the first error-reply flag."""
     for run in result["runs"]:
         if run["status"] != "ok" and run["error"]:
             return run["error"].splitlines()[0]
-    return ""
+    return next((run["error_replies"] for run in result["runs"] if run["error_replies"]), "")
 
 
 def cause(text: str) -> str:
     """A failure reason without its numbers, paths and names: what groups failures by cause."""
     text = re.sub(r"/\S+", "PATH", text)
     text = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", text)
+    head, paren, tail = text.partition(" (")      # keep "(COMMAND INFO)", "(CONFIG GET)" as written
+    head = re.sub(r"\b[A-Z][A-Z0-9_|]{2,}\b(, [A-Z][A-Z0-9_|]{2,}\b)*", "COMMAND", head)    # HSETEX, HTTL
+    text = head + paren + tail
+    text = re.sub(r"(configuration parameter) \S+", r"\1 P", text)
     return re.sub(r"\d[\d,.]*", "N", text)[:160]
 
 
@@ -129,12 +140,13 @@ def summarise(results: dict[str, dict], suite_count: int, command: str) -> str:
     scaled = sorted((r["test"], r["scale"]) for r in results.values() if r["scale"])
     lines = [f"Command: `{command}`; {len(results)} of {suite_count} suites have a result; "
              f"{wall_h:.1f} hours of compare sessions (parts that ran side by side counted each).", "",
-             "| suites | runnable here | every run ok | failed | false verdicts (tests) | skipped |",
-             "|---:|---:|---:|---:|---:|---:|",
-             f"| {len(results)} | {runnable} | {by_kind['ok']} | {by_kind['failed']} | "
+             "| suites | runnable here | every run ok | failed | ran, measured error replies | "
+             "false verdicts (tests) | skipped |",
+             "|---:|---:|---:|---:|---:|---:|---:|",
+             f"| {len(results)} | {runnable} | {by_kind['ok']} | {by_kind['failed']} | {by_kind['invalid']} | "
              f"{sum(map(len, false.values()))} ({len(false)}) | {by_kind['skipped']} |", ""]
-    failures = collections.Counter(cause(reason(r)) for r in results.values() if kind(r) == "failed")
-    lines += ["Failed, by cause:", "", "| cause | suites |", "|---|---:|"]
+    failures = collections.Counter(cause(reason(r)) for r in results.values() if kind(r) in ("failed", "invalid"))
+    lines += ["Failed or measured error replies, by cause:", "", "| cause | suites |", "|---|---:|"]
     lines += [f"| {text or 'no reason stored'} | {count} |" for text, count in failures.most_common()] or ["| none | 0 |"]
     skips = collections.Counter(cause(reason(r)) for r in results.values() if kind(r) == "skipped")
     lines += ["", "Skipped (not runnable here), by reason:", "", "| reason | suites |", "|---|---:|"]
@@ -154,7 +166,7 @@ def summarise(results: dict[str, dict], suite_count: int, command: str) -> str:
         name = test.removeprefix("memtier_benchmark-") + (f" (scale {result['scale']})" if result["scale"] else "")
         lines.append(f"| {name} | {ok}/{len(result['runs'])} | {_pct(side_spread(result['runs'], COMMAND_METRIC))} | "
                      f"{_pct(side_spread(result['runs'], WHOLE_METRIC))} | {words} | "
-                     f"{reason(result).replace('|', '/') if kind(result) == 'failed' else ''} |")
+                     f"{reason(result).replace('|', '/') if kind(result) in ('failed', 'invalid') else ''} |")
     return "\n".join(lines) + "\n"
 
 
