@@ -161,3 +161,30 @@ def test_what_callgrind_cannot_see_is_said_and_what_it_cannot_measure_is_skipped
     assert skip("oss-standalone", test=load_test(worker)) == (
         "--measure instructions counts a fixed number of requests from one memtier-mode client; this test runs "
         "sidekiq-bench at once, whose work follows time and waiting, not a request count (measure it by time)")
+
+
+@needs_valgrind
+def test_a_snapshot_is_prepared_without_callgrind_and_a_dataset_that_cannot_be_is_prepared_under_it(
+        tmp_path, redline_cli, monkeypatch):
+    """The preparation saved as a snapshot is never measured: it runs natively, and the measured
+    server restores it under callgrind. Keys with a time to live cannot be snapshotted: then the
+    measured server is the one prepared, under callgrind."""
+    monkeypatch.setenv("REDLINE_CACHE", str(tmp_path / "cache"))
+    plain = (builtin_suites_dir() / "quick" / "string-get-100B-pipeline-1.yml").read_text()
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites" / "get.yml").write_text(plain.replace("--key-maximum 100000", "--key-maximum 2000")
+                                                 .replace("keyspacelen: 100000", "keyspacelen: 2000"))
+    (tmp_path / "suites" / "ttl.yml").write_text(
+        plain.replace("name: quick-string-get-100B-pipeline-1", "name: ttl-get")
+        .replace("--ratio 1:0 -n allkeys --key-pattern P:P", '--command "SET __key__ __data__ EX 3600" --command-key-pattern P -n 500')
+        .replace("--key-maximum 100000", "--key-maximum 2000").replace("keyspacelen: 100000", "keyspacelen: 2000"))
+    redline_cli("run", tmp_path / "suites", *SMALL, "--runs", "1", "--json", tmp_path / "r.json",
+                "--store", tmp_path / "r.db", check_exit=0, timeout=600)
+    runs = {r["test"]: r for r in json.loads((tmp_path / "r.json").read_text())}
+    assert all(r["status"] == "ok" for r in runs.values()), runs
+    restored = runs["quick-string-get-100B-pipeline-1"]["facts"]
+    assert restored["dataset"]["prepared_without_tool"] is True and restored["dataset"]["restored_from"]
+    assert restored["state"]["origin"] == "restored"
+    prepared = runs["ttl-get"]["facts"]
+    assert prepared["state"]["origin"] == "prepared" and "time to live" in prepared["state"]["why"]
+    assert not prepared["dataset"].get("restored_from") and prepared["dataset"]["keyspace_length"] == 2000
