@@ -364,7 +364,7 @@ def test_nested_command_executions_are_counted_once(tmp_path):
         assert outermost == dump.calls[("processCommand", "call")][0], name
         assert metrics["instructions_per_op_command"] <= metrics["instructions_per_op"], (name, metrics)
         if name == "GET":
-            assert outermost == _all_arcs_into(dump, "call") and metrics["command_calls"] == window.load.ops
+            assert outermost == _all_arcs_into(dump, "call") and metrics["command_calls"] == window.load.report.ops
         else:          # the nested activations (call'2) were added again before
             assert _all_arcs_into(dump, "call") > outermost, name
-    assert windows["EVAL"].metrics["command_calls"] == windows["EVAL"].load.ops    # one outermost call per EVAL
+    assert windows["EVAL"].metrics["command_calls"] == windows["EVAL"].load.report.ops    # one outermost call per EVAL

@@ -202,7 +202,7 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
         started = time.monotonic()
         result = run_load(phase_request, listener=events, server_alive=server_alive, timeout_s=bound.limit_s,
                           expected=f"the {name}: {bound.expected}")
-        paces.append((name, result.ops or 0, time.monotonic() - started))
+        paces.append((name, result.report.ops or 0, time.monotonic() - started))
         return result
 
     probe = send(PROBE_PER_CONNECTION, None, "probe")
