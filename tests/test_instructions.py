@@ -171,6 +171,13 @@ def test_a_load_phase_bound_is_positive_finite_and_paced_by_the_phase_before_it(
             assert LOAD_GRACE_S <= limit < float("inf"), (requests, earlier, limit)
 
 
+def test_a_counted_server_keeps_no_slow_log_unless_the_suite_sets_one():
+    # under valgrind fast commands pass the slow log's 10 ms: entries inside call(), as many as the load makes
+    assert under_callgrind(ServerSettings(binary=REDIS_SERVER)).config == {"slowlog-log-slower-than": "-1"}
+    own = under_callgrind(ServerSettings(binary=REDIS_SERVER, config={"slowlog-log-slower-than": "5000", "hz": "10"}))
+    assert own.config == {"slowlog-log-slower-than": "5000", "hz": "10"}
+
+
 def test_a_file_that_is_not_a_callgrind_dump_is_refused_with_its_line(tmp_path):
     with pytest.raises(RunError, match=r"callgrind.out.1.1:2: a cost line before the events"):
         _dump(tmp_path, "# callgrind format\n0 12 13\n")
@@ -332,6 +339,7 @@ def test_a_later_run_on_one_server_counts_its_first_dump_exactly(tmp_path):
         # equal but for a few dozen instructions callgrind counts apart (the dump's own bookkeeping)
         assert abs(summary - totals) < 1000, written
         assert 0 < parse_callgrind(later).total("Ir") < parse_callgrind(earlier).total("Ir")
+        assert server.client().config_get("slowlog-log-slower-than") == {"slowlog-log-slower-than": "-1"}
     finally:
         server.stop()
 

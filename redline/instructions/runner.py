@@ -10,7 +10,7 @@ from redline.bench.server_runner import ServerAlive, ServerRunner, _LoadProgress
 from redline.core.errors import RunError
 from redline.core.run import Run
 from redline.engine.run_plan import Side
-from redline.instructions.callgrind import control_of, under_callgrind
+from redline.instructions.callgrind import COUNTED_CONFIG, control_of, under_callgrind
 from redline.instructions.profile import callgrind_profile
 from redline.instructions.visibility import visibility_warnings
 from redline.instructions.window import WINDOW_INSTRUCTIONS, RequestPlan, WindowResult, measure_window
@@ -91,7 +91,9 @@ class InstructionsRunner(ServerRunner):
         run.facts["instructions"] = {**window.plan.as_dict(), "server_run_id": run_id,
                                      "this_run_estimate_per_op": round(window.marginal_per_op, 1),
                                      "warmup_requests_per_connection": window.warmup_per_connection,
-                                     "valgrind": "callgrind --cache-sim=yes", "dump_events": list(window.dump.events)}
+                                     "valgrind": "callgrind --cache-sim=yes", "dump_events": list(window.dump.events),
+                                     "config_added": {name: value for name, value in COUNTED_CONFIG.items()
+                                                      if name not in run.facts.get("server_config", {})}}
         if run.purpose == "profile":
             self.observer.phase("profile: callgrind call graph, flame graph")
             run.profile = callgrind_profile(window.dump, self.artifacts(run), ops=window.load.report.ops or 0,
