@@ -163,6 +163,8 @@ def test_a_load_phase_bound_is_positive_finite_and_paced_by_the_phase_before_it(
     assert "expected about 8.0s for 800 requests at the pace of the probe (200 requests in 2.0s)" == warmup.expected
     window = phase_bound(500_000, ("warm-up", 800, 1.6))
     assert window.limit_s == LOAD_GRACE_S + 5 * 1000.0
+    later_probe = phase_bound(200, ("previous run's window", 400, 2000.0))      # a costly test's later run
+    assert later_probe.limit_s == LOAD_GRACE_S + 5 * 1000.0 and "previous run's window" in later_probe.expected
     # nothing measured can make it negative, zero or infinite
     for requests in (0, 1, 200, 500_000):
         for earlier in (None, ("probe", 0, 0.0), ("probe", 200, 0.0), ("probe", 1, 1e-9), ("probe", 200, -1.0),
@@ -370,6 +372,7 @@ def test_nested_command_executions_are_counted_once(tmp_path):
         dump, metrics = window.dump, window.metrics
         outermost = dump.inclusive("call")
         assert outermost == dump.calls[("processCommand", "call")][0], name
+        assert window.pace[1] == window.load.report.ops and window.pace[2] > 0      # bounds the next run's probe
         assert metrics["instructions_per_op_command"] <= metrics["instructions_per_op"], (name, metrics)
         if name == "GET":
             assert outermost == _all_arcs_into(dump, "call") and metrics["command_calls"] == window.load.report.ops

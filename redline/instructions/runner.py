@@ -81,7 +81,7 @@ class InstructionsRunner(ServerRunner):
                                 fixed_per_connection=self.settings.window_requests,
                                 earlier_per_connection=self.settings.earlier_window_requests,
                                 listener=_LoadProgress(self.observer, None, request), server_alive=watch,
-                                edges=_ProbeEdges(probe))
+                                edges=_ProbeEdges(probe), earlier_pace=self.window.pace if self.window else None)
         self.request_plan = self.request_plan or window.plan
         self.window = window
         run_id = (probe.info_start or {}).get("run_id")

@@ -40,10 +40,12 @@ MIN_PER_CONNECTION = 2
 MAX_REQUESTS = 500_000
 PROBE_PER_CONNECTION, WARMUP_PER_CONNECTION = 1, 4
 COSTLY_REQUEST = 1_000_000          # instructions: above this the warm-up sends 2 per connection, not 4
-# How long a load phase may run (PhaseBound): the run's first phase (the probe, 1 request per
-# connection) FIRST_PHASE_S; every later one LOAD_GRACE_S + BOUND_FACTOR × the time the phase
-# before it took per request × this phase's requests
-FIRST_PHASE_S = 1200.0
+# How long a load phase may run (PhaseBound): LOAD_GRACE_S + BOUND_FACTOR × the time the phase
+# before it took per request × this phase's requests (a run's probe: by the window of the test's
+# run before it); the test's very first phase (its first probe, 1 request per connection)
+# FIRST_PHASE_S: under callgrind 200 connections' SRANDMEMBER of 5,000 members (21.5M instructions
+# each) took 18 minutes at load average 16.
+FIRST_PHASE_S = 3600.0
 LOAD_GRACE_S = 300.0
 BOUND_FACTOR = 5.0
 
@@ -118,6 +120,7 @@ class WindowResult:
     metrics: dict[str, float | None]
     marginal_per_op: float       # this run's probe/warm-up estimate (the plan may be an earlier run's)
     warmup_per_connection: int
+    pace: tuple[str, int, float] = ("window", 0, 0.0)   # the window's requests and seconds (the next probe's bound)
 
 
 @dataclass(frozen=True)
@@ -177,20 +180,22 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
                    window_instructions: int = WINDOW_INSTRUCTIONS, fixed_per_connection: int | None = None,
                    earlier_per_connection: int | None = None, listener: LoadListener | None = None,
                    server_alive: Callable[[], bool] | None = None, edges: WindowEdges | None = None,
-                   command_function: str = "call") -> WindowResult:
+                   command_function: str = "call", earlier_pace: tuple[str, int, float] | None = None) -> WindowResult:
     """Probe, warm-up and the measured window on the server `control` commands. `request` is the
     test's load (its duration and request count are replaced); `plan` the test's request count
     when an earlier run decided it; `fixed_per_connection` a count given from outside (the first
     run's plan is then that count, not one chosen from `window_instructions`);
     `earlier_per_connection` the count earlier sessions used, kept when it gives a window within
     EARLIER_WINDOW_RANGE of the target at this run's estimate; `edges` the
-    caller's readings around the window, made between dumps so that none is counted. Every load
-    phase is a separate redline-load, so each zero and dump happens while no request is in
-    flight."""
+    caller's readings around the window, made between dumps so that none is counted;
+    `earlier_pace` the test's previous window (its WindowResult.pace), which bounds this probe's
+    time. Every load phase is a separate redline-load, so each zero and dump happens while no
+    request is in flight."""
     control.instrumentation_restart()
     once = replace(request, duration_s=None, warmup_s=0.0)
 
-    paces: list[tuple[str, int, float]] = []       # each phase's name, completed requests and seconds
+    # each phase's name, completed requests and seconds; the first is the previous run's window
+    paces: list[tuple[str, int, float]] = [earlier_pace] if earlier_pace else []
 
     def send(per_connection: int, connections: int | None, name: str,
              events: LoadListener | None = None) -> LoadResult:
@@ -235,7 +240,7 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
         raise RunError(f"the measured window completed {ops} of {plan.requests} requests")
     return WindowResult(load=measured, dump=dump, plan=plan,
                         metrics=window_metrics(dump, ops, command_function), marginal_per_op=marginal,
-                        warmup_per_connection=warmup_size)
+                        warmup_per_connection=warmup_size, pace=("previous run's window", *paces[-1][1:]))
 
 
 def _dumped(control: CallgrindControl) -> CallgrindDump:
