@@ -43,8 +43,8 @@ COSTLY_REQUEST = 1_000_000          # instructions: above this the warm-up sends
 # How long a load phase may run (PhaseBound): LOAD_GRACE_S + BOUND_FACTOR × the time the phase
 # before it took per request × this phase's requests (a run's probe: by the window of the test's
 # run before it); the test's very first phase (its first probe, 1 request per connection)
-# FIRST_PHASE_S: under callgrind 200 connections' SRANDMEMBER of 5,000 members (21.5M instructions
-# each) took 18 minutes at load average 16.
+# FIRST_PHASE_S: under callgrind the probe of 200 connections' SRANDMEMBER of 5,000 members (21.5M
+# instructions each) took 4 minutes at load average 16; a test a few times costlier crosses 1,200 s.
 FIRST_PHASE_S = 3600.0
 LOAD_GRACE_S = 300.0
 BOUND_FACTOR = 5.0
