@@ -4,23 +4,27 @@ windows: A/A spread, appendonly's cost on SET and not on GET, the flame graph.""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
 from redline.instructions.callgrind import control_of, under_callgrind
-from redline.instructions.callgrind_file import parse_callgrind
+from redline.instructions.callgrind_file import base_name, parse_callgrind
 from redline.instructions.costs import estimated_cycles, window_metrics
 from redline.instructions.folded import folded_stacks
 from redline.instructions.profile import callgrind_profile
 from redline.analysis.counted import deterministic_verdict, spread_pct
-from redline.instructions.window import (EARLIER, GIVEN, MAX_REQUESTS, MIN_PER_CONNECTION, _first_plan,
-                                        choose_requests, measure_window)
+from redline.instructions.window import (EARLIER, FIRST_PHASE_S, GIVEN, LOAD_GRACE_S, MAX_REQUESTS,
+                                        MIN_PER_CONNECTION, _first_plan, choose_requests, measure_window,
+                                        phase_bound)
 from redline.core.errors import RunError
 from redline.load.redline_load import LoadRequest, run_load
 from redline.server.process import ManagedServer, ServerSettings
 from redline.analysis.stats import Verdict
+
+from conftest import start_redis_server
 
 REDIS_SERVER = Path("/usr/bin/redis-server")
 
@@ -79,6 +83,101 @@ def test_dump_totals_self_costs_and_inclusive_cost_counting_recursion_once(tmp_p
     assert metrics["instructions_per_op"] == (1000 - 150) / 4 and metrics["instructions_per_op_command"] == 175
     assert metrics["est_cycles_per_op"] == (850 + 350 + 600) / 4
     assert metrics["window_cron_instructions"] == 150 and metrics["cron_calls"] == 1
+
+
+# a Lua script's redis.call() inside EVAL's call(): callgrind (--separate-recs=2) names the nested
+# activation call'2. The summary: line is what callgrind writes as the first dump after an
+# instrumentation restart without a zero: (counter - the previous dump's mark) mod 2^64.
+NESTED = f"""events: Ir
+summary: {2 ** 64 - 4_395_151_636}
+
+fn=processCommand
+0 100
+cfn=call
+calls=2 0
+0 900
+
+fn=call
+0 100
+cfn=evalCommand
+calls=2 0
+0 800
+
+fn=evalCommand
+0 200
+cfn=luaRedisGenericCommand
+calls=6 0
+0 600
+
+fn=luaRedisGenericCommand
+0 180
+cfn=call'2
+calls=6 0
+0 420
+
+fn=call'2
+0 60
+cfn=hsetCommand
+calls=6 0
+0 360
+
+fn=hsetCommand
+0 360
+totals: 1000
+"""
+
+
+def _all_arcs_into(dump, function: str) -> int:
+    """How call()'s cost was summed before: every arc into any activation, self-calls left out."""
+    return sum(costs[0] for (caller, callee), costs in dump.calls.items()
+               if base_name(callee) == function and base_name(caller) != function)
+
+
+def test_nested_command_executions_count_once_and_the_total_is_the_sum_of_the_costs(tmp_path):
+    dump = _dump(tmp_path, NESTED)
+    assert dump.total("Ir") == 1000                   # totals:, not the wrapped summary:
+    assert dump.inclusive("call") == 900 and dump.calls_of("call") == 2      # the two EVALs, outermost
+    assert _all_arcs_into(dump, "call") == 1320 > dump.total("Ir")           # what was reported before
+    assert window_metrics(dump, ops=2)["instructions_per_op_command"] == 450 <= \
+        window_metrics(dump, ops=2)["instructions_per_op"]
+
+
+def test_a_call_arc_that_wrapped_below_zero_is_refused_with_its_line(tmp_path):
+    wrapped = NESTED.replace("cfn=evalCommand\ncalls=2 0\n0 800", f"cfn=evalCommand\ncalls=2 0\n0 {2 ** 64 - 189_665}")
+    with pytest.raises(RunError, match=r"callgrind.out.1.1:14: callgrind counts 18,446,744,073,709,361,951 Ir for "
+                                       r"the calls call → evalCommand, more than the whole dump's 1,000 "
+                                       r"\(2\^64 - 189,665: a difference that wrapped below zero\)"):
+        _dump(tmp_path, wrapped)
+
+
+def test_a_load_phase_bound_is_positive_finite_and_paced_by_the_phase_before_it():
+    # the bound this replaced: 300 s + requests × (instructions per request) / 1M instructions per s,
+    # with the per-request estimate from the probe's dump: request_driven = summary - serverCron's arcs,
+    # both wrapped mod 2^64 on a later run: (2^64 + p - L) - (2^64 + c - L') = -496.8M for 200
+    # requests, -2.48M per request, 300 + 800 × -2.48M / 1M = -1,687 s (measured; and ±7.4e13 s
+    # when only one of the two wrapped)
+    first = phase_bound(200)
+    assert first.limit_s == FIRST_PHASE_S and "first phase" in first.expected
+    warmup = phase_bound(800, ("probe", 200, 2.0))
+    assert warmup.limit_s == LOAD_GRACE_S + 5 * 8.0
+    assert "expected about 8.0s for 800 requests at the pace of the probe (200 requests in 2.0s)" == warmup.expected
+    window = phase_bound(500_000, ("warm-up", 800, 1.6))
+    assert window.limit_s == LOAD_GRACE_S + 5 * 1000.0
+    later_probe = phase_bound(200, ("previous run's window", 400, 2000.0))      # a costly test's later run
+    assert later_probe.limit_s == LOAD_GRACE_S + 5 * 1000.0 and "previous run's window" in later_probe.expected
+    # nothing measured can make it negative, zero or infinite
+    for requests in (0, 1, 200, 500_000):
+        for earlier in (None, ("probe", 0, 0.0), ("probe", 200, 0.0), ("probe", 1, 1e-9), ("probe", 200, -1.0),
+                        ("warm-up", 800, 3600.0)):
+            limit = phase_bound(requests, earlier).limit_s
+            assert LOAD_GRACE_S <= limit < float("inf"), (requests, earlier, limit)
+
+
+def test_a_counted_server_keeps_no_slow_log_unless_the_suite_sets_one():
+    # under valgrind fast commands pass the slow log's 10 ms: entries inside call(), as many as the load makes
+    assert under_callgrind(ServerSettings(binary=REDIS_SERVER)).config == {"slowlog-log-slower-than": "-1"}
+    own = under_callgrind(ServerSettings(binary=REDIS_SERVER, config={"slowlog-log-slower-than": "5000", "hz": "10"}))
+    assert own.config == {"slowlog-log-slower-than": "5000", "hz": "10"}
 
 
 def test_a_file_that_is_not_a_callgrind_dump_is_refused_with_its_line(tmp_path):
@@ -140,6 +239,24 @@ def test_verdict_rule_on_near_deterministic_values():
     assert deterministic_verdict([6000, 6600], [9000, 9900]).verdict == Verdict.INCONCLUSIVE   # 10% spread
 
 
+@pytest.mark.skipif(not REDIS_SERVER.exists(), reason="needs /usr/bin/redis-server (setup.sh installs it)")
+def test_a_load_phase_past_its_bound_says_what_was_expected_and_what_it_had_done(tmp_path):
+    with pytest.raises(RunError, match=r"internal: redline-load given a time bound of -1687.0s"):
+        run_load(LoadRequest(["--ratio", "0:1"], "127.0.0.1", 1, tmp_path / "never.json"), timeout_s=-1687.0)
+    server = start_redis_server()
+    try:
+        # a 60 s load stopped after 2 s: whatever this machine's speed, it cannot have finished
+        request = LoadRequest(["--ratio", "0:1", "-c", "2", "-t", "1", "--test-time", "60"], server.host, server.port,
+                              tmp_path / "load.json")
+        with pytest.raises(RunError) as stopped:
+            run_load(request, timeout_s=2.0, expected="the window: expected about 0.4s for 2,000 requests")
+    finally:
+        server.stop()
+    assert re.fullmatch(r"redline-load did not finish within 2s and was stopped \(the window: expected about 0\.4s "
+                        r"for 2,000 requests\); (it had reported no progress|[\d,]+ requests had completed after \d+s)",
+                        str(stopped.value)), str(stopped.value)
+
+
 # -- real valgrind, real redis-server -----------------------------------------------------------------
 needs_valgrind = pytest.mark.skipif(not shutil.which("valgrind") or not REDIS_SERVER.exists(),
                                     reason="needs valgrind and /usr/bin/redis-server (setup.sh installs both)")
@@ -198,3 +315,67 @@ def test_real_windows_aa_spread_appendonly_and_the_flame_graph(tmp_path):
     assert profile["instructions"] == first["SET"].dump.total("Ir")
     assert any(entry["symbol"] == "call" for entry in profile["top_total"])
     assert Path(profile["callgrind_path"]).stat().st_size > 0
+
+
+@needs_valgrind
+def test_a_later_run_on_one_server_counts_its_first_dump_exactly(tmp_path):
+    """A run's first dump on a server that has dumped before: callgrind's summary agrees with the sum
+    of the dump's costs (before the zero after each restart it was 2^64 minus the earlier run's count)."""
+    server = ManagedServer(under_callgrind(ServerSettings(binary=REDIS_SERVER))).start()
+    try:
+        run_load(LoadRequest(PRELOAD.split(), server.host, server.port, tmp_path / "preload.json"))
+        control = control_of(server)
+
+        def phase(per_connection: int, name: str) -> Path:
+            run_load(LoadRequest(LOADS["GET"].split(), server.host, server.port, tmp_path / f"{name}.json",
+                                 requests=per_connection))
+            return control.dump()
+
+        control.instrumentation_restart()
+        earlier = phase(200, "earlier")                 # 2,000 GETs: the mark L is their count
+        control.instrumentation_restart()
+        later = phase(1, "later")                       # 10 GETs, far fewer instructions than L
+        written = dict(line.split(":", 1) for line in later.read_text().splitlines()
+                       if line.startswith(("summary:", "totals:")))
+        summary, totals = (int(written[name].split()[0]) for name in ("summary", "totals"))
+        # equal but for a few dozen instructions callgrind counts apart (the dump's own bookkeeping)
+        assert abs(summary - totals) < 1000, written
+        assert 0 < parse_callgrind(later).total("Ir") < parse_callgrind(earlier).total("Ir")
+        assert server.client().config_get("slowlog-log-slower-than") == {"slowlog-log-slower-than": "-1"}
+    finally:
+        server.stop()
+
+
+SCRIPT = ";".join(f"redis.call('incr','k{n}')" for n in range(8))
+NESTING = {
+    "GET": LOADS["GET"].split(),
+    "EVAL": [f'--command=EVAL "{SCRIPT}" 0', "-c", "10", "-t", "1"],
+    "MULTI": ["--command=MULTI", *(f"--command=INCR k{n}" for n in range(4)), "--command=EXEC", "-c", "10", "-t", "1"],
+}
+
+
+@needs_valgrind
+def test_nested_command_executions_are_counted_once(tmp_path):
+    """EVAL's redis.call() and EXEC's commands run call() inside call(): the command metric is the
+    outermost activations' cost (no more than the whole process's), the same as the caller-side
+    arc processCommand → call; a plain GET, which nests nothing, reads as before."""
+    server = ManagedServer(under_callgrind(ServerSettings(binary=REDIS_SERVER))).start()
+    try:
+        run_load(LoadRequest(PRELOAD.split(), server.host, server.port, tmp_path / "preload.json"))
+        control = control_of(server)
+        windows = {name: measure_window(control, LoadRequest(arguments, server.host, server.port,
+                                                             tmp_path / f"{name}.json"), window_instructions=WINDOW)
+                   for name, arguments in NESTING.items()}
+    finally:
+        server.stop()
+    for name, window in windows.items():
+        dump, metrics = window.dump, window.metrics
+        outermost = dump.inclusive("call")
+        assert outermost == dump.calls[("processCommand", "call")][0], name
+        assert window.pace[1] == window.load.report.ops and window.pace[2] > 0      # bounds the next run's probe
+        assert metrics["instructions_per_op_command"] <= metrics["instructions_per_op"], (name, metrics)
+        if name == "GET":
+            assert outermost == _all_arcs_into(dump, "call") and metrics["command_calls"] == window.load.report.ops
+        else:          # the nested activations (call'2) were added again before
+            assert _all_arcs_into(dump, "call") > outermost, name
+    assert windows["EVAL"].metrics["command_calls"] == windows["EVAL"].load.report.ops    # one outermost call per EVAL

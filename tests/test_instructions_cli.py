@@ -57,6 +57,8 @@ def test_aa_gives_no_verdict_and_appendonly_is_a_regression_of_set_only(tmp_path
         # every counted server drew the same hash seed (the fixed seed): the same run_id, no flag
         assert len({r["facts"]["instructions"]["server_run_id"] for r in runs}) == 1
         assert not [flag for r in runs for flag in r["flags"] if "hash seed" in flag]
+        # no slow log under valgrind (commands pass its 10 ms only because valgrind is slow)
+        assert all(r["facts"]["instructions"]["config_added"] == {"slowlog-log-slower-than": "-1"} for r in runs)
 
     proc = redline_cli("compare", "quick", "--name", "string-(set|get)-100B-pipeline-1$", *SMALL, "--runs", "2",
                        "--comparison-config", "appendonly=yes", "--json", aof, "--store", db,
@@ -142,8 +144,8 @@ def test_what_callgrind_cannot_see_is_said_and_what_it_cannot_measure_is_skipped
     assert any("pipeline 10" in w and "system calls" in w for w in visibility_warnings(pipelined, standalone))
     assert any("one thread at a time" in w for w in visibility_warnings(plain, parse_topology("oss-standalone-04-io-threads")))
 
-    def skip(topology: str, target: str = "bin:/usr/bin/redis-server") -> str | None:
-        runner = real_runner(plain, parse_topology(topology), [Side(parse_target(target, {}, None))],
+    def skip(topology: str, target: str = "bin:/usr/bin/redis-server", test=plain) -> str | None:
+        runner = real_runner(test, parse_topology(topology), [Side(parse_target(target, {}, None))],
                              RunSettings(measure="instructions"), Observer(), tmp_path, cpus=[0, 1],
                              artifacts=lambda run: tmp_path)
         assert isinstance(runner, InstructionsRunner) and runner.servers.under is under_callgrind
@@ -152,3 +154,39 @@ def test_what_callgrind_cannot_see_is_said_and_what_it_cannot_measure_is_skipped
     assert skip("oss-standalone") is None
     assert "counts one server process" in skip("oss-cluster-3-primaries")
     assert "does not run" in skip("oss-standalone", "tcp://127.0.0.1:6379")
+    # several clients at once, or another client tool: their work follows time, not a request count
+    worker = tmp_path / "workers.yml"
+    worker.write_text("version: 0.4\nname: workers\ndbconfig:\n  configuration-parameters:\n    save: '\"\"'\n"
+                      "tested-commands:\n- brpop\nredis-topologies:\n- oss-standalone\nclientconfig:\n"
+                      "  tool: sidekiq-bench\n  arguments: --workers 5 --num-queues 1 --jobs 1000 --quiet\n")
+    assert load_test(worker).client.tool == "sidekiq-bench" and not load_test(worker).has_errors
+    assert skip("oss-standalone", test=load_test(worker)) == (
+        "--measure instructions counts a fixed number of requests from one memtier-mode client; this test runs "
+        "sidekiq-bench at once, whose work follows time and waiting, not a request count (measure it by time)")
+
+
+@needs_valgrind
+def test_a_snapshot_is_prepared_without_callgrind_and_a_dataset_that_cannot_be_is_prepared_under_it(
+        tmp_path, redline_cli, monkeypatch):
+    """The preparation saved as a snapshot is never measured: it runs natively, and the measured
+    server restores it under callgrind. Keys with a time to live cannot be snapshotted: then the
+    measured server is the one prepared, under callgrind."""
+    monkeypatch.setenv("REDLINE_CACHE", str(tmp_path / "cache"))
+    plain = (builtin_suites_dir() / "quick" / "string-get-100B-pipeline-1.yml").read_text()
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites" / "get.yml").write_text(plain.replace("--key-maximum 100000", "--key-maximum 2000")
+                                                 .replace("keyspacelen: 100000", "keyspacelen: 2000"))
+    (tmp_path / "suites" / "ttl.yml").write_text(
+        plain.replace("name: quick-string-get-100B-pipeline-1", "name: ttl-get")
+        .replace("--ratio 1:0 -n allkeys --key-pattern P:P", '--command "SET __key__ __data__ EX 3600" --command-key-pattern P -n 500')
+        .replace("--key-maximum 100000", "--key-maximum 2000").replace("keyspacelen: 100000", "keyspacelen: 2000"))
+    redline_cli("run", tmp_path / "suites", *SMALL, "--runs", "1", "--json", tmp_path / "r.json",
+                "--store", tmp_path / "r.db", check_exit=0, timeout=600)
+    runs = {r["test"]: r for r in json.loads((tmp_path / "r.json").read_text())}
+    assert all(r["status"] == "ok" for r in runs.values()), runs
+    restored = runs["quick-string-get-100B-pipeline-1"]["facts"]
+    assert restored["dataset"]["prepared_without_tool"] is True and restored["dataset"]["restored_from"]
+    assert restored["state"]["origin"] == "restored"
+    prepared = runs["ttl-get"]["facts"]
+    assert prepared["state"]["origin"] == "prepared" and "time to live" in prepared["state"]["why"]
+    assert not prepared["dataset"].get("restored_from") and prepared["dataset"]["keyspace_length"] == 2000

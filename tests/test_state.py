@@ -145,6 +145,21 @@ def test_a_side_that_cannot_start_from_a_snapshot_makes_every_side_prepare(tmp_p
     assert not (tmp_path / "cache" / "snapshots").exists() or not list((tmp_path / "cache" / "snapshots").glob("*.rdb"))
 
 
+def test_a_script_loaded_by_an_init_command_is_loaded_for_every_run(tmp_path, redline_cli, monkeypatch):
+    """SCRIPT LOAD fills the script cache, which an RDB does not hold: such a preparation is made by
+    every side itself (restored from a snapshot, EVALSHA answered NOSCRIPT to every request)."""
+    monkeypatch.setenv("REDLINE_CACHE", str(tmp_path / "cache"))
+    script = "redis.call('incr', 'k');return"
+    write_suite(tmp_path, "evalsha", '--command="EVALSHA 945e42aaa70a69dfd7a4904783754829b9513ca7 0" -c 2 -t 1',
+                ("  init_commands:", "  - - SCRIPT", "    - LOAD", f"    - {script}"))
+    redline_cli("compare", tmp_path / "evalsha.yml", "--runs", "2", "--max-runs", "2", *FAST,
+                "--store", tmp_path / "r.db", "--json", tmp_path / "r.json", check_exit=0)
+    runs = json.loads((tmp_path / "r.json").read_text())["runs"]
+    assert len(runs) == 4 and all(r["status"] == "ok" and not r["flags"] and r["errors"] == 0 for r in runs), runs
+    for f in stored_facts(tmp_path / "r.db"):
+        assert f["state"]["origin"] == "prepared" and "script cache" in f["state"]["why"], f["state"]
+
+
 # -- the verdict on sides whose states differ (logic alone) -----------------------------------------
 def _records(side: str, ways: list[dict], cpu: float) -> list[Run]:
     return [Run(test="t", target=side, side=side, run_index=i, status="ok",

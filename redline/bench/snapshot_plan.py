@@ -48,6 +48,16 @@ def snapshot_obstacle(topology, config: dict[str, str]) -> str | None:
     return None
 
 
+def preparation_obstacle(test: TestSpec) -> str | None:
+    """Why what the test's preparation leaves in the server does not fit in an RDB file, or None:
+    scripts loaded with SCRIPT LOAD live in the script cache, which an RDB does not hold (a
+    restored server answers EVALSHA with NOSCRIPT)."""
+    for command in test.db.init_commands:
+        if [str(word).upper() for word in command[:2]] == ["SCRIPT", "LOAD"]:
+            return "an init command loads a Lua script (SCRIPT LOAD), and an RDB snapshot does not hold the script cache"
+    return None
+
+
 def prepares_anything(test: TestSpec) -> bool:
     db = test.db
     return bool(db.dataset_name or db.preload or db.init_commands or db.init_lua)

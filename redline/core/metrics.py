@@ -91,7 +91,7 @@ REGISTRY: tuple[Metric, ...] = (
     Metric("window_instructions", "window instructions", "instructions", measure=INSTRUCTIONS),
     Metric("window_l1_misses", "window L1 misses", "misses", measure=INSTRUCTIONS),
     Metric("window_ll_misses", "window LL misses", "misses", measure=INSTRUCTIONS),
-    Metric("command_calls", "call() entries", "calls", measure=INSTRUCTIONS),
+    Metric("command_calls", "outermost call() entries", "calls", measure=INSTRUCTIONS),
     Metric("window_cron_instructions", "serverCron instructions", "instructions", measure=INSTRUCTIONS),
     Metric("cron_calls", "serverCron runs", "calls", measure=INSTRUCTIONS),
 )

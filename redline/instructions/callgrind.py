@@ -27,8 +27,11 @@ from pathlib import Path
 
 from redline.core.errors import RunError
 
+# --separate-recs=2 (callgrind's default, pinned: the command metric relies on it) names an
+# activation entered while another of the same function is active `name'2`, so the outermost
+# command execution is told from nested ones (redline.instructions.callgrind_file)
 VALGRIND_OPTIONS = ("--tool=callgrind", "--cache-sim=yes", "--instr-atstart=no", "--vgdb=yes",
-                    "--compress-strings=no", "--compress-pos=no", "--error-limit=no")
+                    "--compress-strings=no", "--compress-pos=no", "--error-limit=no", "--separate-recs=2")
 OUT_NAME = "callgrind.out"
 VGDB_PREFIX_NAME = "vgdb"
 COMMAND_TIMEOUT_S = 120.0       # a command waits for the server's next wake-up or a ptrace; never this long
@@ -75,11 +78,20 @@ class CallgrindControl:
         return proc.stdout
 
     def instrumentation_restart(self) -> None:
-        """Instrumentation off (if it was on) and on again: callgrind then starts from a cleared
-        cache simulation, so every run's simulated caches start equally cold, whatever ran before
-        on this server."""
+        """Instrumentation off (if it was on) and on again, then the counters zeroed: callgrind
+        starts from a cleared cache simulation, so every run's simulated caches start equally
+        cold, whatever ran before on this server.
+
+        The zero is needed. Switching instrumentation on restarts callgrind's running counter
+        from 0 but keeps the counter's value L at the previous dump (a previous run's window),
+        and does not empty the per-function costs: the next dump would report its total as
+        (counter - L) mod 2^64, every call active at the switch with an entry cost of L (its arc
+        wraps the same way), and the functions' own costs of everything since that dump (the
+        server idling between runs). `zero` empties the costs and sets the mark to the counter
+        (callgrind's zero_all_cost), so the probe's dump holds the probe."""
         self._monitor("instrumentation", "off")
         self._monitor("instrumentation", "on")
+        self._monitor("zero")
 
     def dump(self) -> Path:
         """Write the counters since the last zero or dump to a new file and return it (the
@@ -96,11 +108,22 @@ class CallgrindControl:
         return list(self.workdir.glob(f"{OUT_NAME}.{self.pid}.*"))
 
 
+# Under valgrind a command runs 20-50x slower and the server is descheduled on a busy machine, so
+# commands that natively take microseconds pass the slow log's 10 ms and get an entry (argv copied,
+# the oldest entry freed): inside call(), as many as the machine's load makes. Measured on GET
+# windows: 4-10 entries in 3,750 requests, +14-17 instructions per op in call() (1.0-1.3%, varying
+# with the load); with the slow log off, call() read 1,444.5-1,445.1 in three runs. A suite's own
+# setting is kept.
+COUNTED_CONFIG = {"slowlog-log-slower-than": "-1"}
+
+
 def under_callgrind(settings):
     """`settings` (a redline.server.process.ServerSettings) for the same server under callgrind: the
-    valgrind prefix, and a start timeout that allows for valgrind's start and slower loading."""
+    valgrind prefix, a start timeout that allows for valgrind's start and slower loading, and
+    COUNTED_CONFIG where the configuration does not say otherwise."""
     from dataclasses import replace
-    return replace(settings, launcher=valgrind_prefix, start_timeout_s=settings.start_timeout_s * START_SLOWDOWN)
+    return replace(settings, launcher=valgrind_prefix, start_timeout_s=settings.start_timeout_s * START_SLOWDOWN,
+                   config={**COUNTED_CONFIG, **settings.config})
 
 
 def control_of(server) -> CallgrindControl:

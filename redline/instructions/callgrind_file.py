@@ -3,12 +3,24 @@
 call arcs with their inclusive cost.
 
 The parts of the format read here (valgrind's docs, "Callgrind Format Specification"):
-`events:` names the cost columns; `summary:` is the total cost of the dump; `ob=`/`fn=` open a
-function; a cost line ("position cost cost …", trailing zero columns left out) after `fn=` is
-that function's own cost; `cob=`/`cfn=` then `calls=COUNT POSITION` then one cost line is a call
-arc from the current function to `cfn` and that line is the callee's inclusive cost for these
-calls. Function names may carry callgrind's context suffixes (`name'caller'caller…` with
---separate-callers); `base_name` strips them.
+`events:` names the cost columns; `ob=`/`fn=` open a function; a cost line ("position cost
+cost …", trailing zero columns left out) after `fn=` is that function's own cost; `cob=`/`cfn=`
+then `calls=COUNT POSITION` then one cost line is a call arc from the current function to `cfn`
+and that line is the callee's inclusive cost for these calls; `totals:` (last line) is the sum of
+every own cost in the file. Function names may carry callgrind's suffixes: contexts
+(`name'caller'caller…` with --separate-callers) and the recursion level (`name'2` is an
+activation of `name` entered while another one was active: callgrind's --separate-recs, default
+2); `base_name` strips both, `recursion_level` reads the level.
+
+**The total is `totals:`, not `summary:`.** callgrind computes `summary:` as its running counter
+minus the counter at the previous dump, in unsigned 64-bit arithmetic, and `instrumentation on`
+restarts the counter from 0 without resetting the previous dump's mark: the first dump after an
+instrumentation restart on a process that has dumped before reports 2^64 - (L - cost) (L: the
+counter at that earlier dump). A call that was active when instrumentation came on gets the same
+mark as its entry cost ("lasting since the last dump", callgrind's bbcc.c), so its arc wraps too.
+redline zeroes the counters right after every restart (redline.instructions.callgrind), which
+resets the mark; the parser still refuses a dump in which an arc costs more than the whole dump,
+naming file:line, so a wrapped count can never become a metric.
 """
 
 from __future__ import annotations
@@ -24,7 +36,7 @@ from redline.core.errors import RunError
 class CallgrindDump:
     path: Path
     events: tuple[str, ...]
-    summary: dict[str, int]                                       # event → total of the dump
+    summary: dict[str, int]                                       # event → total of the dump (`totals:`)
     self_cost: dict[str, list[int]] = field(default_factory=dict)  # function → its own cost per event
     calls: dict[tuple[str, str], list[int]] = field(default_factory=dict)   # (caller, callee) → inclusive cost
     call_counts: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -36,9 +48,11 @@ class CallgrindDump:
         return self.events.index(event) if event in self.events else None
 
     def inclusive(self, function: str, event: str = "Ir") -> int | None:
-        """The cost spent inside `function` and everything it called, over every call from
-        another function (recursive calls of it, or of one of its contexts, counted once).
-        None when the dump never saw the function called."""
+        """The cost spent inside the outermost activations of `function` and everything they
+        called: the arcs into its first recursion level from another function. An activation
+        entered while another was active (a Lua script's redis.call() or EXEC's commands inside
+        `call`, callgrind's `call'2`) is inside the outer one's cost already and is not added
+        again. None when the dump never saw the function called."""
         column = self.column(event)
         if column is None:
             return None
@@ -46,20 +60,33 @@ class CallgrindDump:
         for (caller, callee), costs in self.calls.items():
             if base_name(callee) == function:
                 found = True
-                if base_name(caller) != function:
+                if _outermost(caller, callee, function):
                     cost += costs[column]
         return cost if found else None
 
     def calls_of(self, function: str) -> int:
-        """How often `function` was entered from another function."""
+        """How often an outermost activation of `function` was entered (nested ones not counted)."""
         return sum(count for (caller, callee), count in self.call_counts.items()
-                   if base_name(callee) == function and base_name(caller) != function)
+                   if base_name(callee) == function and _outermost(caller, callee, function))
 
 
 def base_name(function: str) -> str:
-    """The function's name without callgrind's caller-context suffix ("call'processCommand" →
-    "call")."""
+    """The function's name without callgrind's caller-context and recursion suffixes
+    ("call'processCommand" → "call", "call'2" → "call")."""
     return function.split("'", 1)[0]
+
+
+def recursion_level(function: str) -> int:
+    """callgrind's recursion level of a function name: "call'2" → 2, "call" → 1 (a C name never
+    starts with a digit, so a trailing 'N is the level)."""
+    _, quote, last = function.rpartition("'")
+    return int(last) if quote and last.isdigit() else 1
+
+
+def _outermost(caller: str, callee: str, function: str) -> bool:
+    """An arc into an outermost activation of `function`: the callee at recursion level 1, called
+    from another function (a direct self-call is nested even where levels are not separated)."""
+    return recursion_level(callee) == 1 and base_name(caller) != function
 
 
 def _costs(fields: list[str], width: int, where: str) -> list[int]:
@@ -79,6 +106,8 @@ def parse_callgrind(path: Path) -> CallgrindDump:
         raise RunError(f"cannot read the callgrind dump {path}: {exc.strerror}") from exc
     events: tuple[str, ...] = ()
     summary: list[int] | None = None
+    totals: list[int] | None = None
+    arc_lines: dict[tuple[str, str], int] = {}
     self_cost: dict[str, list[int]] = defaultdict(list)
     calls: dict[tuple[str, str], list[int]] = {}
     call_counts: dict[tuple[str, str], int] = defaultdict(int)
@@ -98,6 +127,7 @@ def parse_callgrind(path: Path) -> CallgrindDump:
                 previous = calls.get(key)
                 calls[key] = costs if previous is None else [a + b for a, b in zip(previous, costs)]
                 call_counts[key] += call_pending
+                arc_lines.setdefault(key, number)
                 call_pending = 0
             elif function is not None:
                 own = self_cost[function]
@@ -117,7 +147,23 @@ def parse_callgrind(path: Path) -> CallgrindDump:
             events = tuple(line.split(":", 1)[1].split())
         elif line.startswith("summary:"):
             summary = _costs(line.split(":", 1)[1].split(), len(events), where)
-    if not events or summary is None:
+        elif line.startswith("totals:"):
+            totals = _costs(line.split(":", 1)[1].split(), len(events), where)
+    if not events or (summary is None and totals is None):
         raise RunError(f"{path}: no events:/summary: line — not a complete callgrind dump")
-    return CallgrindDump(path=path, events=events, summary=dict(zip(events, summary)),
+    total = totals if totals is not None else summary
+    _check_arcs(path, events, total, calls, arc_lines)
+    return CallgrindDump(path=path, events=events, summary=dict(zip(events, total)),
                          self_cost=dict(self_cost), calls=calls, call_counts=dict(call_counts))
+
+
+def _check_arcs(path: Path, events: tuple[str, ...], total: list[int], calls: dict[tuple[str, str], list[int]],
+                lines: dict[tuple[str, str], int]) -> None:
+    """No call arc can cost more than the whole dump; one that does holds a difference that wrapped
+    below zero (see the module docstring): RunError at its first line."""
+    for (caller, callee), costs in calls.items():
+        for event, cost, whole in zip(events, costs, total):
+            if cost > whole:
+                wrapped = f" (2^64 - {2 ** 64 - cost:,}: a difference that wrapped below zero)" if cost >= 2 ** 63 else ""
+                raise RunError(f"{path}:{lines[(caller, callee)]}: callgrind counts {cost:,} {event} for the calls "
+                               f"{caller} → {callee}, more than the whole dump's {whole:,}{wrapped}")

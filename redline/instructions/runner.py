@@ -10,10 +10,11 @@ from redline.bench.server_runner import ServerAlive, ServerRunner, _LoadProgress
 from redline.core.errors import RunError
 from redline.core.run import Run
 from redline.engine.run_plan import Side
-from redline.instructions.callgrind import control_of, under_callgrind
+from redline.instructions.callgrind import COUNTED_CONFIG, control_of, under_callgrind
 from redline.instructions.profile import callgrind_profile
 from redline.instructions.visibility import visibility_warnings
 from redline.instructions.window import WINDOW_INSTRUCTIONS, RequestPlan, WindowResult, measure_window
+from redline.load.groups import is_grouped
 from redline.load.redline_load import LoadRequest, LoadResult
 from redline.server.probes import WindowProbe
 from redline.topology import CpuPlan
@@ -58,6 +59,11 @@ class InstructionsRunner(ServerRunner):
         if self.topology.cluster or self.topology.replicas:
             return (f"--measure instructions counts one server process; {self.topology.name} runs "
                     f"{len(self.topology.roles())} (measure it by time)")
+        if is_grouped(self.test):
+            clients = " + ".join(client.tool for client in self.test.clients)
+            return (f"--measure instructions counts a fixed number of requests from one memtier-mode client; this "
+                    f"test runs {clients} at once, whose work follows time and waiting, not a request count "
+                    "(measure it by time)")
         return None
 
     def plan(self) -> str:
@@ -75,7 +81,7 @@ class InstructionsRunner(ServerRunner):
                                 fixed_per_connection=self.settings.window_requests,
                                 earlier_per_connection=self.settings.earlier_window_requests,
                                 listener=_LoadProgress(self.observer, None, request), server_alive=watch,
-                                edges=_ProbeEdges(probe))
+                                edges=_ProbeEdges(probe), earlier_pace=self.window.pace if self.window else None)
         self.request_plan = self.request_plan or window.plan
         self.window = window
         run_id = (probe.info_start or {}).get("run_id")
@@ -85,7 +91,9 @@ class InstructionsRunner(ServerRunner):
         run.facts["instructions"] = {**window.plan.as_dict(), "server_run_id": run_id,
                                      "this_run_estimate_per_op": round(window.marginal_per_op, 1),
                                      "warmup_requests_per_connection": window.warmup_per_connection,
-                                     "valgrind": "callgrind --cache-sim=yes", "dump_events": list(window.dump.events)}
+                                     "valgrind": "callgrind --cache-sim=yes", "dump_events": list(window.dump.events),
+                                     "config_added": {name: value for name, value in COUNTED_CONFIG.items()
+                                                      if name not in run.facts.get("server_config", {})}}
         if run.purpose == "profile":
             self.observer.phase("profile: callgrind call graph, flame graph")
             run.profile = callgrind_profile(window.dump, self.artifacts(run), ops=window.load.report.ops or 0,

@@ -22,6 +22,7 @@ so its share per operation moves with the machine's load. `instructions_per_op_c
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Protocol
@@ -39,8 +40,14 @@ MIN_PER_CONNECTION = 2
 MAX_REQUESTS = 500_000
 PROBE_PER_CONNECTION, WARMUP_PER_CONNECTION = 1, 4
 COSTLY_REQUEST = 1_000_000          # instructions: above this the warm-up sends 2 per connection, not 4
-SLOWEST_INSTRUCTIONS_PER_S = 1_000_000      # under callgrind on a busy machine: for time limits only
+# How long a load phase may run (PhaseBound): LOAD_GRACE_S + BOUND_FACTOR × the time the phase
+# before it took per request × this phase's requests (a run's probe: by the window of the test's
+# run before it); the test's very first phase (its first probe, 1 request per connection)
+# FIRST_PHASE_S: under callgrind the probe of 200 connections' SRANDMEMBER of 5,000 members (21.5M
+# instructions each) took 4 minutes at load average 16; a test a few times costlier crosses 1,200 s.
+FIRST_PHASE_S = 3600.0
 LOAD_GRACE_S = 300.0
+BOUND_FACTOR = 5.0
 
 
 # An earlier session's count is kept while this run's estimate puts its window within this range
@@ -113,6 +120,32 @@ class WindowResult:
     metrics: dict[str, float | None]
     marginal_per_op: float       # this run's probe/warm-up estimate (the plan may be an earlier run's)
     warmup_per_connection: int
+    pace: tuple[str, int, float] = ("window", 0, 0.0)   # the window's requests and seconds (the next probe's bound)
+
+
+@dataclass(frozen=True)
+class PhaseBound:
+    """How long one load phase may run before redline-load is stopped, and what was expected of
+    it (said when the bound is exceeded). Made only of request counts and wall-clock seconds this
+    run measured, never of an instruction estimate (a difference of two dumps, which can be
+    negative): at least LOAD_GRACE_S (FIRST_PHASE_S for a first phase) and finite."""
+
+    requests: int
+    limit_s: float
+    expected: str
+
+
+def phase_bound(requests: int, earlier: tuple[str, int, float] | None = None) -> PhaseBound:
+    """The bound of a phase of `requests` requests after `earlier` = (its name, the requests it
+    completed, the seconds it took) in the same run; the first phase has none to be timed by."""
+    if earlier is None or earlier[1] <= 0:
+        return PhaseBound(requests, FIRST_PHASE_S,
+                          f"{requests:,} requests, the run's first phase (nothing earlier to time it by)")
+    name, done, seconds = earlier
+    expected_s = max(0.0, seconds) * requests / done
+    return PhaseBound(requests, LOAD_GRACE_S + BOUND_FACTOR * expected_s,
+                      f"expected about {expected_s:,.1f}s for {requests:,} requests at the pace of the {name} "
+                      f"({done:,} requests in {seconds:,.1f}s)")
 
 
 def _first_plan(estimate_per_op: float, connections: int, window_instructions: int, *, given: int | None,
@@ -147,38 +180,44 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
                    window_instructions: int = WINDOW_INSTRUCTIONS, fixed_per_connection: int | None = None,
                    earlier_per_connection: int | None = None, listener: LoadListener | None = None,
                    server_alive: Callable[[], bool] | None = None, edges: WindowEdges | None = None,
-                   command_function: str = "call") -> WindowResult:
+                   command_function: str = "call", earlier_pace: tuple[str, int, float] | None = None) -> WindowResult:
     """Probe, warm-up and the measured window on the server `control` commands. `request` is the
     test's load (its duration and request count are replaced); `plan` the test's request count
     when an earlier run decided it; `fixed_per_connection` a count given from outside (the first
     run's plan is then that count, not one chosen from `window_instructions`);
     `earlier_per_connection` the count earlier sessions used, kept when it gives a window within
     EARLIER_WINDOW_RANGE of the target at this run's estimate; `edges` the
-    caller's readings around the window, made between dumps so that none is counted. Every load
-    phase is a separate redline-load, so each zero and dump happens while no request is in
-    flight."""
+    caller's readings around the window, made between dumps so that none is counted;
+    `earlier_pace` the test's previous window (its WindowResult.pace), which bounds this probe's
+    time. Every load phase is a separate redline-load, so each zero and dump happens while no
+    request is in flight."""
     control.instrumentation_restart()
     once = replace(request, duration_s=None, warmup_s=0.0)
 
-    def send(per_connection: int, expected: tuple[float, int] | None, name: str,
+    # each phase's name, completed requests and seconds; the first is the previous run's window
+    paces: list[tuple[str, int, float]] = [earlier_pace] if earlier_pace else []
+
+    def send(per_connection: int, connections: int | None, name: str,
              events: LoadListener | None = None) -> LoadResult:
-        """One load phase; `expected` (instructions per request, connections) bounds its time."""
-        if expected:
-            timeout = LOAD_GRACE_S + per_connection * expected[1] * expected[0] / SLOWEST_INSTRUCTIONS_PER_S
-        else:
-            timeout = 4 * LOAD_GRACE_S
+        """One load phase, bounded by the pace of the phase before it (PhaseBound)."""
+        requests = per_connection * connections if connections else per_connection
+        bound = phase_bound(requests, paces[-1] if paces else None)
         phase_request = replace(once, requests=per_connection,
                                 json_path=Path(str(request.json_path) + f".{name}.json"))
-        return run_load(phase_request, listener=events, server_alive=server_alive, timeout_s=timeout)
+        started = time.monotonic()
+        result = run_load(phase_request, listener=events, server_alive=server_alive, timeout_s=bound.limit_s,
+                          expected=f"the {name}: {bound.expected}")
+        paces.append((name, result.report.ops or 0, time.monotonic() - started))
+        return result
 
-    probe = send(PROBE_PER_CONNECTION, (plan.estimate_per_op, plan.connections) if plan else None, "probe")
+    probe = send(PROBE_PER_CONNECTION, None, "probe")
     probe_dump = _dumped(control)
     probe_cost = request_driven(probe_dump)
     probe_per_op = probe_cost / max(probe.report.ops or 1, 1)
     # every run of a test warms up alike: by the test's plan once there is one (a later run's probe
     # also holds what the server did between runs)
     warmup_size = WARMUP_PER_CONNECTION if (plan.estimate_per_op if plan else probe_per_op) < COSTLY_REQUEST else 2
-    warmup = send(warmup_size, (probe_per_op, _connections(probe)), "warmup")
+    warmup = send(warmup_size, _connections(probe), "warm-up")
     warmup_dump = _dumped(control)          # also zeroes the counters: the window starts here
     # the marginal cost of a request (serverCron left out, as in the metrics): probe and warm-up
     # open and close the same connections
@@ -192,8 +231,7 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
     if edges is not None:
         edges.before()
         _dumped(control)                    # the reading's own cost goes, the window starts here
-    measured = send(plan.per_connection, (max(plan.estimate_per_op, marginal), plan.connections), "window",
-                    listener)
+    measured = send(plan.per_connection, plan.connections, "window", listener)
     dump = parse_callgrind(control.dump())
     if edges is not None:
         edges.after()
@@ -202,7 +240,7 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
         raise RunError(f"the measured window completed {ops} of {plan.requests} requests")
     return WindowResult(load=measured, dump=dump, plan=plan,
                         metrics=window_metrics(dump, ops, command_function), marginal_per_op=marginal,
-                        warmup_per_connection=warmup_size)
+                        warmup_per_connection=warmup_size, pace=("previous run's window", *paces[-1][1:]))
 
 
 def _dumped(control: CallgrindControl) -> CallgrindDump:

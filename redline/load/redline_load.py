@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -104,6 +105,16 @@ REQUEST_OPTIONS = ("requests",)
 DURATION_OPTIONS = ("test-time",)
 
 
+def _done(progress: dict | None) -> str:
+    """What a stopped redline-load had done, from its last progress event."""
+    if progress is None:
+        return "it had reported no progress"
+    total = progress.get("requests_total")
+    ops = int(progress.get("ops") or 0)
+    of = f" of {int(total):,}" if total else ""
+    return f"{ops:,}{of} requests had completed after {float(progress.get('elapsed_s') or 0):,.0f}s"
+
+
 def _seconds_arg(seconds: float) -> str:
     return str(int(seconds)) if float(seconds).is_integer() else f"{seconds:g}"
 
@@ -124,6 +135,7 @@ class _Reader:
     listener: LoadListener | None
     other_lines: list[str] = field(default_factory=list)
     failure: BaseException | None = None      # a listener that raised; re-raised by run_load
+    progress: dict | None = None              # the last progress event (what a stopped run had done)
 
     def consume(self, stream) -> None:
         for raw in stream:
@@ -138,6 +150,8 @@ class _Reader:
                 self.other_lines.append(line)
                 del self.other_lines[:-40]
                 continue
+            if event["event"] == "progress":
+                self.progress = event
             if self.listener is None or self.failure is not None:
                 continue       # keep draining stderr so redline-load never blocks on a full pipe
             try:
@@ -151,9 +165,12 @@ class _Reader:
 
 def run_load(request: LoadRequest, *, listener: LoadListener | None = None,
              server_alive: Callable[[], bool] | None = None, poll_s: float = 0.1,
-             timeout_s: float | None = None) -> LoadResult:
+             timeout_s: float | None = None, expected: str | None = None) -> LoadResult:
     """Run redline-load to completion. Raises ServerGone if `server_alive` turns false meanwhile,
-    RunError if redline-load fails or runs past `timeout_s`."""
+    RunError if redline-load fails or runs past `timeout_s` (a positive number of seconds; the
+    message then names `expected`, what the caller expected of it, and what it had done)."""
+    if timeout_s is not None and not 0 < timeout_s < math.inf:
+        raise RunError(f"internal: redline-load given a time bound of {timeout_s!r}s (must be positive and finite)")
     argv = request.argv()
     launch = pinned(argv, request.cpus) if request.cpus else argv
     request.json_path.unlink(missing_ok=True)
@@ -190,7 +207,9 @@ def run_load(request: LoadRequest, *, listener: LoadListener | None = None,
     if server_lost:
         raise ServerGone("the server exited while load was running")
     if timed_out:
-        raise RunError(f"redline-load did not finish within {timeout_s:.0f}s and was stopped")
+        said = f" ({expected})" if expected else ""
+        raise RunError(f"redline-load did not finish within {timeout_s:,.0f}s and was stopped{said}; "
+                       f"{_done(reader.progress)}")
     last = reader.other_lines[-1] if reader.other_lines else f"exit status {proc.returncode}"
     if proc.returncode != 0 and not request.json_path.exists():
         raise RunError(f"redline-load failed: {last}")
