@@ -185,33 +185,48 @@ class ServerStates:
                      snapshot: snapshot_plan.Snapshot | None) -> tuple[Server, dict]:
         if snapshot is None:
             return self._prepared(side, cpu_plan)
-        if snapshot.cached is not None:
-            return self._restored(side, cpu_plan, snapshot)
-        server, dataset = self._prepared(side, cpu_plan)
+        if snapshot.cached is None:
+            # one preparation for every side and every lane (redline.lab.scheduler): whoever needs the
+            # entry meanwhile waits, then restores what this one saved
+            with snapshot.cache.preparing(snapshot.plan, snapshot.rdb_version, waiting=lambda: self.observer.phase(
+                    "waiting: the same dataset is being prepared elsewhere (another side or lane)")):
+                if snapshot.cached is None:
+                    return self._prepare_and_save(side, cpu_plan, snapshot)
+        return self._restored(side, cpu_plan, snapshot)
+
+    def _prepare_and_save(self, side: Side, cpu_plan: CpuPlan, snapshot: snapshot_plan.Snapshot) -> tuple[Server, dict]:
+        """Prepare, save the snapshot, and restart from it. The preparing server is never measured,
+        so it runs natively even when the measured ones run under a tool (callgrind: a preload runs
+        many times slower under valgrind, instrumentation off or not)."""
+        server, dataset = self._prepared(side, cpu_plan, native=True)
         with _stopped_on_failure(server):
             obstacle = self._save(snapshot, server, dataset)
         if obstacle:
             self.plan.fall_back(obstacle)
             self.observer.note(f"dataset snapshot not saved: {obstacle}; every side prepares the data itself")
-            return server, dataset
+            if self.under is None:
+                return server, dataset
+            server.stop()                 # measured as prepared: then prepared under the tool, as every side
+            return self._prepared(side, cpu_plan)
         server.stop()         # measure what every later run and side measures: the restored server
         server, restored = self._restored(side, cpu_plan, snapshot)
         return server, {**restored, **dataset}
 
-    def _deployed(self, side: Side, cpu_plan: CpuPlan, seed_rdb: Path | None = None) -> Server:
+    def _deployed(self, side: Side, cpu_plan: CpuPlan, seed_rdb: Path | None = None, *, native: bool = False) -> Server:
         target = side.target
         if not target.managed:
             server: Server = RemoteServer(*target.address).start()
         else:
             server = deploy(self.topology, binary=target.binary, cpu_plan=cpu_plan,
                             config={**self.test.db.configuration_parameters, **target.config},
-                            progress=self.observer.detail, seed_rdb=seed_rdb, under=self.under)
+                            progress=self.observer.detail, seed_rdb=seed_rdb,
+                            under=None if native else self.under)
         with _stopped_on_failure(server):
             admission.check_server_can_run(self.test, server)
         return server
 
-    def _prepared(self, side: Side, cpu_plan: CpuPlan) -> tuple[Server, dict]:
-        server = self._deployed(side, cpu_plan)
+    def _prepared(self, side: Side, cpu_plan: CpuPlan, *, native: bool = False) -> tuple[Server, dict]:
+        server = self._deployed(side, cpu_plan, native=native)
         with _stopped_on_failure(server):
             started = time.monotonic()
             dataset = preparation.prepare(self.test, server, scale=self.settings.scale, observer=self.observer,

@@ -591,9 +591,13 @@ class Store:
                                row["host"], row["started_at"], row["finished_at"], row["status"],
                                self.load_runs(session_id), comparisons, documents)
 
-    def latest_session(self) -> int | None:
-        """'latest' everywhere (report, export, hotspots): the newest session that stored a run."""
-        return self.db.execute("SELECT max(session_id) FROM runs").fetchone()[0]
+    def latest_session(self, kind: str | None = None) -> int | None:
+        """'latest' everywhere (report, export, hotspots): the newest session that stored a run (of
+        `kind`, when given: the gate to resume)."""
+        if kind is None:
+            return self.db.execute("SELECT max(session_id) FROM runs").fetchone()[0]
+        return self.db.execute("SELECT max(r.session_id) FROM runs r JOIN sessions s ON s.id = r.session_id "
+                               "WHERE s.kind=?", (kind,)).fetchone()[0]
 
     def sessions_since(self, since: float) -> list[int]:
         """The sessions started at or after `since` (seconds since the epoch), oldest first."""
