@@ -193,3 +193,15 @@ def test_the_scheduler_runs_no_thread_of_its_own(tests, script, tmp_path):
     scheduler(script, tmp_path, observers=[Count()]).run([job(t, sides, measure="instructions") for t in tests[:2]],
                                                          session_id=None, resolver=resolver_for(tests, sides))
     assert set(seen) == {before}
+
+
+def test_jobs_whose_servers_would_not_fit_in_memory_together_do_not_share_the_lanes(tests, script, tmp_path):
+    sides = fake_sides("baseline", "comparison")
+    big = {tests[0].name, tests[1].name}
+    planner = Scheduler(_Store(None), lanes=2, cpus=[0, 1], engines=fake_engines(script),
+                        memory=lambda job, test: 600 if test.name in big else 100, memory_limit=1000)
+    planner.run([job(t, sides, measure="instructions") for t in tests[:4]], session_id=None,
+                resolver=resolver_for(tests, sides))
+    spans = {s["test"]: s for s in intervals(script.read())}
+    assert not overlapping(spans[tests[0].name], spans[tests[1].name])     # 600 + 600 > 1000
+    assert len(spans) == 4

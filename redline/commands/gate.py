@@ -77,8 +77,8 @@ def add_parser(commands) -> None:
                         help="timed runs per side of a confirmation (default 5)")
     parser.add_argument("--max-runs", type=positive_int, default=15, metavar="N",
                         help="two more timed runs per side while undecided, up to N (default 15)")
-    parser.add_argument("--duration", type=whole_seconds, default=5.0, metavar="TIME",
-                        help="measured time of a timed run (default 5s; the suites' --test-time is not used)")
+    parser.add_argument("--duration", type=whole_seconds, default=3.0, metavar="TIME",
+                        help="measured time of a timed run (default 3s; the suites' own --test-time is not used)")
     parser.add_argument("--warmup", type=duration, default=1.0, metavar="TIME", help="warm-up of a timed run (default 1s)")
     parser.add_argument("--metric", choices=TIMED_METRICS, default="server_cpu_us_per_op",
                         help="the timed metric a test is decided on (default server_cpu_us_per_op; "

@@ -54,7 +54,7 @@ class GateSettings:
     counted_max_runs: int = 3
     timed_runs: int = 5
     timed_max_runs: int = 15
-    duration_s: float = 5.0
+    duration_s: float = 3.0
     warmup_s: float = 1.0
     scale: float | None = None
     window_instructions: int | None = None
@@ -239,7 +239,7 @@ class Gate:
         if SCREEN not in done:
             return [self._job(key, SCREEN)]
         found = screen(key, e.counted, self.floors)
-        if found.decision == NO_CHANGE or _skipped(e.counted):
+        if found.decision == NO_CHANGE or _skipped(e.counted) or _data_failed(e.counted):
             return []
         jobs = [] if CONFIRM in done else [self._job(key, CONFIRM)]
         if found.decision == MOVED and self.settings.profile and PROFILE not in done:
@@ -273,25 +273,22 @@ class Gate:
     def run(self) -> GateResult:
         jobs = [job for key in self.evidence for job in self._next_jobs(key)]
         self._tell_progress()
-        interrupted = False
+        completed = False
         try:
             self.scheduler.run(jobs, session_id=self.session_id, resolver=self.resolver, floors=self.floors,
                                more_runs=self._rule, on_done=self._done, stop=self._stop, priority=self._priority)
-        except KeyboardInterrupt:
-            interrupted = True
-            raise
+            completed = True
         finally:
             for job in self.scheduler.not_started:
                 key, stage = self.job_stage[job.job_id]
                 self.budget_left.append(key)
-                self.evidence[key].not_measured = (
-                    f"the budget ({_hours(self.plan.budget_s)}) ended before its "
-                    f"{'counted screen' if stage == SCREEN else 'counted profile' if stage == PROFILE else 'timed runs'}")
-            if interrupted:
+                what = {SCREEN: "counted screen", PROFILE: "counted profile"}.get(stage, "timed runs")
+                self.evidence[key].not_measured = f"the budget ({_hours(self.plan.budget_s)}) ended before its {what}"
+            if not completed:
                 for key, e in self.evidence.items():
                     if not e.not_measured and self._next_jobs_pending(key):
-                        e.not_measured = "the gate was interrupted before it was decided (resume with --resume)"
-            result = self._result(finished=not interrupted)
+                        e.not_measured = "the gate stopped before it was decided (resume with --resume)"
+            result = self._result(finished=completed)
         return result
 
     def _next_jobs_pending(self, key: str) -> bool:
@@ -301,7 +298,8 @@ class Gate:
         if SCREEN not in done:
             return True
         found = screen(key, e.counted, self.floors)
-        return found.decision != NO_CHANGE and CONFIRM not in done and not _skipped(e.counted)
+        return found.decision != NO_CHANGE and CONFIRM not in done and not _skipped(e.counted) \
+            and not _data_failed(e.counted)
 
     def _stop(self) -> bool:
         return self.deadline is not None and self.clock() >= self.deadline
@@ -389,6 +387,17 @@ def _skipped(runs: list[Run]) -> bool:
     return bool(runs) and all(r.status == "skipped" for r in runs)
 
 
+DATA_FAILURES = ("keyspace check failed", "init command failed")
+
+
+def _data_failed(runs: list[Run]) -> bool:
+    """Every side failed to prepare the test's data in a way that does not depend on how the
+    server is measured (the suite's own keyspace check, its init commands): a timed run would
+    fail the same way, so the test is not confirmed by time."""
+    return bool(runs) and all(r.status == "failed" and any(f in (r.error or "") for f in DATA_FAILURES)
+                              for r in runs)
+
+
 def _job_seconds(runs: list[Run]) -> float:
     starts = [r.started_at for r in runs if r.started_at]
     ends = [r.finished_at for r in runs if r.finished_at]
@@ -398,6 +407,8 @@ def _job_seconds(runs: list[Run]) -> float:
 def _hours(seconds: float | None) -> str:
     if not seconds:
         return "none"
+    if seconds < 60:
+        return f"{seconds:g}s"
     h, m = divmod(int(round(seconds / 60)), 60)
     return f"{h}h{m:02d}m" if h else f"{m}m"
 

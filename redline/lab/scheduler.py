@@ -10,8 +10,12 @@ local_engine), so its runs go to the store and the sinks exactly as they do ther
   Never more lanes than cores.
 * **Timed** jobs wait until every lane is empty, then hold the whole machine (every core) until
   they end: no lane runs beside a timed run.
-* Jobs start in the order given (`priority(job)` first, when given). A timed job at the head of
-  the queue is not overtaken by counted jobs behind it: the lanes drain for it.
+* Memory is shared like the cores: a counted job starts beside others only while the memory the
+  running jobs hold (their preloads' estimate, every side, redline.bench.admission) plus its own
+  stays within the share of the machine's available memory a preload may take; a job that needs
+  more runs alone.
+* Jobs start in the order given (`priority(job)` first, when given). A job at the head of the
+  queue is not overtaken by the jobs behind it: the lanes drain for a timed job (or a big one).
 * `stop()` returning true stops new work: no job starts any more, the running ones finish, and
   the jobs that never started are `not_started`.
 * `on_done(job, runs)` is called here, in the scheduler's process, as each job ends; the jobs it
@@ -73,6 +77,7 @@ if TYPE_CHECKING:
     from redline.suites import TestSpec
 
 STOP_GRACE_S = 60.0        # an interrupted lane gets this long to mark its run and stop its servers
+UNDER_VALGRIND = 1.5       # a server under valgrind holds about this much more memory than natively
 POLL_S = 0.5               # how often stop() is asked while every lane is busy
 
 
@@ -193,6 +198,7 @@ class _Running:
     fd: int
     started: float
     kind: str                          # "counted" | "timed"
+    memory: int = 0                    # bytes its servers hold (estimated)
     buffer: bytes = b""
     outcome: dict | None = None        # the lane's last word: {"done": [...]}, {"interrupted": …}, {"error": …}
 
@@ -203,6 +209,15 @@ class _Queued:
     test: TestSpec
     kind: str
     order: tuple
+    memory: int = 0
+
+
+def estimated_memory(job: Job, test: TestSpec) -> int:
+    """What a job's servers hold while it runs: the preload's estimate for every side (both sides'
+    servers are up for the whole job), more under valgrind."""
+    from redline.bench.admission import estimated_preload_bytes
+    factor = UNDER_VALGRIND if counted(job, test) else 1.0
+    return int(estimated_preload_bytes(test) * len(job.sides) * factor)
 
 
 class Scheduler:
@@ -215,7 +230,8 @@ class Scheduler:
 
     def __init__(self, store, *, lanes: int | None = None, cpus: Sequence[int] | None = None,
                  observers: Sequence[SchedulerObserver] = (), sinks: Sequence[ResultSink] = (),
-                 engines: EngineFactory | None = None, clock: Callable[[], float] = time.monotonic):
+                 engines: EngineFactory | None = None, clock: Callable[[], float] = time.monotonic,
+                 memory: Callable[[Job, TestSpec], int] = estimated_memory, memory_limit: int | None = None):
         self.cpus = tuple(sorted(cpus if cpus is not None else available_cpus()))
         self.lanes = plan_lanes(self.cpus, lanes if lanes is not None else default_lanes(self.cpus))
         self.machine = Lane(Lane.MACHINE, self.cpus)
@@ -223,6 +239,7 @@ class Scheduler:
         self.engines = engines or local_engines(Path(store.path), sinks)
         self.warm = _warm_traits if engines is None else (lambda resolver: None)   # fakes start no server
         self.clock = clock
+        self.memory, self.memory_limit = memory, memory_limit
         self.not_started: list[Job] = []
         self.lost: dict[str, str] = {}           # job_id -> why its lane gave no runs
         self._durations: dict[str, list[float]] = {"counted": [], "timed": []}
@@ -252,9 +269,13 @@ class Scheduler:
                 for spec in job.sides:
                     resolver.side(spec)            # built (or found in the build cache) here, once
                 kind = "counted" if counted(job, test) else "timed"
-                queue.append(_Queued(job, test, kind, (priority(job) if priority else 0, next(sequence))))
+                queue.append(_Queued(job, test, kind, (priority(job) if priority else 0, next(sequence)),
+                                     self.memory(job, test)))
             queue.sort(key=lambda queued: queued.order)
 
+        if self.memory_limit is None:
+            from redline.bench.admission import MEMORY_SHARE, available_memory_bytes
+            self.memory_limit = int(MEMORY_SHARE * available_memory_bytes())
         enqueue(jobs)
         self.warm(resolver)
         try:
@@ -264,7 +285,7 @@ class Scheduler:
                     queue.clear()
                 while queue:
                     head = queue[0]
-                    lane = self._free_lane(head.kind, running)
+                    lane = self._free_lane(head, running)
                     if lane is None:
                         break
                     queue.pop(0)
@@ -272,6 +293,7 @@ class Scheduler:
                     entry = self._start(head, lane, session_id=session_id, resolver=resolver, floors=floors,
                                         more_runs=more_runs(head.job) if more_runs else None,
                                         position=(started, started + len(queue) + len(running)))
+                    entry.memory = head.memory
                     running[entry.fd] = entry
                     selector.register(entry.fd, selectors.EVENT_READ)
                     self._tell("job_started", entry.lane, entry.job, head.test)
@@ -296,13 +318,16 @@ class Scheduler:
         return results
 
     # -- where and when ----------------------------------------------------------------------------
-    def _free_lane(self, kind: str, running: dict[int, _Running]) -> Lane | None:
-        """A lane for a counted job (none while a timed job holds the machine); the machine for a
-        timed job once every lane is empty."""
-        if kind == "timed":
+    def _free_lane(self, queued: _Queued, running: dict[int, _Running]) -> Lane | None:
+        """A lane for a counted job (none while a timed job holds the machine, nor while the memory
+        the running jobs hold leaves too little for it); the machine for a timed job once every
+        lane is empty."""
+        if queued.kind == "timed":
             return self.machine if not running else None
         busy = {entry.lane.index for entry in running.values()}
         if Lane.MACHINE in busy:
+            return None
+        if running and sum(entry.memory for entry in running.values()) + queued.memory > self.memory_limit:
             return None
         return next((lane for lane in self.lanes if lane.index not in busy), None)
 
