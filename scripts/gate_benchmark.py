@@ -257,9 +257,8 @@ def main() -> int:
     parser.add_argument("--budget")
     parser.add_argument("--window-instructions", dest="window_instructions", type=int)
     parser.add_argument("--name")
-    parser.add_argument("gate_args", nargs=argparse.REMAINDER, help="after --: more `redline gate` arguments")
-    args = parser.parse_args()
-    args.gate_args = [a for a in args.gate_args if a != "--"]
+    args, more = parser.parse_known_args()      # anything else goes to `redline gate` (e.g. --duration 5s)
+    args.gate_args = [a for a in more if a != "--"]
     if args.mode != "aa" and not args.comparison:
         parser.error(f"{args.mode} needs --comparison")
     args.out.mkdir(parents=True, exist_ok=True)

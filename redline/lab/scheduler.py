@@ -163,17 +163,21 @@ class Status:
     @property
     def left_s(self) -> float | None:
         """Counted work shares the lanes, timed work runs alone; None until a job of each waiting
-        kind has ended."""
-        left = 0.0
-        if self.waiting_counted:
-            if self.mean_counted_s is None:
-                return None
-            left += self.waiting_counted * self.mean_counted_s / self.lanes
-        if self.waiting_timed:
-            if self.mean_timed_s is None:
-                return None
-            left += self.waiting_timed * self.mean_timed_s
-        return left
+        kind has ended (`at_least_s` gives what is known meanwhile)."""
+        left, complete = self.at_least_s
+        return left if complete else None
+
+    @property
+    def at_least_s(self) -> tuple[float, bool]:
+        """(the time left for the waiting jobs of the kinds whose cost is known, whether that is all)."""
+        left, complete = 0.0, True
+        for waiting, mean, share in ((self.waiting_counted, self.mean_counted_s, self.lanes),
+                                     (self.waiting_timed, self.mean_timed_s, 1)):
+            if waiting and mean is None:
+                complete = False
+            elif waiting:
+                left += waiting * mean / share
+        return left, complete
 
 
 EngineFactory = Callable[[Lane, Observer], Engine]

@@ -102,7 +102,9 @@ class LaneProgress(SchedulerObserver):
         status = self.status_seen
         if status is not None:
             text += f"; waiting: {status.waiting_counted} counted, {status.waiting_timed} timed"
-            text += f"; time left ~{duration_words(status.left_s)}"
+            left, complete = status.at_least_s
+            text += f"; time left ~{duration_words(left)}" if complete else \
+                f"; time left at least {duration_words(left)} (the first timed job has not ended)" if left else ""
         if self.budget_left_s is not None:
             text += f"; budget left {duration_words(self.budget_left_s)}"
         return text
