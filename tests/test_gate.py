@@ -188,3 +188,23 @@ def test_the_document_is_json_with_every_test_once(tmp_path, tests):
     assert [t["route"] for t in document["tests"]] == [COUNT, COUNT]
     assert document["summary"] == {"no_change": 2}
     assert set(document["phases"]) >= {"builds_s", "screen_wall_s", "timed_s", "preparation_s"}
+
+
+def test_the_pages_list_every_test_once_changes_first_with_their_evidence(tmp_path, tests):
+    from redline.output.gate_report import gate_markdown, summary_sentence, terminal_table
+    from redline.output.html.gate_page import gate_page
+    script = Script(log=tmp_path / "log.jsonl", values={
+        HSET: {"comparison": {"instructions_per_op_command": 200.0, "server_cpu_us_per_op": 5.0}}})
+    gate, store, session = a_gate(tmp_path, script, tests, [GET_P1, HSET, GET_P10])
+    result = gate.run()
+    markdown = gate_markdown(result.verdicts, result.document)
+    rows = [line for line in markdown.splitlines() if line.startswith(f"| {HSET} ")]
+    assert rows and "**improvement**" in rows[0] and "2.00× faster" in rows[0] and "in call()" in rows[0]
+    every = markdown.split("<summary>Every test</summary>")[1]
+    assert every.index(f"| {HSET} |") < min(every.index(f"| {GET_P1} |"), every.index(f"| {GET_P10} |"))
+    assert summary_sentence(result.verdicts, result.document).startswith("3 tests: 0 regressions, 1 improvements")
+    page = gate_page(result.verdicts, result.document).render()
+    assert page.count(f">{HSET}<") >= 1, page[:3000]
+    assert "verdict-improvement" in page, page[:3000]
+    assert "No change (2)" in page, [v.verdict for v in result.verdicts]      # by counts, and by time (p10)
+    assert terminal_table(result.verdicts).row_count == 1          # only what changed or is undecided

@@ -243,6 +243,9 @@ def _verdict(e: Evidence, found: Screen | None, timed: TestComparison | None,
     failed = [r for r in every if r.status == "failed"]
     if timed is not None:           # timed runs, but no comparison of the decision metric
         why = timed.note or "no timed comparison"
+        timed_failed = [r for r in e.timed if r.status == "failed"]
+        if timed_failed:
+            why += f"; {len(timed_failed)} timed runs failed: {timed_failed[0].error}"
         return verdict(Verdict.INCONCLUSIVE, None, why + (f"; {counted_word}" if counted_word else ""))
     reasons = [x for x in (counted_word, e.lost, e.not_measured) if x]
     if failed and not reasons:

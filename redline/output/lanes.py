@@ -96,7 +96,7 @@ class LaneProgress(SchedulerObserver):
     # -- showing it ------------------------------------------------------------------------------------
     def line(self) -> str:
         """decided 120/400 (…); waiting: 50 counted, 20 timed; time left ~1h10m; budget left 2h."""
-        decided = sum(self.counts.get(k, 0) for k in ("regression", "improvement", "no_change", "skipped"))
+        decided = sum(self.counts.get(k, 0) for k in ("regression", "improvement", "no_change"))
         parts = [f"{word} {self.counts[key]}" for key, word in VERDICT_WORDS if self.counts.get(key)]
         text = f"decided {decided}/{self.total}" + (f" ({', '.join(parts)})" if parts else "")
         status = self.status_seen
