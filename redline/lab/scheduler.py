@@ -40,7 +40,9 @@ local_engine), so its runs go to the store and the sinks exactly as they do ther
 
 Forking (rather than spawning a fresh interpreter) keeps what the scheduler's process resolved —
 built targets, loaded tests, the server-traits cache — and lets a caller's adaptive rule (a
-closure) go with the job. The scheduler's process runs no threads of its own.
+closure) go with the job. The scheduler's process runs no threads of its own, and closes its store
+connection for the moment of each fork (`Store.disconnected`: SQLite's lock bookkeeping of an open
+connection must not be inherited; the lane opens its own).
 
 **Shared preparation.** Before the first fork the traits of every side's binary are read once
 (redline.server.traits: its RDB version keys the snapshots), so every lane inherits them. A
@@ -59,9 +61,10 @@ import signal
 import sys
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 from redline.core.errors import RunError, UsageError
 from redline.core.metrics import INSTRUCTIONS
@@ -240,6 +243,7 @@ class Scheduler:
         self.lanes = plan_lanes(self.cpus, lanes if lanes is not None else default_lanes(self.cpus))
         self.machine = Lane(Lane.MACHINE, self.cpus)
         self.observers = list(observers)
+        self.store = store
         self.engines = engines or local_engines(Path(store.path), sinks)
         self.warm = _warm_traits if engines is None else (lambda resolver: None)   # fakes start no server
         self.clock = clock
@@ -339,7 +343,7 @@ class Scheduler:
         read_fd, write_fd = os.pipe()
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
-        with signals_deferred():        # a Ctrl-C now is delivered once the lane is known
+        with signals_deferred(), _no_connection(self.store):   # a Ctrl-C now is delivered once the lane is known
             pid = os.fork()
             if pid == 0:
                 os.close(read_fd)
@@ -439,6 +443,18 @@ class Scheduler:
                         finished=sum(len(v) for v in self._durations.values()),
                         mean_counted_s=mean(self._durations["counted"]), mean_timed_s=mean(self._durations["timed"]))
         self._tell("status", status)
+
+
+@contextmanager
+def _no_connection(store) -> Iterator[None]:
+    """The scheduler's store has no open SQLite connection while it forks (the lane opens its own):
+    SQLite's lock bookkeeping of an open connection must not be inherited."""
+    disconnected = getattr(store, "disconnected", None)
+    if disconnected is None:
+        yield
+        return
+    with disconnected():
+        yield
 
 
 def _warm_traits(resolver: JobResolver) -> None:
