@@ -114,20 +114,25 @@ def gate(args, out: Path, log: Path, sampler: LoadSampler, baseline: str, compar
 
 
 def per_test_costs(document: dict, store: Path) -> dict:
-    """Lane-seconds of counted jobs and machine-seconds of timed jobs, from the stored runs."""
+    """Lane-seconds of counted jobs (screens and profiles) and machine-seconds of timed jobs: each
+    job from its first run's start to its last run's end (the gate's document names each stage's
+    runs)."""
     import sqlite3
     db = sqlite3.connect(store)
-    spans: dict[tuple[str, str], list[float]] = {}
-    for test, measure_facts, started, finished in db.execute(
-            "SELECT test, json_extract(facts, '$.instructions.requests'), started_at, finished_at FROM runs "
-            "WHERE finished_at IS NOT NULL"):
-        kind = "counted" if measure_facts is not None else "timed"
-        spans.setdefault((test, kind), []).extend([started, finished])
-    counted = sum(max(v) - min(v) for (t, k), v in spans.items() if k == "counted")
-    timed = sum(max(v) - min(v) for (t, k), v in spans.items() if k == "timed")
-    return {"counted_lane_s": round(counted, 1), "timed_s": round(timed, 1),
-            "counted_tests": sum(1 for (_, k) in spans if k == "counted"),
-            "timed_tests": sum(1 for (_, k) in spans if k == "timed")}
+    span = {uid: (started, finished) for uid, started, finished in
+            db.execute("SELECT uid, started_at, finished_at FROM runs WHERE finished_at IS NOT NULL")}
+    costs = {"counted": 0.0, "timed": 0.0}
+    tests = {"counted": 0, "timed": 0}
+    for entry in document.get("tests", []):
+        for stage, done in (entry.get("stages") or {}).items():
+            times = [span[uid] for uid in done["runs"] if uid in span]
+            if not times:
+                continue
+            kind = "timed" if stage == "time" else "counted"
+            costs[kind] += max(t[1] for t in times) - min(t[0] for t in times)
+            tests[kind] += stage != "profile"
+    return {"counted_lane_s": round(costs["counted"], 1), "timed_s": round(costs["timed"], 1),
+            "counted_tests": tests["counted"], "timed_tests": tests["timed"]}
 
 
 def geo_check(document: dict) -> list[str]:
@@ -161,10 +166,8 @@ def projection(costs: dict, builds: list[dict], phases: dict, cores_here: int) -
 
 
 def hours(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    h, rest = divmod(int(seconds), 3600)
-    return f"{h}h{rest // 60:02d}m" if h else f"{rest // 60}m{rest % 60:02d}s"
+    from redline.core.numbers import format_duration
+    return format_duration(seconds)
 
 
 def catalogue_mode(args, out: Path, log: Path, sampler: LoadSampler, *, aa: bool) -> dict:

@@ -79,7 +79,7 @@ def test_counts_decide_no_change_and_a_moved_test_is_confirmed_and_decided_by_ti
     assert ran.count((GET_P1, "instructions")) == 1 and (GET_P1, "time") not in ran      # decided by counts
     assert ran.count((HSET, "instructions")) == 2 and (HSET, "time") in ran              # screen + profile, then time
     assert (GET_P10, "instructions") not in ran
-    saved = store.load_session(session)["documents"]["gate"]
+    saved = store.session_document(session, "gate")
     assert saved["finished"] and {t["key"] for t in saved["tests"]} == {GET_P1, HSET, GET_P10}
     hset = next(t for t in saved["tests"] if t["key"] == HSET)
     assert set(hset["stages"]) == {"screen", "profile", "time"} and hset["verdict"] == "regression"
@@ -123,7 +123,7 @@ def test_a_resumed_gate_measures_only_what_was_not_decided(tmp_path, tests):
     with pytest.raises(KeyboardInterrupt):
         gate.run()
     store.finish_session(first, "interrupted")
-    saved = store.load_session(first)["documents"]["gate"]
+    saved = store.session_document(first, "gate")
     assert not saved["finished"]
     left = {t["key"] for t in saved["tests"] if t["verdict"] == NOT_MEASURED}
     assert GET_P10 in left and "resume" in next(t["why"] for t in saved["tests"] if t["key"] == GET_P10)
@@ -191,20 +191,20 @@ def test_the_document_is_json_with_every_test_once(tmp_path, tests):
 
 
 def test_the_pages_list_every_test_once_changes_first_with_their_evidence(tmp_path, tests):
-    from redline.output.gate_report import gate_markdown, summary_sentence, terminal_table
-    from redline.output.html.gate_page import gate_page
+    from redline.output import renderer
     script = Script(log=tmp_path / "log.jsonl", values={
         HSET: {"comparison": {"instructions_per_op_command": 200.0, "server_cpu_us_per_op": 5.0}}})
     gate, store, session = a_gate(tmp_path, script, tests, [GET_P1, HSET, GET_P10])
-    result = gate.run()
-    markdown = gate_markdown(result.verdicts, result.document)
+    gate.run()
+    stored = store.load_session(session)              # as `redline show` and `redline report` read it
+    markdown = renderer("markdown")(stored)
     rows = [line for line in markdown.splitlines() if line.startswith(f"| {HSET} ")]
     assert rows and "**improvement**" in rows[0] and "2.00× faster" in rows[0] and "in call()" in rows[0]
     every = markdown.split("<summary>Every test</summary>")[1]
     assert every.index(f"| {HSET} |") < min(every.index(f"| {GET_P1} |"), every.index(f"| {GET_P10} |"))
-    assert summary_sentence(result.verdicts, result.document).startswith("3 tests: 0 regressions, 1 improvements")
-    page = gate_page(result.verdicts, result.document).render()
-    assert page.count(f">{HSET}<") >= 1, page[:3000]
-    assert "verdict-improvement" in page, page[:3000]
-    assert "No change (2)" in page, [v.verdict for v in result.verdicts]      # by counts, and by time (p10)
-    assert terminal_table(result.verdicts).row_count == 1          # only what changed or is undecided
+    text = renderer("terminal")(stored)
+    assert "3 tests: 0 regressions, 1 improvements, 2 no change (1 by counts, 1 by time)" in text
+    assert f"{HSET}: time: server_cpu_us_per_op" in text and GET_P1 not in text   # only what changed or is undecided
+    page = renderer("html")(stored)
+    assert page.count(f">{HSET}<") >= 1 and "verdict-improvement" in page and "No change (2)" in page
+    assert json.loads(renderer("json")(stored))["summary"] == {"improvement": 1, "no_change": 2}

@@ -12,16 +12,14 @@ from pathlib import Path
 from redline.analysis.stats import Verdict
 from redline.commands.argtypes import duration, positive_float, positive_int, regex, session_id, whole_seconds
 from redline.commands.arguments import EXIT_STATUS, add_store_argument
-from redline.commands.session import EXIT_FAILED_RUNS, EXIT_OK, EXIT_REGRESSION, check_outputs
+from redline.commands.session import check_outputs, finish
 from redline.core import metrics, terminal
 from redline.core.errors import UsageError
 from redline.engine.job import suite_path
 from redline.engine.run_plan import Side
-from redline.lab.gate import (DOCUMENT, Gate, GatePlan, GateSettings, earlier_documents, select_catalogue)
+from redline.lab.gate import Gate, GatePlan, GateSettings, earlier_documents, select_catalogue
 from redline.lab.scheduler import Scheduler, default_lanes, plan_lanes
-from redline.lab.session import ready_sides, target_from
-from redline.output import files
-from redline.output.gate_report import gate_markdown, moved_lines, summary_sentence, terminal_table
+from redline.lab.session import Session, ready_sides, target_from
 from redline.output.progress import ConsoleObserver
 from redline.server.targets import parse_target
 from redline.store.results import Store, inspect_store_file
@@ -149,7 +147,9 @@ def gate_command(args) -> int:
     finally:
         progress.close()
         store.finish_session(session, status)
-    return _report(args, store, session, result)
+    regressions = [v for v in result.verdicts if v.verdict == Verdict.REGRESSION]
+    return finish(args, Session("gate", store, session, result.records),
+                  regressions=len(regressions) if args.fail_on_regression else 0)
 
 
 def _what_to_gate(args):
@@ -179,27 +179,3 @@ def _what_to_gate(args):
              for s in latest["sides"]]
     suites = [str(suite_path(reference)) for reference in latest["suites"]]
     return documents, sides, GateSettings.from_json(latest["settings"]), suites
-
-
-def _report(args, store: Store, session: int, result) -> int:
-    out = terminal.console()
-    document, verdicts = result.document, result.verdicts
-    out.print(terminal_table(verdicts, width=out.width))
-    for line in moved_lines(verdicts):
-        out.print(line)
-    out.print(summary_sentence(verdicts, document))
-    if args.markdown:
-        files.write_output(args.markdown, gate_markdown(verdicts, document))
-    if args.html:
-        from redline.output.html.gate_page import gate_page
-        files.write_output(args.html, gate_page(verdicts, document).render())
-    if args.json:
-        files.write_json(args.json, document)
-    failed = [r for r in result.records if r.status == "failed"]
-    regressions = [v for v in verdicts if v.verdict == Verdict.REGRESSION]
-    console = terminal.console(stderr=True)
-    console.print(f"stored {len(result.records)} runs and the gate's document ({DOCUMENT}) in {store.path} "
-                  f"(session {session})" + (f"; {len(failed)} runs failed" if failed else ""))
-    if failed:
-        return EXIT_FAILED_RUNS
-    return EXIT_REGRESSION if regressions and args.fail_on_regression else EXIT_OK

@@ -28,10 +28,12 @@ from redline.analysis.comparison import looks_confidence, profile_differences
 from redline.analysis.gate import (COUNT, DECISION_METRIC, FALLBACK_METRIC, MOVED, NO_CHANGE, TIME, Evidence,
                                    TestVerdict, counted_rule, judge, screen, summary, timed_reasons)
 from redline.core.errors import UsageError
+from redline.core.numbers import format_duration
 from redline.core.metrics import INSTRUCTIONS
 from redline.core.metrics import TIME as TIMED
 from redline.core.run import Run
 from redline.engine.job import Job, JobResolver, SideSpec, suite_reference
+from redline.instructions.window import WINDOW_INSTRUCTIONS
 from redline.engine.run_plan import Side
 from redline.lab.local import compare_policy
 from redline.lab.scheduler import Scheduler
@@ -206,8 +208,12 @@ class Gate:
         s, test = self.settings, self.tests[key]
         common = {"scale": s.scale, "snapshots": s.snapshots, "profile": False}
         if stage == SCREEN:
-            settings = {**common, "measure": INSTRUCTIONS, "runs": s.counted_runs,
-                        "window_instructions": s.window_instructions}
+            # the request count this store's earlier counted runs of the test used, kept while it fits
+            # (redline.lab.session.carry_request_counts): sessions of one store count alike
+            window = s.window_instructions or WINDOW_INSTRUCTIONS
+            settings = {**common, "measure": INSTRUCTIONS, "runs": s.counted_runs, "window_instructions": window,
+                        "earlier_window_requests": self.store.earlier_window_requests(test.name, self.topology[key],
+                                                                                       window)}
             max_runs, lone = s.counted_max_runs, None
         elif stage == PROFILE:
             requests = next((r.facts.get("instructions", {}).get("requests_per_connection")
@@ -283,7 +289,7 @@ class Gate:
                 key, stage = self.job_stage[job.job_id]
                 self.budget_left.append(key)
                 what = {SCREEN: "counted screen", PROFILE: "counted profile"}.get(stage, "timed runs")
-                self.evidence[key].not_measured = f"the budget ({_hours(self.plan.budget_s)}) ended before its {what}"
+                self.evidence[key].not_measured = f"the budget ({format_duration(self.plan.budget_s)}) ended before its {what}"
             if not completed:
                 for key, e in self.evidence.items():
                     if not e.not_measured and self._next_jobs_pending(key):
@@ -404,13 +410,6 @@ def _job_seconds(runs: list[Run]) -> float:
     return max(ends) - min(starts) if starts and ends else 0.0
 
 
-def _hours(seconds: float | None) -> str:
-    if not seconds:
-        return "none"
-    if seconds < 60:
-        return f"{seconds:g}s"
-    h, m = divmod(int(round(seconds / 60)), 60)
-    return f"{h}h{m:02d}m" if h else f"{m}m"
 
 
 def earlier_documents(store, session_id: int) -> list[dict]:

@@ -12,30 +12,24 @@ from rich.table import Table
 
 from redline.core import terminal
 from redline.core.numbers import format_count
-from redline.lab.scheduler import Lane, SchedulerObserver, Status
+from redline.core.numbers import format_duration as duration_words
 
 REDRAW_S = 0.25
 VERDICT_WORDS = (("regression", "regressions"), ("improvement", "improvements"), ("no_change", "no change"),
                  ("inconclusive", "inconclusive"), ("undecided", "not measured yet"), ("skipped", "skipped"))
 
 
-def duration_words(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    seconds = max(0, int(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
-class LaneProgress(SchedulerObserver):
-    """Progress of a scheduler's lanes, for a gate or any other user of the scheduler."""
+class LaneProgress:
+    """Progress of a scheduler's lanes, for a gate or any other user of the scheduler: a
+    redline.lab.scheduler.SchedulerObserver (the four events, by name: output sits below lab)."""
 
     def __init__(self, console=None, *, what=lambda job: job.test, clock=time.monotonic):
         self.console = console or terminal.console(stderr=True)
         self.what, self.clock = what, clock
         self.lanes: dict[str, dict] = {}
-        self.status_seen: Status | None = None
+        self.status_seen = None          # the scheduler's latest Status
         self.counts: dict[str, int] = {}
         self.total = 0
         self.budget_left_s: float | None = None
@@ -57,13 +51,13 @@ class LaneProgress(SchedulerObserver):
         self._draw(force=True)
 
     # -- what the scheduler says ---------------------------------------------------------------------
-    def job_started(self, lane: Lane, job, test) -> None:
+    def job_started(self, lane, job, test) -> None:
         self.lanes[lane.name] = {"job": self.what(job), "doing": "starting", "since": self.clock()}
         if not self.live:
             self.console.print(f"{lane.name}: {self.what(job)}")
         self._draw(force=True)
 
-    def lane_event(self, lane: Lane, event: str, *args, **kwargs) -> None:
+    def lane_event(self, lane, event: str, *args, **kwargs) -> None:
         state = self.lanes.setdefault(lane.name, {"job": "?", "doing": "", "since": self.clock()})
         if event == "phase":
             state["doing"], state["progress"] = args[0], None
@@ -80,7 +74,7 @@ class LaneProgress(SchedulerObserver):
             self.console.print(f"  {lane.name}: {state['job']}: {args[0]}")
         self._draw()
 
-    def job_finished(self, lane: Lane, job, runs, lost) -> None:
+    def job_finished(self, lane, job, runs, lost) -> None:
         state = self.lanes.pop(lane.name, {"since": self.clock()})
         took = self.clock() - state["since"]
         if not self.live:
@@ -89,7 +83,7 @@ class LaneProgress(SchedulerObserver):
                                f"{ok} of {len(runs)} runs ok" + (f"; {lost}" if lost else ""))
         self._draw(force=True)
 
-    def status(self, status: Status) -> None:
+    def status(self, status) -> None:
         self.status_seen = status
         self._draw(force=True)
 
