@@ -159,10 +159,6 @@ class TestVerdict:
         head = self.screen.headline if self.screen else None
         return head.result.delta_pct if head and head.result else None
 
-    @property
-    def changed(self) -> bool:
-        return self.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
-
     def as_json(self) -> dict:
         head = self.screen.headline if self.screen else None
         return {
@@ -253,16 +249,6 @@ def _verdict(e: Evidence, found: Screen | None, timed: TestComparison | None,
     if e.route == TIME and e.why_timed and not e.timed:
         reasons.append(f"needs time: {e.why_timed[0]}")
     return verdict(NOT_MEASURED, None, "; ".join(reasons) or "not measured")
-
-
-ORDER = {Verdict.REGRESSION: 0, Verdict.IMPROVEMENT: 0, Verdict.INCONCLUSIVE: 1, NOT_MEASURED: 2,
-         Verdict.NO_CHANGE: 3, SKIPPED: 4}
-
-
-def by_effect(verdicts: list[TestVerdict]) -> list[TestVerdict]:
-    """Changes first, then what is undecided, then no change, then skipped; by the size of the
-    effect within each."""
-    return sorted(verdicts, key=lambda v: (ORDER.get(v.verdict, 5), -abs(v.effect_pct or 0.0), v.test))
 
 
 def summary(verdicts: list[TestVerdict]) -> dict[str, int]:
