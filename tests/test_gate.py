@@ -77,7 +77,7 @@ def test_counts_decide_no_change_and_a_moved_test_is_confirmed_and_decided_by_ti
     assert by_test[GET_P10].route == TIME and by_test[GET_P10].decided_by in ("time", None)
     ran = jobs_run(script)
     assert ran.count((GET_P1, "instructions")) == 1 and (GET_P1, "time") not in ran      # decided by counts
-    assert ran.count((HSET, "instructions")) == 2 and (HSET, "time") in ran              # screen + profile, then time
+    assert ran.count((HSET, "instructions")) == 2 and (HSET, "time") in ran      # screen, time, then its profile
     assert (GET_P10, "instructions") not in ran
     saved = store.session_document(session, "gate")
     assert saved["finished"] and {t["key"] for t in saved["tests"]} == {GET_P1, HSET, GET_P10}

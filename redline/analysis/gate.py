@@ -110,12 +110,12 @@ def screen(key: str, runs: list[Run], floors: dict) -> Screen:
 
 def counted_rule(floors: dict, max_runs: int):
     """The screen's adaptive rule (an engine MoreRuns): one more counted run per side while the
-    screen is not "no change" and the runs allow; a change is confirmed by time, not by counts, so
-    the extra run only guards "no change" and "moved" against a stray run."""
+    screen is undecided (an interval that straddles τ, a stray run) and the runs allow. A screen
+    that says "moved" gets none: a change is confirmed by time, not by more counts."""
     def more_runs(test, records, runs_so_far):
         key = records[-1].key if records else test.name
-        decided = screen(key, [r for r in records if r.key == key], floors).decision == NO_CHANGE
-        return 0 if decided or runs_so_far >= max_runs else 1
+        undecided = screen(key, [r for r in records if r.key == key], floors).decision == UNDECIDED
+        return 1 if undecided and runs_so_far < max_runs else 0
     return more_runs
 
 

@@ -82,7 +82,8 @@ def add_parser(commands) -> None:
                         help="the timed metric a test is decided on (default server_cpu_us_per_op; "
                              "ops_per_sec where no server CPU is measured)")
     parser.add_argument("--window-instructions", type=positive_int, metavar="N",
-                        help="counted runs: a window of at least N instructions (default 150000000)")
+                        help="counted runs: a window of at least N instructions (default 50000000: the screen only asks "
+                             "whether a test moved beyond its threshold)")
     parser.add_argument("--scale", type=positive_float, metavar="S",
                         help="scale of generated datasets (default: the suite's dataset-scale, else 1)")
     parser.add_argument("--no-snapshots", dest="snapshots", action="store_false",

@@ -25,15 +25,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from redline.analysis.comparison import looks_confidence, profile_differences
-from redline.analysis.gate import (COUNT, DECISION_METRIC, FALLBACK_METRIC, MOVED, NO_CHANGE, TIME, Evidence,
-                                   TestVerdict, counted_rule, judge, screen, summary, timed_reasons)
+from redline.analysis.stats import Verdict
+from redline.analysis.gate import (COUNT, DECISION_METRIC, FALLBACK_METRIC, NO_CHANGE, TIME, Evidence, TestVerdict,
+                                   counted_rule, judge, screen, summary, timed_reasons)
 from redline.core.errors import UsageError
 from redline.core.numbers import format_duration
 from redline.core.metrics import INSTRUCTIONS
 from redline.core.metrics import TIME as TIMED
 from redline.core.run import Run
 from redline.engine.job import Job, JobResolver, SideSpec, suite_reference
-from redline.instructions.window import WINDOW_INSTRUCTIONS
 from redline.engine.run_plan import Side
 from redline.lab.local import compare_policy
 from redline.lab.scheduler import Scheduler
@@ -44,6 +44,8 @@ from redline.topology import DEFAULT_TOPOLOGY, TopologySpec, parse_topology
 DOCUMENT = "gate"
 DOCUMENT_FORMAT = 1
 SCREEN, CONFIRM, PROFILE = "screen", "time", "profile"
+UNKNOWN_EFFECT_PCT = 5.0     # where a test only time can measure is placed among the counted moves (_priority)
+GATE_WINDOW_INSTRUCTIONS = 50_000_000   # the screen's counted window (redline.instructions.window's default: 150M)
 
 
 @dataclass
@@ -162,10 +164,13 @@ class Gate:
         self.last_screen_at: float | None = None
         self.budget_left: list[str] = []                   # keys whose next stage the budget cut
         self.timed_count = 0
+        self.countable: dict[str, bool] = {}               # callgrind can run it (a profile after a timed change)
         for test in plan.tests:
             topology = topology_of(test)
             key = test.name if topology.name == DEFAULT_TOPOLOGY else f"{test.name}@{topology.name}"
             reasons = timed_reasons(test, topology, plan.sides)
+            self.countable[key] = not (topology.cluster or topology.replicas or topology.io_threads) and \
+                all(side.target.managed for side in plan.sides)
             self.evidence[key] = Evidence(test.name, key, TIME if reasons else COUNT, reasons)
             self.tests[key], self.topology[key] = test, topology.name
             self.stages[key] = {}
@@ -210,7 +215,7 @@ class Gate:
         if stage == SCREEN:
             # the request count this store's earlier counted runs of the test used, kept while it fits
             # (redline.lab.session.carry_request_counts): sessions of one store count alike
-            window = s.window_instructions or WINDOW_INSTRUCTIONS
+            window = s.window_instructions or GATE_WINDOW_INSTRUCTIONS
             settings = {**common, "measure": INSTRUCTIONS, "runs": s.counted_runs, "window_instructions": window,
                         "earlier_window_requests": self.store.earlier_window_requests(test.name, self.topology[key],
                                                                                        window)}
@@ -219,7 +224,8 @@ class Gate:
             requests = next((r.facts.get("instructions", {}).get("requests_per_connection")
                              for r in self.evidence[key].counted if r.status == "ok"), None)
             settings = {**common, "measure": INSTRUCTIONS, "runs": 0, "profile": True,
-                        "window_instructions": s.window_instructions, "window_requests": requests}
+                        "window_instructions": s.window_instructions or GATE_WINDOW_INSTRUCTIONS,
+                        "window_requests": requests}
             max_runs, lone = None, None
         else:
             self.timed_count += 1
@@ -237,34 +243,41 @@ class Gate:
         those confirmed so far (at least this one)."""
         return sum(1 for e in self.evidence.values() if e.route == TIME) + self.timed_count
 
-    def _next_jobs(self, key: str) -> list[Job]:
-        """The stage(s) a test needs next, given what it has."""
+    def _needs(self, key: str, verdicts: dict[str, TestVerdict] | None = None) -> list[str]:
+        """The stages a test needs next, given what it has: its counted screen; a timed
+        confirmation unless the screen said "no change" (or the test cannot run, or its data cannot
+        be prepared); after a timed change, a counted profile where callgrind can run the test."""
         e, done = self.evidence[key], self.stages[key]
-        if e.route == TIME:
-            return [] if CONFIRM in done else [self._job(key, CONFIRM)]
-        if SCREEN not in done:
-            return [self._job(key, SCREEN)]
-        found = screen(key, e.counted, self.floors)
-        if found.decision == NO_CHANGE or _skipped(e.counted) or _data_failed(e.counted):
-            return []
-        jobs = [] if CONFIRM in done else [self._job(key, CONFIRM)]
-        if found.decision == MOVED and self.settings.profile and PROFILE not in done:
-            jobs.insert(0, self._job(key, PROFILE))
-        return jobs
+        if e.route == COUNT:
+            if SCREEN not in done:
+                return [SCREEN]
+            found = screen(key, e.counted, self.floors)
+            if found.decision == NO_CHANGE or _skipped(e.counted) or _data_failed(e.counted):
+                return []
+        if CONFIRM not in done:
+            return [CONFIRM]
+        verdict = (verdicts or {}).get(key)
+        changed = verdict is not None and verdict.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+        return [PROFILE] if changed and self.settings.profile and self.countable[key] and PROFILE not in done else []
+
+    def _next_jobs(self, key: str, verdicts: dict[str, TestVerdict] | None = None) -> list[Job]:
+        return [self._job(key, stage) for stage in self._needs(key, verdicts)]
 
     def _priority(self, job: Job) -> tuple:
-        """Counted screens first (they decide most tests, in every lane), then the profiles of
-        what moved, then the timed confirmations of what moved, then the tests only time can
-        measure, by the suite's own priority."""
+        """Counted screens first (they decide most tests, in every lane), then the profiles of what
+        changed, then the timed jobs, those with the best chance of a decision first: a test whose
+        counts moved most, then (at 5%) the tests only time can measure, in the suite's own
+        priority, then the small counted moves."""
         key, stage = self.job_stage[job.job_id]
-        test = self.tests[key]
         if stage == SCREEN:
             return (0,)
         if stage == PROFILE:
             return (1,)
-        if self.evidence[key].route == COUNT:
-            return (2,)
-        return (3, test.priority if test.priority is not None else 1 << 30)
+        e, test = self.evidence[key], self.tests[key]
+        if e.route == COUNT:
+            moves = [abs(c.result.delta_pct) for c in screen(key, e.counted, self.floors).comparisons if c.result]
+            return (2, -max(moves, default=0.0), 0)
+        return (2, -UNKNOWN_EFFECT_PCT, test.priority if test.priority is not None else 1 << 30)
 
     def _rule(self, job: Job):
         key, stage = self.job_stage[job.job_id]
@@ -298,14 +311,7 @@ class Gate:
         return result
 
     def _next_jobs_pending(self, key: str) -> bool:
-        e, done = self.evidence[key], self.stages[key]
-        if e.route == TIME:
-            return CONFIRM not in done
-        if SCREEN not in done:
-            return True
-        found = screen(key, e.counted, self.floors)
-        return found.decision != NO_CHANGE and CONFIRM not in done and not _skipped(e.counted) \
-            and not _data_failed(e.counted)
+        return any(stage != PROFILE for stage in self._needs(key))
 
     def _stop(self) -> bool:
         return self.deadline is not None and self.clock() >= self.deadline
@@ -326,8 +332,8 @@ class Gate:
             self.first_screen_at = self.first_screen_at or now
             self.last_screen_at = now
         self.phase_s[stage] += _job_seconds(runs)
-        follow = [] if lost else self._next_jobs(key) if stage == SCREEN else []
         verdicts = self.verdicts()
+        follow = [] if lost else self._next_jobs(key, {v.test: v for v in verdicts})
         self.store.save_session_document(self.session_id, DOCUMENT, self._document(verdicts, finished=False))
         self._tell_progress(verdicts)
         return follow
