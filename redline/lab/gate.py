@@ -290,7 +290,8 @@ class Gate:
 
     # -- running ------------------------------------------------------------------------------------
     def run(self) -> GateResult:
-        jobs = [job for key in self.evidence for job in self._next_jobs(key)]
+        verdicts = {v.test: v for v in self.verdicts()}
+        jobs = [job for key in self.evidence for job in self._next_jobs(key, verdicts)]
         self._tell_progress()
         completed = False
         try:
