@@ -100,17 +100,38 @@ def build(target: str, log: Path) -> dict:
 def gate(args, out: Path, log: Path, sampler: LoadSampler, baseline: str, comparison: str, suites: list[str],
          name: str = "gate") -> dict:
     sampler.phase = name
-    argv = [*REDLINE, "gate", *suites, "--baseline", baseline, "--comparison", comparison,
-            "--store", str(out / f"{name}.db"), "--json", str(out / f"{name}.json"),
-            "--markdown", str(out / f"{name}.md"), "--html", str(out / f"{name}.html")]
-    for flag in ("scale", "jobs", "budget", "window_instructions", "name"):
+    outputs = ["--store", str(out / f"{name}.db"), "--json", str(out / f"{name}.json"),
+               "--markdown", str(out / f"{name}.md"), "--html", str(out / f"{name}.html")]
+    if args.resume:          # the stored gate goes on: its own targets, tests and settings
+        argv = [*REDLINE, "gate", "--resume", "latest", *outputs]
+        flags = ("jobs", "budget")
+    else:
+        argv = [*REDLINE, "gate", *suites, "--baseline", baseline, "--comparison", comparison, *outputs]
+        flags = ("scale", "jobs", "budget", "window_instructions", "name")
+    for flag in flags:
         value = getattr(args, flag, None)
         if value is not None:
             argv += [f"--{flag.replace('_', '-')}", str(value)]
     argv += args.gate_args
     code, wall = run(argv, log)
     document = json.loads((out / f"{name}.json").read_text()) if (out / f"{name}.json").exists() else {}
-    return {"exit": code, "wall_s": round(wall, 1), "document": document, "load": sampler.stats(name)}
+    return {"exit": code, "wall_s": round(wall, 1), "document": document, "load": sampler.stats(name),
+            "sessions": chain(out / f"{name}.db", document)}
+
+
+def chain(store: Path, document: dict) -> list[dict]:
+    """Each session of a gate that was resumed: its wall time and phases (from its own document)."""
+    import sqlite3
+    db = sqlite3.connect(store)
+    out = []
+    for session in document.get("sessions", []):
+        row = db.execute("SELECT document FROM session_documents WHERE session_id=? AND name='gate'",
+                         (session,)).fetchone()
+        if row:
+            earlier = json.loads(row[0])
+            out.append({"session": session, "elapsed_s": earlier.get("elapsed_s"), "phases": earlier.get("phases"),
+                        "finished": earlier.get("finished"), "budget_s": earlier.get("budget_s")})
+    return out
 
 
 def per_test_costs(document: dict, store: Path) -> dict:
@@ -182,15 +203,24 @@ def catalogue_mode(args, out: Path, log: Path, sampler: LoadSampler, *, aa: bool
                "phases": document.get("phases"), "verdicts": document.get("summary"), "costs": costs,
                "projection": projection(costs, builds, document.get("phases") or {}, len(os.sched_getaffinity(0))),
                "broken": document.get("broken"), "budget_left_undecided": document.get("budget_left_undecided")}
+    sessions = result["sessions"]
+    summary["sessions"] = sessions
+    total = sum(s["elapsed_s"] or 0 for s in sessions)
+    phases = {k: round(sum((s["phases"] or {}).get(k) or 0 for s in sessions), 1)
+              for k in ("screen_wall_s", "timed_s", "profile_s", "preparation_s")}
+    summary["phases_all_sessions"] = phases
     lines = [f"# gate {'A/A' if aa else 'A/B'}: {args.baseline} vs {comparison}", "",
+             f"sessions (a resumed gate continues in a new one): "
+             + "; ".join(f"{s['session']}: {hours(s['elapsed_s'])}{'' if s['finished'] else ' (stopped)'}"
+                         for s in sessions) + f"; together {hours(total)}", "",
              f"command: see {log.name}; load average during the gate (1-min, every 10 s): {result['load']}", "",
              "| phase | wall time |", "|---|---:|",
              *[f"| build {b['target']} | {hours(b['wall_s'])} this run (built in {hours(b['built_s'])}) |" for b in builds],
-             f"| gate, whole | {hours(result['wall_s'])} |",
-             f"| of which counted screen (lanes, to the last screen job) | {hours((document.get('phases') or {}).get('screen_wall_s'))} |",
-             f"| of which timed confirmation (whole machine) | {hours((document.get('phases') or {}).get('timed_s'))} |",
-             f"| of which counted profiles | {hours((document.get('phases') or {}).get('profile_s'))} |",
-             f"| datasets prepared (inside the above) | {hours((document.get('phases') or {}).get('preparation_s'))} |",
+             f"| gate, whole (every session) | {hours(total)} |",
+             f"| of which counted screen (lanes, to the last screen job) | {hours(phases['screen_wall_s'])} |",
+             f"| of which timed confirmation (whole machine) | {hours(phases['timed_s'])} |",
+             f"| of which counted profiles | {hours(phases['profile_s'])} |",
+             f"| datasets prepared (inside the above) | {hours(phases['preparation_s'])} |",
              "", f"verdicts: {document.get('summary')}", "",
              f"per-test costs: {costs}; projection for {CORES_PROJECTED} cores: {summary['projection']}"]
     if aa:
@@ -260,6 +290,8 @@ def main() -> int:
     parser.add_argument("--budget")
     parser.add_argument("--window-instructions", dest="window_instructions", type=int)
     parser.add_argument("--name")
+    parser.add_argument("--resume", action="store_true", help="go on with the gate stored in --out (redline gate "
+                                                               "--resume latest); the summary covers every session")
     args, more = parser.parse_known_args()      # anything else goes to `redline gate` (e.g. --duration 5s)
     args.gate_args = [a for a in more if a != "--"]
     if args.mode != "aa" and not args.comparison:

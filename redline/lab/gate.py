@@ -46,6 +46,8 @@ DOCUMENT_FORMAT = 1
 SCREEN, CONFIRM, PROFILE = "screen", "time", "profile"
 UNKNOWN_EFFECT_PCT = 5.0     # where a test only time can measure is placed among the counted moves (_priority)
 GATE_WINDOW_INSTRUCTIONS = 50_000_000   # the screen's counted window (redline.instructions.window's default: 150M)
+GENERATED_ELEMENT_BYTES = 100           # a generated dataset's element, for the screen's cost (_screen_cost)
+SERVER_START_BYTES = 10_000_000         # what starting a server under valgrind costs, as if it restored this much
 
 
 @dataclass
@@ -264,13 +266,13 @@ class Gate:
         return [self._job(key, stage) for stage in self._needs(key, verdicts)]
 
     def _priority(self, job: Job) -> tuple:
-        """Counted screens first (they decide most tests, in every lane), then the profiles of what
-        changed, then the timed jobs, those with the best chance of a decision first: a test whose
+        """Counted screens first (they decide most tests, in every lane; the cheapest first), then
+        the profiles of what changed, then the timed jobs, those with the best chance of a decision first: a test whose
         counts moved most, then (at 5%) the tests only time can measure, in the suite's own
         priority, then the small counted moves."""
         key, stage = self.job_stage[job.job_id]
         if stage == SCREEN:
-            return (0,)
+            return (0, self._screen_cost(key))
         if stage == PROFILE:
             return (1,)
         e, test = self.evidence[key], self.tests[key]
@@ -278,6 +280,24 @@ class Gate:
             moves = [abs(c.result.delta_pct) for c in screen(key, e.counted, self.floors).comparisons if c.result]
             return (2, -max(moves, default=0.0), 0)
         return (2, -UNKNOWN_EFFECT_PCT, test.priority if test.priority is not None else 1 << 30)
+
+    def _screen_cost(self, key: str) -> float:
+        """What a test's counted screen costs, roughly, for its place in the queue: the data every
+        server start under valgrind restores (the preload's estimate, a generated dataset's
+        elements), times the starts (both sides; each run when the commands write). Cheap screens
+        first, so a budget decides as many tests as it can."""
+        from redline.bench.admission import estimated_preload_bytes
+        from redline.datasets import lookup
+        from redline.server.traits import writing_commands
+        test = self.tests[key]
+        data = estimated_preload_bytes(test)
+        generated = lookup(test.db.dataset_name) if test.db.dataset_name else None
+        if generated is not None:
+            from redline.bench.preparation import dataset_scale
+            data += generated.plan(dataset_scale(test, self.settings.scale)).element_count * GENERATED_ELEMENT_BYTES
+        writes = any(writing_commands(test, side.target.binary) for side in self.plan.sides
+                     if side.target.managed and side.target.binary is not None and side.target.binary.is_file())
+        return (data + SERVER_START_BYTES) * len(self.plan.sides) * (self.settings.counted_runs if writes else 1)
 
     def _rule(self, job: Job):
         key, stage = self.job_stage[job.job_id]
