@@ -17,7 +17,7 @@ from redline.core import metrics, terminal
 from redline.core.errors import UsageError
 from redline.engine.job import suite_path
 from redline.engine.run_plan import Side
-from redline.lab.gate import Gate, GatePlan, GateSettings, earlier_documents, select_catalogue
+from redline.lab.gate import Broken, Gate, GatePlan, GateSettings, earlier_documents, select_catalogue
 from redline.lab.scheduler import Scheduler, default_lanes, plan_lanes
 from redline.lab.session import Session, ready_sides, target_from
 from redline.output.progress import ConsoleObserver
@@ -120,6 +120,7 @@ def gate_command(args) -> int:
     if resumed:
         wanted = {entry["key"].split("@", 1)[0] for entry in resumed[0].get("tests", [])}
         tests = [t for t in tests if t.name in wanted]
+        broken = [Broken(b["location"], b["message"]) for b in resumed[0].get("broken", [])] + broken
     for b in broken:
         console.print(f"skipped: {b}", style="yellow")
     observer = ConsoleObserver(console)
