@@ -208,3 +208,16 @@ def test_the_pages_list_every_test_once_changes_first_with_their_evidence(tmp_pa
     page = renderer("html")(stored)
     assert page.count(f">{HSET}<") >= 1 and "verdict-improvement" in page and "No change (2)" in page
     assert json.loads(renderer("json")(stored))["summary"] == {"improvement": 1, "no_change": 2}
+
+
+def test_timed_jobs_go_where_time_is_likeliest_to_decide(tmp_path, tests):
+    script = Script(log=tmp_path / "log.jsonl", values={      # GET's counts move a lot, HSET's a little
+        GET_P1: {"comparison": {"instructions_per_op": 600.0, "est_cycles_per_op": 700.0}},
+        HSET: {"comparison": {"instructions_per_op": 960.0, "est_cycles_per_op": 1150.0}}})
+    gate, store, session = a_gate(tmp_path, script, tests, [HSET, GET_P1, GET_P10, LPUSH])
+    gate.run()
+    timed = [test for test, measure in jobs_run(script) if measure == "time"]
+    # GET moved 40% but is mostly kernel at pipeline 1 (700 cycles vs 10,000): ~2.6%; at pipeline 10,
+    # its sibling's move counts for more (~16%); HSET moved 4%, ~0.4% visible; LPUSH did not move
+    assert timed == [GET_P10, GET_P1, HSET]
+    assert gate.expected_effect(GET_P10) > gate.expected_effect(GET_P1) > gate.expected_effect(HSET)

@@ -205,3 +205,19 @@ def test_jobs_whose_servers_would_not_fit_in_memory_together_do_not_share_the_la
     spans = {s["test"]: s for s in intervals(script.read())}
     assert not overlapping(spans[tests[0].name], spans[tests[1].name])     # 600 + 600 > 1000
     assert len(spans) == 4
+
+
+def test_priority_is_asked_again_once_jobs_have_ended(tests, script, tmp_path):
+    sides = fake_sides("baseline", "comparison")
+    first, second, third = (job(t, sides, measure="instructions") for t in tests[:3])
+    ended = []
+    rank = {first.job_id: 0, second.job_id: 1, third.job_id: 2}
+
+    def on_done(finished, runs):
+        ended.append(finished.test)
+        rank[third.job_id] = -1          # what the first job found makes the third one more urgent
+    scheduler(script, tmp_path, lanes=1).run([first, second, third], session_id=None,
+                                             resolver=resolver_for(tests, sides), on_done=on_done,
+                                             priority=lambda j: rank[j.job_id])
+    assert [s["test"] for s in sorted(intervals(script.read()), key=lambda s: s["at"])] == \
+        [tests[0].name, tests[2].name, tests[1].name]

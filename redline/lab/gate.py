@@ -20,6 +20,7 @@ stages that ended, and a budget that ends says what it left undecided.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
@@ -44,7 +45,9 @@ from redline.topology import DEFAULT_TOPOLOGY, TopologySpec, parse_topology
 DOCUMENT = "gate"
 DOCUMENT_FORMAT = 1
 SCREEN, CONFIRM, PROFILE = "screen", "time", "profile"
-UNKNOWN_EFFECT_PCT = 5.0     # where a test only time can measure is placed among the counted moves (_priority)
+UNKNOWN_EFFECT_PCT = 5.0     # the change time may see in a test nothing was counted of (expected_effect)
+KERNEL_CYCLES = 10_000       # a request's system calls on loopback (a read, a write: ~4 µs), in cycles
+PIPELINED = re.compile(r"-pipeline-\d+")
 GATE_WINDOW_INSTRUCTIONS = 50_000_000   # the screen's counted window (redline.instructions.window's default: 150M)
 GENERATED_ELEMENT_BYTES = 100           # a generated dataset's element, for the screen's cost (_screen_cost)
 SERVER_START_BYTES = 10_000_000         # what starting a server under valgrind costs, as if it restored this much
@@ -167,6 +170,8 @@ class Gate:
         self.budget_left: list[str] = []                   # keys whose next stage the budget cut
         self.timed_count = 0
         self.countable: dict[str, bool] = {}               # callgrind can run it (a profile after a timed change)
+        self._screens: dict[str, tuple] = {}
+        self._costs: dict[str, float] = {}
         for test in plan.tests:
             topology = topology_of(test)
             key = test.name if topology.name == DEFAULT_TOPOLOGY else f"{test.name}@{topology.name}"
@@ -267,19 +272,55 @@ class Gate:
 
     def _priority(self, job: Job) -> tuple:
         """Counted screens first (they decide most tests, in every lane; the cheapest first), then
-        the profiles of what changed, then the timed jobs, those with the best chance of a decision first: a test whose
-        counts moved most, then (at 5%) the tests only time can measure, in the suite's own
-        priority, then the small counted moves."""
+        the profiles of what changed, then the timed jobs, the likeliest decisions first: by the
+        change time is expected to see (`expected_effect`)."""
         key, stage = self.job_stage[job.job_id]
         if stage == SCREEN:
-            return (0, self._screen_cost(key))
+            if key not in self._costs:
+                self._costs[key] = self._screen_cost(key)
+            return (0, self._costs[key])
         if stage == PROFILE:
             return (1,)
-        e, test = self.evidence[key], self.tests[key]
-        if e.route == COUNT:
-            moves = [abs(c.result.delta_pct) for c in screen(key, e.counted, self.floors).comparisons if c.result]
-            return (2, -max(moves, default=0.0), 0)
-        return (2, -UNKNOWN_EFFECT_PCT, test.priority if test.priority is not None else 1 << 30)
+        test = self.tests[key]
+        return (2, -self.expected_effect(key), test.priority if test.priority is not None else 1 << 30)
+
+    def expected_effect(self, key: str) -> float:
+        """|Δ| % that time may see for this test, for the order of timed jobs only: its counted move
+        (the largest counted metric's) scaled by the share of a request's cost that is user space
+        (est. cycles per op ÷ (that + KERNEL_CYCLES per request at its pipeline)); a test only time
+        can measure borrows the screen of its sibling at pipeline 1 (the same suite name without
+        "-pipeline-N", or with "-pipeline-1"), else UNKNOWN_EFFECT_PCT."""
+        e = self.evidence[key]
+        found = self._screen_of(key) if e.route == COUNT else None
+        pipeline = 1
+        if found is None:
+            siblings = [PIPELINED.sub(end, key) for end in ("", "-pipeline-1")]
+            sibling = next((k for k in siblings if k != key and k in self.evidence and self.evidence[k].route == COUNT),
+                           None)
+            if sibling is None:
+                return UNKNOWN_EFFECT_PCT
+            found = self._screen_of(sibling)
+            workload = getattr(self.tests[key].client, "workload", None)
+            pipeline = max(1, getattr(workload, "pipeline", 1) or 1)
+        if found is None or not found.comparisons:
+            return UNKNOWN_EFFECT_PCT
+        results = {c.metric: c.result for c in found.comparisons if c.result}
+        if not results:
+            return UNKNOWN_EFFECT_PCT
+        move = max(abs(r.delta_pct) for r in results.values())
+        cycles = results.get("est_cycles_per_op")
+        share = cycles.comparison_median / (cycles.comparison_median + KERNEL_CYCLES / pipeline) if cycles else 1.0
+        return move * share
+
+    def _screen_of(self, key: str):
+        """The key's screen, remembered while its counted runs stay the same."""
+        e = self.evidence[key]
+        if not e.counted:
+            return None
+        mark = tuple(r.uid for r in e.counted)
+        if self._screens.get(key, (None,))[0] != mark:
+            self._screens[key] = (mark, screen(key, e.counted, self.floors))
+        return self._screens[key][1]
 
     def _screen_cost(self, key: str) -> float:
         """What a test's counted screen costs, roughly, for its place in the queue: the data every

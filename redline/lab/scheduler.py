@@ -14,8 +14,9 @@ local_engine), so its runs go to the store and the sinks exactly as they do ther
   running jobs hold (their preloads' estimate, every side, redline.bench.admission) plus its own
   stays within the share of the machine's available memory a preload may take; a job that needs
   more runs alone.
-* Jobs start in the order given (`priority(job)` first, when given). A job at the head of the
-  queue is not overtaken by the jobs behind it: the lanes drain for a timed job (or a big one).
+* Jobs start in the order given (`priority(job)` first, when given; asked again whenever jobs
+  start, so it may follow what ended jobs found). A job at the head of the queue is not overtaken
+  by the jobs behind it: the lanes drain for a timed job (or a big one).
 * `stop()` returning true stops new work: no job starts any more, the running ones finish, and
   the jobs that never started are `not_started`.
 * `on_done(job, runs)` is called here, in the scheduler's process, as each job ends; the jobs it
@@ -277,20 +278,29 @@ class Scheduler:
                 for spec in job.sides:
                     resolver.side(spec)            # built (or found in the build cache) here, once
                 kind = "counted" if counted(job, test) else "timed"
-                queue.append(_Queued(job, test, kind, (priority(job) if priority else 0, next(sequence)),
-                                     self.memory(job, test)))
+                queue.append(_Queued(job, test, kind, (0, next(sequence)), self.memory(job, test)))
+
+        def reorder() -> None:
+            """Asked again once jobs have ended: a priority may follow what they found."""
+            if priority is not None:
+                for queued in queue:
+                    queued.order = (priority(queued.job), queued.order[1])
             queue.sort(key=lambda queued: queued.order)
 
         if self.memory_limit is None:
             from redline.bench.admission import MEMORY_SHARE, available_memory_bytes
             self.memory_limit = int(MEMORY_SHARE * available_memory_bytes())
         enqueue(jobs)
+        changed = True
         self.warm(resolver)
         try:
             while True:
                 if stop is not None and queue and stop():
                     self.not_started = [queued.job for queued in queue]
                     queue.clear()
+                if changed:
+                    reorder()
+                    changed = False
                 while queue:
                     head = queue[0]
                     lane = self._free_lane(head, running)
@@ -315,6 +325,7 @@ class Scheduler:
                         del running[entry.fd]
                         runs = self._finish(entry)
                         results[entry.job.job_id] = runs
+                        changed = True
                         if on_done is not None:
                             enqueue(on_done(entry.job, runs) or ())
                         self._status(queue, running)
