@@ -186,11 +186,9 @@ class Gate:
     # -- resuming ----------------------------------------------------------------------------------
     def _take_earlier(self, documents: list[dict]) -> None:
         """The stages that ended in the gates this one continues, with their runs."""
-        runs_by_uid: dict[str, Run] = {}
-        for document in documents:
-            for session in document.get("sessions", [document.get("session_id")]):
-                for run in self.store.load_runs(session):
-                    runs_by_uid[run.uid] = run
+        sessions = {session for document in documents
+                    for session in document.get("sessions", [document.get("session_id")])}
+        runs_by_uid = {run.uid: run for session in sorted(sessions) for run in self.store.load_runs(session)}
         for document in documents:
             for entry in document.get("tests", []):
                 key = entry["key"]
