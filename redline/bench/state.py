@@ -125,7 +125,6 @@ class Prepared:
     hung: bool = False           # the server stopped answering during a run and was killed
 
 
-_UNDER = object()      # "under the states' own tool" (ServerStates.under), as opposed to None: no tool
 
 
 class ServerStates:
@@ -191,11 +190,20 @@ class ServerStates:
                      snapshot: snapshot_plan.Snapshot | None) -> tuple[Server, dict]:
         if snapshot is None:
             return self._prepared(side, cpu_plan)
-        if snapshot.cached is not None:
-            return self._restored(side, cpu_plan, snapshot)
-        # A preparation saved as a snapshot is never measured, so it runs without the tool the
-        # measured servers run under (callgrind: a preload 3.2x slower, measured): the data is the same.
-        server, dataset = self._prepared(side, cpu_plan, under=None)
+        if snapshot.cached is None:
+            # one preparation for every side and every lane (redline.lab.scheduler): whoever needs the
+            # entry meanwhile waits, then restores what this one saved
+            with snapshot.cache.preparing(snapshot.plan, snapshot.rdb_version, waiting=lambda: self.observer.phase(
+                    "waiting: the same dataset is being prepared elsewhere (another side or lane)")):
+                if snapshot.cached is None:
+                    return self._prepare_and_save(side, cpu_plan, snapshot)
+        return self._restored(side, cpu_plan, snapshot)
+
+    def _prepare_and_save(self, side: Side, cpu_plan: CpuPlan, snapshot: snapshot_plan.Snapshot) -> tuple[Server, dict]:
+        """Prepare, save the snapshot, and restart from it. The preparing server is never measured,
+        so it runs natively even when the measured ones run under a tool (callgrind: a preload runs
+        many times slower under valgrind, instrumentation off or not)."""
+        server, dataset = self._prepared(side, cpu_plan, native=True)
         dataset["prepared_without_tool"] = self.under is not None
         with _stopped_on_failure(server):
             obstacle = self._save(snapshot, server, dataset)
@@ -204,14 +212,13 @@ class ServerStates:
             self.observer.note(f"dataset snapshot not saved: {obstacle}; every side prepares the data itself")
             if self.under is None:
                 return server, dataset
-            server.stop()     # the measured server runs under the tool: prepare it there
+            server.stop()                 # measured as prepared: then prepared under the tool, as every side
             return self._prepared(side, cpu_plan)
         server.stop()         # measure what every later run and side measures: the restored server
         server, restored = self._restored(side, cpu_plan, snapshot)
         return server, {**restored, **dataset}
 
-    def _deployed(self, side: Side, cpu_plan: CpuPlan, seed_rdb: Path | None = None, *, under=_UNDER) -> Server:
-        """The side's server(s) started, under `self.under` unless `under` says otherwise."""
+    def _deployed(self, side: Side, cpu_plan: CpuPlan, seed_rdb: Path | None = None, *, native: bool = False) -> Server:
         target = side.target
         if not target.managed:
             server: Server = RemoteServer(*target.address).start()
@@ -219,13 +226,13 @@ class ServerStates:
             server = deploy(self.topology, binary=target.binary, cpu_plan=cpu_plan,
                             config={**self.test.db.configuration_parameters, **target.config},
                             progress=self.observer.detail, seed_rdb=seed_rdb,
-                            under=self.under if under is _UNDER else under)
+                            under=None if native else self.under)
         with _stopped_on_failure(server):
             admission.check_server_can_run(self.test, server)
         return server
 
-    def _prepared(self, side: Side, cpu_plan: CpuPlan, *, under=_UNDER) -> tuple[Server, dict]:
-        server = self._deployed(side, cpu_plan, under=under)
+    def _prepared(self, side: Side, cpu_plan: CpuPlan, *, native: bool = False) -> tuple[Server, dict]:
+        server = self._deployed(side, cpu_plan, native=native)
         with _stopped_on_failure(server):
             started = time.monotonic()
             dataset = preparation.prepare(self.test, server, scale=self.settings.scale, observer=self.observer,

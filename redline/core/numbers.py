@@ -32,3 +32,15 @@ def format_number(value: float | None) -> str:
     if abs(value) >= 1000:
         return f"{value:,.0f}"
     return f"{value:.3g}"
+
+
+def format_duration(seconds: float | None) -> str:
+    """1h05m, 3m20s, 45s; a question mark for an unknown time."""
+    if seconds is None:
+        return "?"
+    seconds = max(0, int(round(seconds)))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"

@@ -9,7 +9,8 @@ format version (a server only loads RDB versions it knows):
 Writes go to a temporary file in the same directory and are renamed into place, so a reader
 sees a whole file or none. A per-entry lock (flock on `<entry>.lock`) makes a second process
 that wants to store the same entry wait and then find it already there, instead of both
-copying gigabytes at once.
+copying gigabytes at once; a second one (`<entry>.prepare.lock`, `preparing`) is held over the
+whole preparation, so that lanes and sides that need the same data prepare it once.
 """
 
 from __future__ import annotations
@@ -87,6 +88,26 @@ class SnapshotCache:
         self.directory.mkdir(parents=True, exist_ok=True)
         with open(entry.with_suffix(".lock"), "a+b") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    @contextmanager
+    def preparing(self, plan: DatasetPlan, rdb_version: int, waiting=None) -> Iterator[None]:
+        """Held while one process (a lane, a side, another redline) prepares `plan`'s data to save
+        it here: another that wants the same entry waits, then finds it cached and restores it
+        instead of preparing it a second time. A lock of its own (`<entry>.prepare.lock`), so that
+        store_file's lock can be taken inside it. `waiting()` is called when another holds it."""
+        entry = self.path_for(plan, rdb_version)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with open(entry.with_suffix(".prepare.lock"), "a+b") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if waiting is not None:
+                    waiting()
+                fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield
             finally:

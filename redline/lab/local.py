@@ -10,7 +10,7 @@ and observers. `execute_job` runs one job
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 
 from redline.analysis.comparison import compare_test, extra_runs_needed, looks_confidence
 from redline.core.metrics import INSTRUCTIONS
@@ -51,9 +51,10 @@ def local_engine(store, *, observers: Sequence[Observer] = (), sinks: Sequence[R
     return Engine(runners=runners, sinks=[store, *sinks], observers=observers)
 
 
-def compare_policy(job: Job, floors: dict) -> MoreRuns | None:
+def compare_policy(job: Job, floors: dict, metrics: Collection[str] | None = None) -> MoreRuns | None:
     """The adaptive A/B rule of a compare job: extra runs per side while its verdicts are
-    undecided, up to `max_runs` (redline.analysis.comparison.extra_runs_needed)."""
+    undecided, up to `max_runs` (redline.analysis.comparison.extra_runs_needed); only the verdicts of
+    `metrics` count when given (the catalogue gate decides a test on one metric)."""
     if not job.adaptive:
         return None
     runs = job.settings.get("runs", 1)
@@ -61,9 +62,9 @@ def compare_policy(job: Job, floors: dict) -> MoreRuns | None:
 
     def more_runs(test, records, runs_so_far):
         key = records[-1].key if records else test.name
-        return extra_runs_needed(compare_test(key, [r for r in records if r.key == key], floors,
-                                              confidence=confidence), runs_so_far, job.max_runs,
-                                 lone_p_value=job.lone_p_value)
+        comparisons = compare_test(key, [r for r in records if r.key == key], floors, confidence=confidence)
+        return extra_runs_needed([c for c in comparisons if metrics is None or c.metric in metrics], runs_so_far,
+                                 job.max_runs, lone_p_value=job.lone_p_value)
     return more_runs
 
 

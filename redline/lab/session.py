@@ -127,7 +127,7 @@ def execute_session(plan: SessionPlan, *, store_path, argv: list[str], sinks: tu
         print_plan(console, f"{plan.kind}: {len(plan.tests)} tests × {settings.runs} runs", sides, settings.topologies)
         jobs = jobs_for(plan.tests, sides, settings, max_runs=plan.max_runs, lone_p_value=plan.lone_p_value)
         store = Store(store_path)            # recovers what a killed redline left in the store …
-        _carry_request_counts(jobs, plan.tests, settings, store)
+        carry_request_counts(jobs, plan.tests, settings, store)
         remove_abandoned_workdirs()          # … and in the temp directory
         session_id = store.begin_session(kind=plan.kind, argv=argv, machine=machine.facts())
         started = store.load_session(session_id)
@@ -146,7 +146,7 @@ def execute_session(plan: SessionPlan, *, store_path, argv: list[str], sinks: tu
     return Session(plan.kind, store, session_id, records, tuple(sinks))
 
 
-def _carry_request_counts(jobs: list, tests: list, settings: RunSettings, store: Store) -> None:
+def carry_request_counts(jobs: list, tests: list, settings: RunSettings, store: Store) -> None:
     """--measure instructions: each counted job offers the request count of this store's earlier
     counted runs of its test, which its runs keep while it fits (redline.instructions.window), so
     that sessions of one store count the same requests."""

@@ -11,7 +11,9 @@ from redline.store.session import SessionDocument
 
 
 def render(session: SessionDocument) -> str:
-    if session.comparisons or session.kind == "compare":
+    if session.kind == "gate" and "gate" in session.documents:
+        document = session.documents["gate"]          # every test's verdict and evidence, its runs by uid
+    elif session.comparisons or session.kind == "compare":
         document = {"comparisons": [c.as_json() for c in sorted_comparisons(session.comparisons)],
                     "runs": [r.to_json() for r in session.runs]}
     else:

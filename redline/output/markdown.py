@@ -69,6 +69,9 @@ def comparison_markdown(comparisons: list[TestComparison], records: list[Run], *
 
 
 def render(session: SessionDocument) -> str:
+    if session.kind == "gate" and "gate" in session.documents:
+        from redline.output.gate_report import gate_markdown
+        return gate_markdown(session.documents["gate"])
     if session.comparisons or session.kind == "compare":
         return comparison_markdown(session.comparisons, session.runs, baseline=session.side_label("baseline") or "?",
                                    comparison=session.side_label("comparison") or "?")

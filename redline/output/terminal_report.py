@@ -1,7 +1,8 @@
 """A stored session as the terminal shows it when the command ends: `render(session) -> str`, the
 same signature as every other output (redline.output.FORMATS). run: the results table and the
 profiles; compare: the verdict table, the names it shortened, the summary and what moved in the
-profiles; calibrate: each test's noise floor; bisect: the bisection's report."""
+profiles; calibrate: each test's noise floor; bisect: the bisection's report; gate: its verdicts
+(redline.output.gate_report)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ def render(session: SessionDocument) -> str:
 
 
 def _show(console, session: SessionDocument) -> None:
-    if session.kind == "compare" or session.comparisons:
+    if session.kind == "gate" and "gate" in session.documents:
+        from redline.output.gate_report import print_gate
+        print_gate(console, session.documents["gate"])
+    elif session.kind == "compare" or session.comparisons:
         _comparisons(console, session)
     elif session.kind == "calibrate":
         floors = session.documents.get("noise_floors") or {}

@@ -20,6 +20,7 @@ import sqlite3
 import stat
 import time
 from contextlib import closing, contextmanager
+from typing import Iterator
 from pathlib import Path
 
 from redline.analysis.comparison import TestComparison
@@ -356,22 +357,40 @@ class Store:
     def __init__(self, path: Path | str):
         self.path = Path(path)
         existing = inspect_store_file(self.path)
-        try:
-            self.db = sqlite3.connect(self.path, timeout=busy_timeout_s(), isolation_level=None,
-                                      factory=_StoreConnection)
-        except sqlite3.Error as exc:
-            raise NotAStore(store_problem(self.path, explain(exc))) from exc
-        self.db.store_path = self.path
-        self.db.row_factory = sqlite3.Row
+        self.db = self._connect()
         try:
             self._set_up_schema(existing)
             self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.execute("PRAGMA foreign_keys=ON")
+            self._settings()
             self.recover_interrupted()
         except BaseException:
             self.db.close()
             raise
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            db = sqlite3.connect(self.path, timeout=busy_timeout_s(), isolation_level=None, factory=_StoreConnection)
+        except sqlite3.Error as exc:
+            raise NotAStore(store_problem(self.path, explain(exc))) from exc
+        db.store_path = self.path
+        db.row_factory = sqlite3.Row
+        return db
+
+    def _settings(self) -> None:
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("PRAGMA foreign_keys=ON")
+
+    @contextmanager
+    def disconnected(self) -> Iterator[None]:
+        """No connection open for a moment, then a new one: what a process that forks needs
+        around the fork (SQLite: never carry an open connection across fork(); the child inherits
+        SQLite's per-process lock bookkeeping of it), e.g. redline.lab.scheduler's lanes."""
+        self.db.close()
+        try:
+            yield
+        finally:
+            self.db = self._connect()
+            self._settings()
 
     def _set_up_schema(self, existing: bool) -> None:
         """Create a new store, or bring an older one up to SCHEMA_VERSION, in one transaction:
@@ -630,9 +649,13 @@ class Store:
                                row["host"], row["started_at"], row["finished_at"], row["status"],
                                self.load_runs(session_id), comparisons, documents)
 
-    def latest_session(self) -> int | None:
-        """'latest' everywhere (report, export, hotspots): the newest session that stored a run."""
-        return self.db.execute("SELECT max(session_id) FROM runs").fetchone()[0]
+    def latest_session(self, kind: str | None = None) -> int | None:
+        """'latest' everywhere (report, export, hotspots): the newest session that stored a run (of
+        `kind`, when given: the gate to resume)."""
+        if kind is None:
+            return self.db.execute("SELECT max(session_id) FROM runs").fetchone()[0]
+        return self.db.execute("SELECT max(r.session_id) FROM runs r JOIN sessions s ON s.id = r.session_id "
+                               "WHERE s.kind=?", (kind,)).fetchone()[0]
 
     def sessions_since(self, since: float) -> list[int]:
         """The sessions started at or after `since` (seconds since the epoch), oldest first."""

@@ -10,6 +10,9 @@ from redline.store.session import SessionDocument
 
 
 def render(session: SessionDocument) -> str:
+    if session.kind == "gate" and "gate" in session.documents:
+        from redline.output.html.gate_page import gate_page
+        return gate_page(session.documents["gate"]).render()
     from redline.output.html.session_report import session_page
     return session_page(session).render()
 

@@ -1,0 +1,100 @@
+"""The scheduler on real servers under real valgrind: counts taken in a lane beside a busy lane agree
+with counts of the same test taken alone ("parallel lanes do not change counts"), and a dataset two
+lanes need at the same moment is prepared once and restored by both (the same-state rule)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from redline.analysis.counted import deterministic_verdict, spread_pct
+from redline.analysis.stats import Verdict
+from redline.core import metrics
+from redline.engine.job import Job, JobResolver, SideSpec, suite_reference
+from redline.engine.run_plan import Side
+from redline.lab.scheduler import Scheduler
+from redline.server.targets import parse_target
+from redline.store.results import Store
+from redline.suites import builtin_suites_dir, load_test
+from redline.system.pinning import available_cpus
+
+needs_two_cores = pytest.mark.skipif(len(available_cpus()) < 2, reason="two lanes need two cores")
+needs_valgrind = pytest.mark.skipif(not shutil.which("valgrind") or not Path("/usr/bin/redis-server").exists(),
+                                    reason="needs valgrind and /usr/bin/redis-server (setup.sh installs both)")
+QUICK = builtin_suites_dir() / "quick"
+
+
+def counted_job(test, side: Side, *, runs: int, requests_per_connection: int) -> Job:
+    return Job(suite=suite_reference(test.path), test=test.name, sides=[SideSpec.of(side)],
+               settings={"measure": "instructions", "runs": runs, "window_requests": requests_per_connection})
+
+
+def values(runs, metric):
+    return [r.metrics[metric] for r in runs if r.status == "ok" and r.purpose == "measure"]
+
+
+@needs_valgrind
+@needs_two_cores
+def test_parallel_lanes_do_not_change_counts(tmp_path):
+    get, hset = load_test(QUICK / "string-get-100B-pipeline-1.yml"), load_test(QUICK / "hash-hset-100B.yml")
+    side = Side(parse_target("bin:/usr/bin/redis-server"))
+    store = Store(tmp_path / "r.db")
+    session = store.begin_session(kind="gate", argv=[], machine={})
+    resolver = JobResolver(tests=[get, hset], sides=[side])
+    cpus = available_cpus()[:2]
+    # GET in lane 1 (one core: its server and client share it) while HSET keeps lane 2 busy
+    beside = Scheduler(store, lanes=2, cpus=cpus).run(
+        [counted_job(get, side, runs=3, requests_per_connection=100),
+         counted_job(hset, side, runs=3, requests_per_connection=300)], session_id=session, resolver=resolver)
+    in_lane, neighbour = (runs for runs in beside.values())
+    # the same GET alone: the whole machine, server and client on cores of their own
+    [alone] = Scheduler(store, lanes=1, cpus=cpus).run(
+        [counted_job(get, side, runs=3, requests_per_connection=100)], session_id=session, resolver=resolver).values()
+    assert all(r.status == "ok" for r in in_lane + neighbour + alone), [r.error for r in in_lane + neighbour + alone]
+    lane_cpus = {tuple(r.facts["pinning"]["server_cpus"]) for r in in_lane + neighbour}
+    assert len(lane_cpus) == 2 and all(len(c) == 1 for c in lane_cpus)       # a core per lane
+    assert in_lane[0].facts["pinning"]["client_cpus"] == in_lane[0].facts["pinning"]["server_cpus"]
+    assert alone[0].facts["pinning"]["client_cpus"] != alone[0].facts["pinning"]["server_cpus"]
+    # the lanes ran side by side: the neighbour's runs cover GET's
+    assert min(r.started_at for r in neighbour) < max(r.finished_at for r in in_lane)
+    assert max(r.finished_at for r in neighbour) > min(r.started_at for r in in_lane)
+    for metric in metrics.compared(metrics.INSTRUCTIONS):
+        a, b = values(alone, metric.name), values(in_lane, metric.name)
+        # within the A/A spread: the counted rule's "no change" with the spread of these very runs
+        result = deterministic_verdict(a, b, aa_spread_pct=max(spread_pct(a), spread_pct(b)),
+                                       least_change_pct=metric.least_change_pct)
+        assert result.verdict == Verdict.NO_CHANGE, (metric.name, a, b, result)
+        print(f"{metric.name}: alone {a}, in a lane {b}: {result.delta_pct:+.2f}%, tau {result.tau_pct:.2f}%")
+    command = values(alone, "instructions_per_op_command") + values(in_lane, "instructions_per_op_command")
+    assert spread_pct(command) < 1.0, command          # inside call(): the command's own work, wherever it ran
+
+
+@needs_valgrind
+@needs_two_cores
+def test_two_lanes_that_need_one_dataset_prepare_it_once_and_both_restore_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("REDLINE_CACHE", str(tmp_path / "cache"))    # no snapshot of it exists yet
+    source = (QUICK / "string-get-100B-pipeline-1.yml").read_text().replace("--key-maximum 100000", "--key-maximum 20000") \
+        .replace("keyspacelen: 100000", "keyspacelen: 20000")
+    first, second = tmp_path / "get.yml", tmp_path / "strlen.yml"
+    first.write_text(source.replace("name: quick-string-get-100B-pipeline-1", "name: shared-get"))
+    second.write_text(source.replace("name: quick-string-get-100B-pipeline-1", "name: shared-strlen")
+                      .replace("--ratio 0:1 --key-pattern R:R", '--command="STRLEN __key__" --command-key-pattern=R'))
+    tests = [load_test(first), load_test(second)]
+    assert not any(t.has_errors for t in tests), [t.diagnostics for t in tests]
+    sides = [Side(parse_target("bin:/usr/bin/redis-server"), "baseline"),
+             Side(parse_target("bin:/usr/bin/redis-server"), "comparison")]
+    store = Store(tmp_path / "r.db")
+    session = store.begin_session(kind="gate", argv=[], machine={})
+    jobs = [Job(suite=str(t.path), test=t.name, sides=[SideSpec.of(s) for s in sides],
+                settings={"measure": "instructions", "runs": 1, "window_requests": 20}) for t in tests]
+    results = Scheduler(store, lanes=2, cpus=available_cpus()[:2]).run(
+        jobs, session_id=session, resolver=JobResolver(tests=tests, sides=sides))
+    runs = [r for job_runs in results.values() for r in job_runs]
+    assert len(runs) == 4 and all(r.status == "ok" for r in runs), [r.error for r in runs]
+    assert {r.state["origin"] for r in runs} == {"restored"}                  # every side, every lane
+    saved = [r for r in runs if "snapshot_save_s" in (r.facts.get("dataset") or {})]
+    assert len(saved) == 1, [r.facts.get("dataset") for r in runs]            # prepared once
+    assert len({r.state["snapshot_key"] for r in runs}) == 1
+    assert len(list((tmp_path / "cache" / "snapshots").glob("*.rdb"))) == 1
