@@ -501,6 +501,11 @@ class Store:
                               (session_id, name)).fetchone()
         return json.loads(row[0]) if row else None
 
+    def documents_named(self, name: str) -> list[tuple[int, dict]]:
+        """(session id, document) of every session's document called `name`, oldest session first."""
+        return [(row[0], json.loads(row[1])) for row in self.db.execute(
+            "SELECT session_id, document FROM session_documents WHERE name=? ORDER BY session_id", (name,))]
+
     def save_noise_floor(self, *, test: str, metric: str, floor_pct: float, runs: int, target: str) -> None:
         self.db.execute(
             "INSERT OR REPLACE INTO noise_floors(host, test, metric, floor_pct, runs, target, measured_at)"
