@@ -14,8 +14,8 @@ from redline.core.errors import RunError, UsageError
 from redline.core.terminal import printable
 
 # The commands in the order `redline --help` lists them: modules of redline.commands.
-COMMANDS = ("run", "compare", "calibrate", "show", "hotspots", "history", "export", "report", "bisect", "build",
-            "suites", "submit", "api", "agent", "collector", "fleet")
+COMMANDS = ("run", "compare", "calibrate", "show", "hotspots", "history", "export", "report", "bisect", "accuracy",
+            "build", "suites", "submit", "api", "agent", "collector", "fleet")
 
 
 def build_parser() -> Parser:
