@@ -19,7 +19,7 @@ from redline.accuracy.history import Repository, check_history
 from redline.accuracy.workloads import workload_of
 from redline.analysis.stats import Verdict
 from redline.cli import main
-from redline.core.errors import RunError
+from redline.core.errors import RunError, UsageError
 from redline.store.results import Store
 
 REPO = Path(__file__).resolve().parent.parent
@@ -313,6 +313,24 @@ def test_culprits(tmp_path):
     assert "one of 2 commits" in judged(candidates=[other, culprit]).why
 
 
+def test_a_bisection_is_summarised_and_scored(tmp_path):
+    """The range plumbing on a real search over simulated counts (redline.bisect.simulation): 20
+    commits, the 13th adds 30% of instructions."""
+    from redline.bisect import search
+    from redline.bisect.measure import CountedComparer
+    from redline.bisect.simulation import SimulatedCounter, commit_line
+    good, path = commit_line(20)
+    comparer = CountedComparer(SimulatedCounter(good, path, culprit=12, step=1.3), metric="instructions_per_op",
+                               endpoint_runs=3)
+    tests, bisection = runner.bisection_summary(search.bisect(comparer, good, path, ["t"]))
+    assert tests["t"]["verdict"] == Verdict.REGRESSION and bisection["culprit"] == path[12].sha
+    e = ranged(kind="regression", good=good.sha, bad=path[-1].sha, culprits=[path[12].sha], other_movers=[path[3].sha],
+               expected={"sign": "slower", "metric": "cpu_per_op", "ratio": [0.7, 0.85]})
+    row = _row(tmp_path, e, _doc(tests, metric="instructions_per_op", bisection=bisection))
+    assert (row.sign, row.culprit, row.band) == ("right", "right", "within"), row
+    assert row.speed == pytest.approx(1 / 1.3, rel=0.03)      # the culprit's own step
+
+
 def test_scores_and_targets(tmp_path):
     rows = [_row(tmp_path, entry("a"), _doc({"t": _t(Verdict.IMPROVEMENT, -8.3)})),
             _row(tmp_path, entry("b"), _doc({"t": _t(Verdict.NO_CHANGE, 0)})),
@@ -336,8 +354,9 @@ def test_scores_and_targets(tmp_path):
 class FakeMeasurer:
     """Measures in-process: a session in the store per job, verdicts from a table."""
 
-    def __init__(self, store: Store, verdicts: dict[str, tuple[str, float]], fail: set[str] = frozenset()):
-        self.store, self.verdicts, self.fail, self.measured = store, verdicts, set(fail), []
+    def __init__(self, store: Store, verdicts: dict[str, tuple[str, float]], fail: set[str] = frozenset(),
+                 refuse: set[str] = frozenset()):
+        self.store, self.verdicts, self.fail, self.refuse, self.measured = store, verdicts, set(fail), set(refuse), []
 
     def measure(self, job, *, on_session):
         self.measured.append(job.entry.name)
@@ -345,6 +364,8 @@ class FakeMeasurer:
         on_session(session)
         if job.entry.name in self.fail:
             raise RunError(f"git:{job.entry.commit[:12]} does not build\nlog tail")
+        if job.entry.name in self.refuse:
+            raise UsageError("server configuration nope: the binary has no such configuration parameter")
         verdict, delta = self.verdicts[job.entry.name]
         return runner.Measured(session, {test.name: _t(verdict, delta) for test in job.tests})
 
@@ -366,16 +387,17 @@ def test_a_second_run_resumes_and_an_edited_entry_is_measured_again(tmp_path):
     verdicts = {"one": (Verdict.IMPROVEMENT, -9.0), "two": (Verdict.NO_CHANGE, 0.1), "three": (Verdict.NO_CHANGE, 0.0),
                 "four": (Verdict.IMPROVEMENT, -9.0)}
     corpus, planned = _planned(tmp_path, entries, store)
-    first = FakeMeasurer(store, verdicts, fail={"two"})
+    first = FakeMeasurer(store, verdicts, fail={"two"}, refuse={"three"})
     said = []
     written = runner.measure(_jobs(planned), store=store, measurer=first, say=said.append)
     assert first.measured == ["one", "two", "three", "four"]       # four runs its suite; its command is a note
-    assert [d["status"] for d in written.values()] == ["measured", "failed", "measured", "measured"]
+    assert [d["status"] for d in written.values()] == ["measured", "failed", "failed", "measured"]
     assert any("two (counted): failed: git:" in line for line in said)
+    assert any("three (counted): failed: server configuration nope" in line for line in said)   # the run went on
 
-    again = FakeMeasurer(store, verdicts)                   # resumes: only the failed one again
+    again = FakeMeasurer(store, verdicts)                   # resumes: only the failed ones again
     runner.measure(_jobs(_planned(tmp_path, entries, store)[1]), store=store, measurer=again, say=said.append)
-    assert again.measured == ["two"] and any("one (counted): measured before (session" in line for line in said)
+    assert again.measured == ["two", "three"] and any("one (counted): measured before (session" in line for line in said)
 
     entries[0] = entry("one", suites=["suite-a", "suite-b"])   # what is measured changed: measured again
     entries[2] = control("three", claim="reworded")             # only the claim changed: not measured again

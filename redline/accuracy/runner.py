@@ -26,7 +26,7 @@ from redline.accuracy.scoring import FAILED, MEASURED, Row, row_for
 from redline.accuracy.workloads import Workload, workload_of
 from redline.analysis.comparison import BASELINE, COMPARISON, TestComparison
 from redline.analysis.stats import Verdict
-from redline.core.errors import RunError
+from redline.core.errors import RunError, UsageError
 from redline.core.metrics import INSTRUCTIONS, TIME
 from redline.core.run import Run
 from redline.engine.run_plan import RunSettings, Side
@@ -71,31 +71,32 @@ class Measured:
 class Measurer(Protocol):
     def measure(self, job: Job, *, on_session) -> Measured:
         """Measure the job into a new session of the store (`on_session(id)` as soon as it exists).
-        Raises RunError when it cannot (a commit that does not build)."""
+        Raises RunError (a commit that does not build) or UsageError (a server configuration the
+        binary does not know) when it cannot."""
         ...
 
 
 # -- planning -------------------------------------------------------------------------------------
-def jobs_of(entry: Entry, workload: Workload, settings: planning.Settings, *, with_kinds: set[str] = frozenset()) -> list[Job]:
+def jobs_of(entry: Entry, workload: Workload, settings: planning.Settings, *,
+            with_kinds: set[str] = frozenset()) -> list[Job]:
     """The entry's jobs: the ways `settings.measure` asks for, its primary way, and `with_kinds`."""
-    primary = planning.primary_kind(entry, workload.topology) if not workload.refused else (
-        planning.COUNTED if entry.countable else planning.TIMED)
-    wanted = {primary} | set(with_kinds)
-    reasons: dict[str, str | None] = {}
-    if not workload.refused:
-        reasons = planning.kinds(entry, workload.topology, settings.measure)
-        wanted |= set(reasons)
+    wanted = set(with_kinds)
+    why_not: dict[str, str | None] = {}
+    if workload.refused:
+        primary = planning.COUNTED if entry.countable else planning.TIMED
+    else:
+        primary = planning.primary_kind(entry, workload.topology)
+        wanted |= set(planning.kinds(entry, workload.topology, settings.measure))
+        why_not = planning.kinds(entry, workload.topology, planning.BOTH)
     texts = [Path(test.path).read_text() for test in workload.tests]
     generated = any(test.db.dataset_name and datasets.lookup(test.db.dataset_name) for test in workload.tests)
     jobs = []
     for kind in (planning.COUNTED, planning.TIMED):
-        if kind not in wanted:
+        if kind not in wanted | {primary}:
             continue
-        refused = workload.refused or reasons.get(kind)
+        refused = workload.refused or why_not.get(kind)
         if not refused and entry.ranged and entry.config:
             refused = "server configuration on a range: a bisection builds and runs each commit as it is"
-        if not refused and kind == planning.COUNTED and not planning.one_process(workload.topology):
-            refused = planning.kinds(entry, workload.topology, planning.COUNTED)[kind]
         key = planning.resume_key(entry, kind, settings, texts, generated=generated)
         jobs.append(Job(entry, kind, kind == primary, workload, planning.metric_of(entry, kind),
                         planning.variant_of(entry, settings), key, refused))
@@ -132,7 +133,7 @@ def measure(jobs: list[Job], *, store: Store, measurer: Measurer, say=print) -> 
         document = _document(job)
         try:
             measured = measurer.measure(job, on_session=on_session)
-        except RunError as exc:
+        except (RunError, UsageError) as exc:      # this entry cannot be measured (a build, its configuration)
             document.update(status=FAILED, error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
             say(f"{label}: failed: {document['error']}")
             if started["session"] is not None:
