@@ -206,8 +206,10 @@ def test_how_an_entry_is_measured(tmp_path):
 
 def test_strong_entries_and_controls_first_then_ranges_then_weak(tmp_path):
     corpus = load_corpus(write_corpus(tmp_path / "c.yaml", [
-        entry("weak-one", weak=True, weak_reason="x"), ranged("range-one"), control("control-one"), entry("strong-one")]))
-    assert [e.name for e in planning.order(corpus.entries)] == ["control-one", "strong-one", "range-one", "weak-one"]
+        entry("weak-one", weak=True, weak_reason="x"), ranged("range-one"), entry("strong-1"), entry("strong-2"),
+        entry("strong-3"), entry("strong-4"), control("control-1"), control("control-2")]))
+    assert [e.name for e in planning.order(corpus.entries)] == [
+        "strong-1", "control-1", "strong-2", "strong-3", "control-2", "strong-4", "range-one", "weak-one"]
 
 
 def test_the_resume_key_follows_what_is_measured_not_what_is_claimed(tmp_path):

@@ -87,10 +87,15 @@ def variant_of(entry: Entry, settings: Settings) -> str:
 
 
 def order(entries: list[Entry]) -> list[Entry]:
-    """Strong entries and controls first (in corpus order), then the ranges, then the weak ones."""
-    def rank(entry: Entry) -> int:
+    """Strong single-commit entries first, the controls spread evenly among the changes (so that a
+    partial run has measured both), then the ranges, then the weak entries; corpus order within."""
+    def group(entry: Entry) -> int:
         return 2 if entry.weak else 1 if entry.ranged else 0
-    return sorted(entries, key=lambda e: (rank(e), e.index))
+
+    def spread(entry: Entry) -> tuple[int, float, int]:
+        peers = [e for e in entries if group(e) == group(entry) and (e.kind == "control") == (entry.kind == "control")]
+        return group(entry), (peers.index(entry) + 0.5) / len(peers), entry.index
+    return sorted(entries, key=spread)
 
 
 def resume_key(entry: Entry, kind: str, settings: Settings, suite_texts: list[str], *, generated: bool = True) -> str:
