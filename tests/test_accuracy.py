@@ -407,6 +407,14 @@ def test_a_second_run_resumes_and_an_edited_entry_is_measured_again(tmp_path):
     corpus, planned = _planned(tmp_path, entries, store)
     runner.measure(_jobs(planned), store=store, measurer=third, say=said.append)
     assert third.measured == ["one"]
+    fourth = FakeMeasurer(store, {**verdicts, "one": (Verdict.NO_CHANGE, 0.2)})     # after a fix in redline
+    runner.measure([j for j in _jobs(planned) if j.entry.name == "one"], store=store, measurer=fourth,
+                   say=said.append, again=True)
+    assert fourth.measured == ["one"]
+    rows = runner.rows(planned, runner.stored_documents(store))     # the latest measurement counts
+    assert rows[0].sign == "missed"
+    runner.measure([j for j in _jobs(planned) if j.entry.name == "one"], store=store, measurer=third, say=said.append,
+                   again=True)
     rows = runner.rows(planned, runner.stored_documents(store))
     assert [(r.name, r.status, r.sign) for r in rows] == [("one", "measured", "right"), ("two", "measured", "missed"),
                                                           ("three", "measured", "silent"), ("four", "measured", "right")]
@@ -448,3 +456,10 @@ def test_the_table_replaces_its_part_of_a_page_and_lists_pending_rows(tmp_path):
     written = page.read_text()
     assert written.startswith("# Accuracy\n\nprose before") and written.endswith("prose after\n")
     assert "old" not in written and written.count(table.BEGIN) == 1
+
+
+def test_again_needs_the_entries_named(tmp_path, capsys):
+    cat = catalogue(tmp_path / "cat", "suite-a")
+    path = write_corpus(tmp_path / "c.yaml", [entry("one")])
+    assert main(["accuracy", str(path), "--catalogue", str(cat), "--again", "--table-only"]) == 2
+    assert "--again measures entries again: name them with --only REGEX" in capsys.readouterr().err

@@ -110,9 +110,10 @@ def stored_documents(store: Store) -> dict[str, dict]:
 
 
 # -- measuring ------------------------------------------------------------------------------------
-def measure(jobs: list[Job], *, store: Store, measurer: Measurer, say=print) -> dict[str, dict]:
-    """Every job not refused and not measured before (by its key), one after another; each
-    measurement's document saved on its session. Returns the documents written, by key."""
+def measure(jobs: list[Job], *, store: Store, measurer: Measurer, say=print, again: bool = False) -> dict[str, dict]:
+    """Every job not refused and not measured before (by its key; with `again`, measured before
+    too: after a fix in redline), one after another; each measurement's document saved on its
+    session. Returns the documents written, by key."""
     done = stored_documents(store)
     written = {}
     for number, job in enumerate(jobs, 1):
@@ -121,7 +122,7 @@ def measure(jobs: list[Job], *, store: Store, measurer: Measurer, say=print) -> 
             say(f"{label}: not run here: {job.refused}")
             continue
         earlier = done.get(job.key)
-        if earlier and earlier.get("status") == MEASURED:
+        if earlier and earlier.get("status") == MEASURED and not again:
             say(f"{label}: measured before (session {earlier['session']}), skipped")
             continue
         say(f"{label}: measuring on {', '.join(t.name for t in job.tests)}")

@@ -56,6 +56,9 @@ def add_parser(commands) -> None:
     parser.add_argument("--scale", type=positive_float, metavar="S", help="scale of generated datasets (default: the suite's)")
     parser.add_argument("--window-instructions", type=positive_int, metavar="N",
                         help="counted: size each run's request count for at least N instructions (default 150000000)")
+    parser.add_argument("--again", action="store_true",
+                        help="measure the selected entries (--only) again even where they were measured before "
+                             "(after a fix in redline); the table shows the latest measurement")
     parser.add_argument("--markdown", type=Path, metavar="FILE",
                         help="write the table (into FILE between its accuracy-table markers, if it has them)")
     parser.add_argument("--check", action="store_true",
@@ -113,6 +116,8 @@ def accuracy_command(args) -> int:
     if args.check:
         return EXIT_OK
     settings = settings_of(args)
+    if args.again and not args.only:
+        raise UsageError("--again measures entries again: name them with --only REGEX")
     if not args.table_only and args.repository is None:
         raise UsageError("--repository PATH is needed to build the corpus' commits (or --table-only)")
     inspect_store_file(args.store)
@@ -135,7 +140,7 @@ def accuracy_command(args) -> int:
                 if job.kind in runner_kinds(job, settings)]
         measurer = runner.LabMeasurer(repository=Repository(args.repository), store_path=args.store, settings=settings,
                                       console=console, argv=["redline", *sys.argv[1:]])
-        written = runner.measure(jobs, store=store, measurer=measurer,
+        written = runner.measure(jobs, store=store, measurer=measurer, again=args.again,
                                  say=lambda line: console.print(line, style="bold", soft_wrap=True, markup=False))
         failed = sum(d.get("status") == FAILED for d in written.values())
         documents = runner.stored_documents(store)
