@@ -254,6 +254,14 @@ def test_an_improvement_found_with_the_right_sign_within_its_band(tmp_path):
     assert row.why is None
 
 
+def test_the_band_is_met_when_one_test_that_found_the_change_measured_its_size(tmp_path):
+    row = _row(tmp_path, entry(), _doc({"t1": _t(Verdict.IMPROVEMENT, -40.0), "t2": _t(Verdict.IMPROVEMENT, -8.3),
+                                        "t3": _t(Verdict.IMPROVEMENT, -2.0)}))
+    assert (row.band, row.test) == ("within", "t2")
+    above = _row(tmp_path, entry(), _doc({"t1": _t(Verdict.IMPROVEMENT, -40.0), "t2": _t(Verdict.IMPROVEMENT, -30.0)}))
+    assert (above.band, above.test) == ("above", "t1")
+
+
 def test_outside_the_band_says_where_the_claim_was_measured(tmp_path):
     e = entry(expected={"sign": "faster", "metric": "throughput", "ratio": [1.049, 1.154], "note": "on 64 cores"})
     row = _row(tmp_path, e, _doc({"t": _t(Verdict.IMPROVEMENT, -2.0)}))

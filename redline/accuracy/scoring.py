@@ -7,7 +7,8 @@ A row says, for one entry and one way of measuring (counted, timed):
             `missed` when none decided; controls: `false verdict` when any test had a verdict of
             change on any compared metric, else `silent`
   band      the measured speed ratio (>1 faster; for a range, the named culprit's own change)
-            within the claim's band, or below or above it, or `no number` claimed
+            within the claim's band on one of the tests that found the change, or below or above
+            it (the largest), or `no number` claimed
   culprit   ranges: `right` (one the maintainers named), `other mover` (a commit the corpus
             lists as moving the same suites), `wrong`, or `none named` and why
   why       for every miss, a reason read off the data: refused here and why, the effect lives
@@ -140,18 +141,34 @@ def _judge_culprit(entry: Entry, row: Row, bisection: dict) -> None:
 
 
 def _judge_band(entry: Entry, row: Row, document: dict) -> None:
+    """The band is judged on the tests that found the change: within when one of them measured a
+    change of the claimed size (the claim was measured on one workload, the suites are where it
+    may show; that test is then the one shown), else below or above by the largest."""
     if entry.kind == "control" or row.sign != RIGHT:
         return
-    delta = row.delta_pct
-    own = ((document.get("bisection") or {}).get("culprit_change") or {}).get(row.test)
-    if entry.ranged and own and own.get("delta_pct") is not None:
-        delta = own["delta_pct"]            # the culprit's own step, which the claim is about
-    row.speed = speed_ratio(row.metric, delta)
-    band = entry.band
-    if band is None:
+    if entry.band is None:
         row.band = NO_NUMBER
-    elif row.speed is not None:
-        row.band = WITHIN if band[0] <= row.speed <= band[1] else BELOW if row.speed < band[0] else ABOVE
+        row.speed = speed_ratio(row.metric, _own_delta(entry, row.test, row.tests[row.test], document))
+        return
+    low, high = entry.band
+    found = {test: t for test, t in row.tests.items() if t.get("verdict") == row.verdict}
+    speeds = {test: speed_ratio(row.metric, _own_delta(entry, test, t, document)) for test, t in found.items()}
+    within = {test: speed for test, speed in speeds.items() if speed is not None and low <= speed <= high}
+    if within:
+        centre = math.sqrt(low * high)
+        test = min(within, key=lambda t: abs(math.log(within[t] / centre)))
+        _show(row, (test, found[test]))
+    row.speed = speeds.get(row.test)
+    if row.speed is not None:
+        row.band = WITHIN if low <= row.speed <= high else BELOW if row.speed < low else ABOVE
+
+
+def _own_delta(entry: Entry, test: str, result: dict, document: dict) -> float | None:
+    """The change the claim is about: for a range, the named culprit's own step on the test."""
+    own = ((document.get("bisection") or {}).get("culprit_change") or {}).get(test)
+    if entry.ranged and own and own.get("delta_pct") is not None:
+        return own["delta_pct"]
+    return result.get("delta_pct")
 
 
 def _why(entry: Entry, row: Row, document: dict) -> str | None:
