@@ -429,6 +429,17 @@ def test_a_second_run_resumes_and_an_edited_entry_is_measured_again(tmp_path):
     assert "its command is not measured" in rows[3].why
 
 
+def test_an_entry_another_run_measured_meanwhile_is_not_measured_again(tmp_path):
+    store = Store(tmp_path / "a.db")
+    _, planned = _planned(tmp_path, [entry("one"), entry("two")], store)
+    jobs = _jobs(planned)
+    runner.measure(jobs[1:], store=Store(tmp_path / "a.db"), measurer=FakeMeasurer(store, {"two": (Verdict.NO_CHANGE, 0)}),
+                   say=lambda line: None)                   # a second run on the same store, after this one planned
+    fake = FakeMeasurer(store, {"one": (Verdict.IMPROVEMENT, -9)})
+    runner.measure(jobs, store=store, measurer=fake, say=lambda line: None)
+    assert fake.measured == ["one"]
+
+
 def test_a_stale_measurement_shows_as_pending_with_the_reason(tmp_path):
     store = Store(tmp_path / "a.db")
     _, planned = _planned(tmp_path, [entry("one")], store)

@@ -114,14 +114,13 @@ def measure(jobs: list[Job], *, store: Store, measurer: Measurer, say=print, aga
     """Every job not refused and not measured before (by its key; with `again`, measured before
     too: after a fix in redline), one after another; each measurement's document saved on its
     session. Returns the documents written, by key."""
-    done = stored_documents(store)
     written = {}
     for number, job in enumerate(jobs, 1):
         label = f"[{number}/{len(jobs)}] {job.entry.name} ({job.kind})"
         if job.refused:
             say(f"{label}: not run here: {job.refused}")
             continue
-        earlier = done.get(job.key)
+        earlier = stored_documents(store).get(job.key)      # read now: another run may share the store
         if earlier and earlier.get("status") == MEASURED and not again:
             say(f"{label}: measured before (session {earlier['session']}), skipped")
             continue
