@@ -281,7 +281,8 @@ def _check_workload(entry: Entry, bad) -> None:
     if not e.get("command"):
         bad("prepare", "prepare belongs to an entry with a command")
     if not isinstance(prepare, dict):
-        bad("prepare", "prepare must be `empty` or a mapping (from_suite, init_commands, init_lua, preload, keyspacelen)")
+        bad("prepare", "prepare must be `empty` or a mapping "
+                       "(from_suite, init_commands, init_lua, preload, keyspacelen)")
         return
     for key in sorted(set(prepare) - PREPARE_KEYS):
         bad("prepare", f"unknown prepare field {key!r}")

@@ -92,7 +92,8 @@ def command_suite(entry: Entry, catalogue: Path, workdir: Path) -> tuple[Path | 
         return None, "the command line is abbreviated (`...`): the arguments it stands for are not written out"
     prepare = entry.prepare
     if prepare is None:
-        return None, f"its dataset is described only in prose ({entry.dataset or 'none given'}); `prepare:` says how to make it"
+        return None, (f"its dataset is described only in prose ({entry.dataset or 'none given'}); "
+                      "`prepare:` says how to make it")
     suite = {
         "version": 0.4,
         "name": f"accuracy-{entry.name}",

@@ -263,7 +263,7 @@ def _header(path: Path) -> tuple[int, int] | None:
     uri = path.resolve().as_uri() + "?mode=ro"
     try:
         with closing(sqlite3.connect(uri, uri=True, timeout=busy_timeout_s())) as db:
-            return (db.execute("PRAGMA application_id").fetchone()[0], db.execute("PRAGMA user_version").fetchone()[0])
+            return tuple(db.execute(f"PRAGMA {name}").fetchone()[0] for name in ("application_id", "user_version"))
     except sqlite3.DatabaseError as exc:
         if str(exc) == "file is not a database":
             return None
