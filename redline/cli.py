@@ -15,8 +15,8 @@ from redline.core.redaction import redact
 from redline.core.terminal import printable
 
 # The commands in the order `redline --help` lists them: modules of redline.commands.
-COMMANDS = ("run", "compare", "gate", "calibrate", "show", "hotspots", "history", "export", "report", "bisect", "build",
-            "suites", "submit", "api", "agent", "collector", "fleet")
+COMMANDS = ("run", "compare", "gate", "calibrate", "show", "hotspots", "history", "export", "report", "bisect",
+            "accuracy", "build", "suites", "submit", "api", "agent", "collector", "fleet")
 
 
 def build_parser() -> Parser:

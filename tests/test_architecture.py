@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "redline"
 
 # Bottom to top. A folder may import from itself and from any folder before it.
 LAYERS = ["core", "system", "datasets", "suites", "builder", "profile", "server", "load", "topology", "engine",
-          "bench", "instructions", "analysis", "store", "output", "export", "lab", "bisect", "fleet", "commands",
+          "bench", "instructions", "analysis", "store", "output", "export", "lab", "bisect", "accuracy", "fleet", "commands",
           "cli"]
 TOP_LEVEL_MODULES = {"__init__.py", "cli.py"}       # the package's face and the entry point
 

@@ -6,7 +6,7 @@ recorded by the code before the regrouping (tests/golden/readme_shapes.json, wri
 with REDLINE_WRITE_SHAPES=1 at commit 2a541d6).
 
 Commands that need a network, a repository or infrastructure (git: and src: targets, tcp://, the
-fleet, RedisTimeSeries, bisect, build) are exercised by their own tests; the check below that
+fleet, RedisTimeSeries, bisect, accuracy, build) are exercised by their own tests; the check below that
 every README command is either run here or named as elsewhere makes a new README line choose."""
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ RUN_HERE = {
 ELSEWHERE = ("redline run standard", "redline run path/to/suites/", "redline run --target",
              "redline run --topology", "redline run --profile", "redline compare --baseline git:",
              "redline compare --measure instructions", "redline export", "redline compare …",
-             "redline bisect", "redline build", "redline fleet", "redline submit", "redline agent",
-             "redline collector", "redline api", "redline suites validate", "redline show")
+             "redline bisect", "redline accuracy", "redline build", "redline fleet", "redline submit",
+             "redline agent", "redline collector", "redline api", "redline suites validate", "redline show")
 
 
 def readme_commands() -> list[str]:

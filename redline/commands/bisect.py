@@ -5,27 +5,24 @@ stores and reports)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from redline.analysis.comparison import MIN_RUNS as COMPARED_MIN_RUNS
 from redline.bisect import search
-from redline.bisect.measure import CommitBuilds, Measuring, StepSettings, comparer_for
-from redline.bisect.search import Outcome, Unbuildable
+from redline.bisect.measure import StepSettings
+from redline.bisect.search import Outcome
+from redline.bisect.session import run_bisection
 from redline.commands.argtypes import positive_int
 from redline.commands.arguments import add_measurement_arguments, add_selection_arguments
 from redline.commands.session import check_outputs
 from redline.core import metrics, terminal
-from redline.core.errors import RunError, UsageError
+from redline.core.errors import UsageError
 from redline.engine.run_plan import RunSettings
 from redline.lab.session import select_tests
 from redline.output import files
 from redline.output.bisect_report import report_lines, report_markdown
-from redline.output.progress import ConsoleObserver, print_plan
 from redline.store.results import Store, inspect_store_file
 from redline.suites import TestSpec
-from redline.system import machine
-from redline.system.workdirs import remove_abandoned_workdirs
 from redline.topology import DEFAULT_TOPOLOGY, parse_topology
 
 EXIT_OK, EXIT_UNRESOLVED = 0, 1
@@ -140,11 +137,11 @@ def _check_counted(args) -> None:
     find_valgrind()
 
 
-def _context(args, repo: Path, tests: list[TestSpec], session_id: int) -> dict:
+def _context(args, repo: Path, tests: list[TestSpec]) -> dict:
     """What the report needs besides the outcome: what was bisected, how, where it is stored."""
     return {"repository": str(repo), "metric": args.metric, "variant": args.variant or "default",
             "tests": [t.name for t in tests], "selection": [*args.suites, *(["--name", args.name] if args.name else [])],
-            "session": session_id, "store": str(args.store), "all_parents": args.all_parents,
+            "store": str(args.store), "all_parents": args.all_parents,
             "good_ref": args.good, "bad_ref": args.bad, "measure": args.measure}
 
 
@@ -191,36 +188,14 @@ def bisect_command(args) -> int:
     topologies = (parse_topology(args.topology[0] if args.topology else DEFAULT_TOPOLOGY),)
     console = terminal.console(stderr=True)
     store = Store(args.store)
-    floors = store.noise_floors()
-    remove_abandoned_workdirs()
-    session_id = store.begin_session(kind="bisect", argv=sys.argv, machine=machine.facts())
     settings = StepSettings(runs=RunSettings(runs=args.runs, duration_s=args.duration, warmup_s=args.warmup,
                                              scale=args.scale, topologies=topologies, snapshots=args.snapshots,
                                              measure=args.measure, window_instructions=args.window_instructions),
-                            metric=args.metric, max_runs=args.max_runs or args.runs, noise_floors=floors)
-    context = _context(args, repo, tests, session_id)
-    observer = ConsoleObserver(console)
-    status = "interrupted"
-    try:
-        print_plan(console, _plan_line(args, len(path), good, len(tests)), [], topologies)
-        comparer = comparer_for(builds=CommitBuilds(repo=repo, variant=args.variant, observer=observer), tests=tests,
-                                settings=settings, measuring=Measuring(store, session_id, observer))
-
-        def save(outcome: Outcome) -> None:
-            store.save_session_document(session_id, "bisection", {**context, **outcome.as_json()})
-
-        try:
-            outcome = search.bisect(comparer, good, path, [t.name for t in tests],
-                                    progress=lambda line: console.print(line, style="bold"), on_step=save,
-                                    profile=args.profile, each_step=args.each_step)
-        except Unbuildable as failure:           # an endpoint does not build: nothing to bisect against
-            raise RunError(f"{failure}: an endpoint must build; its build log ends:\n" + "\n".join(failure.tail)) from None
-        save(outcome)
-        status = "finished"
-    finally:
-        observer.close()
-        store.finish_session(session_id, status)
-    document = {**context, **outcome.as_json()}
+                            metric=args.metric, max_runs=args.max_runs or args.runs, noise_floors=store.noise_floors())
+    session_id, outcome, document = run_bisection(store, repo=repo, good=good, path=path, tests=tests, settings=settings,
+                                         variant=args.variant, context=_context(args, repo, tests),
+                                         plan_line=_plan_line(args, len(path), good, len(tests)), console=console,
+                                         profile=args.profile, each_step=args.each_step)
     out = terminal.console()
     for line in report_lines(document):
         out.print(line, soft_wrap=True)

@@ -30,7 +30,6 @@ from redline.core.run import Run
 from redline.store.session import SessionDocument
 
 APPLICATION_ID = 0x52446C6E          # 'RDln' in the SQLite header: this file is a redline store
-SQLITE_MAGIC = b"SQLite format 3\x00"
 REDLINE_TABLES = {"sessions", "runs", "metrics", "series"}   # a store from before APPLICATION_ID
 STORE_COMPANIONS = ("", "-wal", "-shm", "-journal")          # the files SQLite keeps for one store
 BUSY_TIMEOUT_VARIABLE = "REDLINE_STORE_BUSY_TIMEOUT"    # seconds to wait for another process's lock (default 30)
@@ -293,6 +292,25 @@ def _read_only_tables(path: Path) -> set[str]:
         raise NotAStore(store_problem(path, explain(exc))) from exc
 
 
+def _header(path: Path) -> tuple[int, int] | None:
+    """(application_id, user_version) of an SQLite file as SQLite reads them, read-only; None for a
+    file that is not SQLite. Never with open(): closing any descriptor of a file drops every POSIX
+    lock this process holds on it, SQLite's among them, so a plain read of the header beside an open
+    store let another redline process take the store for unused, checkpoint and delete its WAL while
+    this one was writing: a damaged store (two `redline accuracy` on one store did; SQLite's "How To
+    Corrupt An SQLite Database File", 2.2). SQLite's own descriptors keep the locks."""
+    uri = path.resolve().as_uri() + "?mode=ro"
+    try:
+        with closing(sqlite3.connect(uri, uri=True, timeout=busy_timeout_s())) as db:
+            return tuple(db.execute(f"PRAGMA {name}").fetchone()[0] for name in ("application_id", "user_version"))
+    except sqlite3.DatabaseError as exc:
+        if str(exc) == "file is not a database":
+            return None
+        raise NotAStore(store_problem(path, explain(exc))) from exc
+    except sqlite3.Error as exc:
+        raise NotAStore(store_problem(path, explain(exc))) from exc
+
+
 def inspect_store_file(path: Path) -> bool:
     """The one store-opening check: True if `path` holds a redline store, False if there is
     nothing there yet (a new store will be created); NotAStore for anything else. Reads only."""
@@ -309,16 +327,12 @@ def inspect_store_file(path: Path) -> bool:
         raise NotAStore(store_problem(path, problem))
     if not path.exists() or path.stat().st_size == 0:
         return False
-    try:
-        with path.open("rb") as file:
-            header = file.read(100)
-    except OSError as exc:
-        raise NotAStore(store_problem(path, exc.strerror or str(exc))) from exc
-    if not header.startswith(SQLITE_MAGIC):
+    header = _header(path)
+    if header is None:
         raise NotAStore(store_problem(path, "is not an SQLite database, so not a redline store; left untouched"))
-    application_id = int.from_bytes(header[68:72], "big")
+    application_id, version = header
     if application_id == APPLICATION_ID:
-        _check_schema_version(path, int.from_bytes(header[60:64], "big"))
+        _check_schema_version(path, version)
         return True
     if application_id == 0 and REDLINE_TABLES <= _read_only_tables(path):
         return True      # written before redline stamped its application_id: stamped when opened
@@ -558,6 +572,11 @@ class Store:
         row = self.db.execute("SELECT document FROM session_documents WHERE session_id=? AND name=?",
                               (session_id, name)).fetchone()
         return json.loads(row[0]) if row else None
+
+    def documents_named(self, name: str) -> list[tuple[int, dict]]:
+        """(session id, document) of every session's document called `name`, oldest session first."""
+        return [(row[0], json.loads(row[1])) for row in self.db.execute(
+            "SELECT session_id, document FROM session_documents WHERE name=? ORDER BY session_id", (name,))]
 
     def save_noise_floor(self, *, test: str, metric: str, floor_pct: float, runs: int, target: str) -> None:
         self.db.execute(
