@@ -133,14 +133,8 @@ def compare_targets(baseline: Target, comparison: Target, tests: list[TestSpec],
     confidence = looks_confidence(settings.runs.runs, settings.max_runs)
 
     def changes(records: list[Run], artifacts: Path | None = None) -> dict[str, Change]:
-        by_test = measured_runs_by_test(records)
-        found = [c for key, runs in by_test.items()
-                 for c in compare_test(key, runs, settings.noise_floors, confidence=confidence)
-                 if c.metric == settings.metric]
-        apply_false_discovery_control(found, q=FDR_Q)
-        if artifacts is not None:
-            attach_profiles(found, records, artifacts)
-        return {c.test: _timed_change(c, by_test[c.test]) for c in found}
+        return timed_changes(records, settings.metric, settings.noise_floors, confidence=confidence,
+                             artifacts=artifacts)
 
     def more_runs(test: TestSpec, records: list[Run], runs_so_far: int) -> int:
         key = records[-1].key if records else test.name
@@ -154,7 +148,21 @@ def compare_targets(baseline: Target, comparison: Target, tests: list[TestSpec],
     return changes(records, measuring.artifacts() if profile else None)
 
 
-def _timed_change(c: TestComparison, records: list[Run]) -> Change:
+def timed_changes(records: list[Run], metric: str, noise_floors: dict[tuple[str, str], float], *,
+                  confidence: float, artifacts: Path | None = None) -> dict[str, Change]:
+    """The change of `metric` per test of interleaved baseline/comparison runs, with the compare
+    verdict (false-discovery controlled over the tests): what a timed step decides on, whether its
+    runs were measured here (compare_targets) or by fleet agents (redline.fleet.bisection)."""
+    by_test = measured_runs_by_test(records)
+    found = [c for key, runs in by_test.items()
+             for c in compare_test(key, runs, noise_floors, confidence=confidence) if c.metric == metric]
+    apply_false_discovery_control(found, q=FDR_Q)
+    if artifacts is not None:
+        attach_profiles(found, records, artifacts)
+    return {c.test: timed_change(c, by_test[c.test]) for c in found}
+
+
+def timed_change(c: TestComparison, records: list[Run]) -> Change:
     note = c.note or c.state_refusal
     failed = _failures(records)
     if failed:

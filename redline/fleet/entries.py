@@ -299,14 +299,52 @@ class WorkSummary:
     baseline: str
     comparison: str
     fields: dict
+    source: str = "cli"
+    sides: list[SideSpec] = field(default_factory=list)     # as enqueued (older hashes: none)
+    settings: dict = field(default_factory=dict)            # redline.fleet.work.Settings as enqueued, checked
+    bisection: str = ""                                     # the fleet bisection it is a step of, if any
+    platforms: list[str] = field(default_factory=list)
+
+
+SOURCES = ("cli", "push", "pull_request", "bisect")
+WORK_SETTINGS = ("runs", "max_runs", "duration_s", "warmup_s", "scale", "profile", "snapshots")
+
+
+def work_settings(payload: str) -> dict:
+    """A work hash's `settings` (redline.fleet.work.Settings as JSON), every field with its type and bounds."""
+    document = json_document(payload, "work.settings", dict)
+    only_keys(document, WORK_SETTINGS, "work.settings")
+    checked = {}
+    checked["runs"] = integer(document.get("runs", 7), "work.settings.runs", 1, MAX_RUNS)
+    checked["max_runs"] = integer(document.get("max_runs", 15), "work.settings.max_runs", checked["runs"], MAX_RUNS)
+    checked["duration_s"] = optional(number, document.get("duration_s"), "work.settings.duration_s", 1, LONGEST_S)
+    checked["warmup_s"] = number(document.get("warmup_s", 2.0), "work.settings.warmup_s", 0, LONGEST_S)
+    checked["scale"] = optional(number, document.get("scale"), "work.settings.scale", 1e-6, 1e6)
+    for name, default in (("profile", False), ("snapshots", True)):
+        value = document.get(name, default)
+        if not isinstance(value, bool):
+            raise Malformed(f"work.settings.{name}: expected true or false")
+        checked[name] = value
+    return checked
 
 
 def work_summary(fields: dict, work_id: str) -> WorkSummary:
     """A work hash (keys.WORK) as the collector needs it."""
     runs = integer(fields.get("runs") or 7, "work.runs", 1, MAX_RUNS)
+    source = fields.get("source") or "cli"
+    if source not in SOURCES:
+        raise Malformed(f"work.source: {str(source)[:40]!r} is not one of {', '.join(SOURCES)}")
+    sides = json_document(fields["sides"], "work.sides", list) if fields.get("sides") else []
+    if len(sides) > 2:
+        raise Malformed("work.sides: expected at most two sides")
+    platforms = json_document(fields["platforms"], "work.platforms", list) if fields.get("platforms") else []
     return WorkSummary(work_id=work_id, jobs_total=integer(fields.get("jobs_total"), "work.jobs_total", 1, 10**7),
                        runs=runs, max_runs=integer(fields.get("max_runs") or 15, "work.max_runs", 1, MAX_RUNS),
                        github=text(fields.get("github", ""), "work.github", pattern=GITHUB, empty=True),
                        state=fields.get("state") if fields.get("state") in WORK_STATES else "queued",
                        baseline=text(fields.get("baseline", ""), "work.baseline", empty=True),
-                       comparison=text(fields.get("comparison", ""), "work.comparison", empty=True), fields=fields)
+                       comparison=text(fields.get("comparison", ""), "work.comparison", empty=True), fields=fields,
+                       source=source, sides=[side_document(side, f"work.sides[{n}]") for n, side in enumerate(sides)],
+                       settings=work_settings(fields["settings"]) if fields.get("settings") else {},
+                       bisection=text(fields.get("bisection", ""), "work.bisection", pattern=IDENTIFIER, empty=True),
+                       platforms=[text(p, "work.platforms[]", pattern=PLATFORM_NAME) for p in platforms])
