@@ -327,3 +327,69 @@ def test_a_work_hash_with_bad_loop_fields_is_malformed():
                         ("platforms", json.dumps(["bad name"]))):
         with pytest.raises(entries.Malformed):
             entries.work_summary({**fields, name: value}, "w1")
+
+
+def test_each_round_step_carries_its_rule_as_job_data(tmp_path):
+    """A round's pair is measured against GOOD or BAD with its search's half-way point: its jobs
+    carry that rule (checked as every job entry is); the confirmation and the culprit's own change
+    carry none (compare's adaptive rule)."""
+    model = Model(16, {12: 5.0})
+    store, fleet, loop, state, _ = run_loop(tmp_path, model, 2)
+    good, bad = model.commits[0].sha, model.commits[-1].sha
+    for pair in state["pairs"].values():
+        item = fleet.items[pair["work_id"]]
+        documents = [document for _, document in item.job_documents()]
+        checked = [entries.job_document(json.loads(json.dumps(document))) for document in documents]
+        if pair["purpose"] != "step":
+            assert pair["step_rule"] is None and all("step_rule" not in d for d in documents)
+            continue
+        rule = checked[0].step_rule
+        assert rule["metric"] == METRIC and rule["against_bad"] == (pair["reference"] == bad)
+        assert pair["reference"] in (good, bad) and rule["halves"] == {TEST: 0.5} and rule["rising"] == {TEST: True}
+        assert rule["steps"][TEST] > 4                                       # the confirmation's GOOD→BAD ratio
+
+
+@pytest.mark.parametrize("change, why", [
+    ({"metric": "nonsense"}, "not a compared metric"),
+    ({"against_bad": "yes"}, "true or false"),
+    ({"halves": {TEST: 99}}, "outside"),
+    ({"steps": {TEST: 1.0}}, "exactly 1"),
+    ({"rising": {OTHER: True}}, "the same tests"),
+    ({"shell": "rm -rf /"}, "unknown field"),
+    ({"halves": {}}, "1 to"),
+])
+def test_a_malformed_step_rule_is_a_malformed_job(change, why):
+    rule = {"metric": METRIC, "halves": {TEST: 0.5}, "rising": {TEST: True}, "steps": {TEST: 5.0},
+            "against_bad": False}
+    item = work.WorkItem(work_id="w1", source="bisect", sides=[SideSpec("baseline", "git:/r@a"),
+                                                               SideSpec("comparison", "git:/r@b")],
+                         platforms=["p"], tests=[(SUITE, TEST)], topologies=["oss-standalone"],
+                         settings=work.Settings(runs=5, max_runs=9), step_rule={**rule, **change})
+    document = item.job_documents()[0][1]
+    with pytest.raises(entries.Malformed, match=why):
+        entries.job_document(document)
+    assert entries.job_document({**document, "step_rule": rule}).step_rule == rule
+
+
+def test_an_agent_adds_runs_while_a_step_straddles_its_half_way_point():
+    """The agent's extra-runs rule from a job's step rule (redline.fleet.execution.step_rule_runs):
+    more runs while the candidate's interval straddles the half-way point, none once it is on one
+    side or at max_runs; a job without a rule keeps compare's adaptive rule."""
+    from redline.engine.job import Job
+    from redline.fleet.execution import step_rule_runs
+
+    def job(rule):
+        return Job(suite=SUITE, test=TEST, sides=[], settings={"runs": 5}, max_runs=9, step_rule=rule)
+    rule = {"metric": METRIC, "halves": {TEST: 0.5}, "rising": {TEST: True}, "steps": {TEST: 5.0}, "against_bad": False}
+    more = step_rule_runs(job(rule))
+    model = Model(2, {1: 5.0})
+    good, middle = model.commits[0].sha, model.commits[1].sha
+    decided = model.runs(good, middle, [TEST], per_side=5)             # 5x against GOOD: beyond the half-way point
+    assert more(None, decided, 5) == 0
+    pairs = [(10, 12), (10, 60), (10, 30), (10, 14), (10, 50)]         # its interval reaches both sides of √5x
+    straddling = [Run(test=TEST, target="t", side=side, run_index=i, status="ok", suite_file=SUITE,
+                      metrics={METRIC: value}) for i, (a, b) in enumerate(pairs)
+                  for side, value in (("baseline", a), ("comparison", b))]
+    assert more(None, straddling, 5) == 2 and more(None, straddling, 9) == 0
+    assert more(None, decided[:6], 3) == 2                              # too few runs for an interval yet
+    assert step_rule_runs(job(None)) is None

@@ -129,6 +129,12 @@ def test_a_pushed_regression_is_confirmed_bisected_and_reported_by_the_fleet(tmp
                               [json.loads(f["job"]) for _, f in r.xrange(keys.JOBS.key(platform="p"))],
                               "round 1's two jobs")
             assert len(round1) == 2
+            # each carries its step rule: measured against GOOD or BAD, the half-way point of the whole change
+            for job in round1:
+                rule, reference = job["step_rule"], job["sides"][0]["target"].rsplit("@", 1)[1]
+                assert reference in (shas[0], shas[-1]) and rule["against_bad"] == (reference == shas[-1])
+                assert rule["halves"] == {GET: 0.5} and rule["metric"] == METRIC
+            assert "step_rule" not in confirmation[0]
             twice = {round1[0]["job_id"].split(":")[0]}
             play_agent(r, shas, suite_file, publish_twice=twice)
             wait_for(lambda: r.xlen(keys.RESULTS.key()) == 0, "round 1 stored")

@@ -37,9 +37,14 @@ twice (a replayed side effect) changes nothing.
 Limits: at most `max_concurrent` open bisections per repository, at most `max_steps` pairs
 measured per bisection (the endpoint pair included); past the cap the bisection ends with one line.
 
-What is not here (docs/fleet.md "The closed loop"): counted (--measure instructions) steps, the
-step rule's early stop on the agents (a step's runs follow compare's adaptive rule up to max_runs,
-then the half-way test is applied here), `redline history` change points as a trigger.
+A round's step carries its rule as job data (`step_rule`: the search's half-way points, directions,
+the endpoints' ratios, which end it is measured against, the metric; checked by
+redline.fleet.entries): the agent adds runs while the candidate's interval straddles the half-way
+point, as `redline bisect` does on one machine (redline.fleet.execution.step_rule_runs). The
+confirmation and the culprit's own change follow compare's adaptive rule.
+
+What is not here (docs/fleet.md "The closed loop"): counted (--measure instructions) steps,
+`redline history` change points as a trigger.
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ from redline.analysis.stats import Verdict
 from redline.bisect import search
 from redline.bisect.measure import timed_changes
 from redline.bisect.planner import rounds_needed
-from redline.bisect.search import Answer, Ask, Change, Commit, Outcome, Settled, Unbuildable
+from redline.bisect.search import Answer, Ask, Change, Commit, Outcome, Settled, StepRule, Unbuildable
 from redline.core.errors import UsageError
 from redline.core.run import Run
 from redline.engine.job import SideSpec
@@ -77,9 +82,9 @@ DEFAULT_MAX_STEPS = 24
 class Pending(Exception):
     """The search asked for pairs (reference, candidate) not measured yet."""
 
-    def __init__(self, pairs: list[tuple[Commit, Commit]]):
+    def __init__(self, pairs: list[tuple[Commit, Commit]], rules: dict[str, StepRule] | None = None):
         super().__init__(f"{len(pairs)} pairs not measured yet")
-        self.pairs = pairs
+        self.pairs, self.rules = pairs, rules or {}       # pair key → the step's rule (round steps)
 
 
 def pair_key(reference: Commit | str, candidate: Commit | str) -> str:
@@ -113,9 +118,11 @@ class StoredAnswers:
 
     def measure(self, asks: list[Ask], tests: list[str]) -> list[Answer]:
         answers = [self._answer(ask.reference, ask.candidate) for ask in asks]
-        missing = [(ask.reference, ask.candidate) for ask, answer in zip(asks, answers) if answer is None]
+        missing = [ask for ask, answer in zip(asks, answers) if answer is None]
         if missing:
-            raise Pending(missing)
+            raise Pending([(ask.reference, ask.candidate) for ask in missing],
+                          {pair_key(ask.reference, ask.candidate): ask.settled for ask in missing
+                           if isinstance(ask.settled, StepRule)})
         return answers
 
 
@@ -336,7 +343,7 @@ class Loop:
                                     per_round=state["per_round"], on_step=so_far.append)
         except Pending as pending:
             self._document(state, so_far[-1] if so_far else None)
-            return self._queue(state, pending.pairs, so_far[-1] if so_far else None)
+            return self._queue(state, pending.pairs, so_far[-1] if so_far else None, pending.rules)
         except Unbuildable as failure:
             tail = " ".join(failure.tail[-1:])[:300]
             return self._end(state, "failed", f"an end of the range does not build or measure "
@@ -354,7 +361,8 @@ class Loop:
             self.store.save_session_document(state["bisection"], DOCUMENT, {**self._context(state),
                                                                             **outcome.as_json()})
 
-    def _queue(self, state: dict, pairs: list[tuple[Commit, Commit]], outcome: Outcome | None) -> None:
+    def _queue(self, state: dict, pairs: list[tuple[Commit, Commit]], outcome: Outcome | None,
+               rules: dict[str, StepRule]) -> None:
         good, bad = state["good"]["sha"], state["path"][-1]["sha"]
         new = [(r, c) for r, c in pairs if pair_key(r, c) not in state["pairs"]]
         if len(state["pairs"]) + len(new) > state["max_steps"]:
@@ -366,7 +374,9 @@ class Loop:
         for reference, candidate in new:
             state["pairs"][pair_key(reference, candidate)] = {
                 "work_id": fleet_work.new_work_id(), "reference": reference.sha, "candidate": candidate.sha,
-                "state": "queued", "round": outcome.rounds if outcome else 0, "purpose": purpose}
+                "state": "queued", "round": outcome.rounds if outcome else 0, "purpose": purpose,
+                "step_rule": ({**rules[key].as_json(), "metric": state["metric"]}
+                              if (key := pair_key(reference, candidate)) in rules else None)}
         state["round"] = outcome.rounds if outcome else 0
         state["rounds"] = max(state["round"], rounds_needed(len(state["path"]) - 1, state["per_round"]))
         self._save(state)            # the work ids are recorded before anything is enqueued
@@ -396,7 +406,8 @@ class Loop:
             work_id=pair["work_id"], source="bisect",
             sides=[side("baseline", pair["reference"]), side("comparison", pair["candidate"])],
             platforms=[state["platform"]], tests=[tuple(t) for t in state["tests"]], topologies=state["topologies"],
-            settings=fleet_work.Settings(**state["settings"]), bisection=str(state["bisection"]))
+            settings=fleet_work.Settings(**state["settings"]), bisection=str(state["bisection"]),
+            step_rule=pair.get("step_rule"))
 
     def _end(self, state: dict, stage: str, note: str | None, outcome: Outcome | None) -> None:
         state["stage"], state["note"] = stage, note

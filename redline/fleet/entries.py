@@ -120,7 +120,10 @@ def job_entry(fields: dict) -> JobEntry:
     return JobEntry(job_id, work_id, attempt, job)
 
 
-JOB_KEYS = ("format", "suite", "test", "sides", "topology", "settings", "max_runs", "lone_p_value", "job_id")
+JOB_KEYS = ("format", "suite", "test", "sides", "topology", "settings", "max_runs", "lone_p_value", "job_id",
+            "step_rule")
+STEP_RULE_KEYS = ("metric", "halves", "rising", "steps", "against_bad")
+STEP_RULE_TESTS = 200
 SIDE_KEYS = ("name", "target", "config", "variant")
 
 
@@ -165,7 +168,40 @@ def job_document(document: dict) -> Job:
     return Job(suite=text(document.get("suite"), "job.suite"), test=text(document.get("test"), "job.test"),
                sides=[side_document(side, f"job.sides[{n}]") for n, side in enumerate(sides)], topology=topology,
                settings=checked, max_runs=max_runs, lone_p_value=lone_p,
-               job_id=text(document.get("job_id"), "job.job_id", pattern=IDENTIFIER))
+               job_id=text(document.get("job_id"), "job.job_id", pattern=IDENTIFIER),
+               step_rule=optional(step_rule_document, document.get("step_rule"), "job.step_rule"))
+
+
+def step_rule_document(document, where: str) -> dict:
+    """A bisection step's rule (redline.bisect.search.StepRule as JSON, with the metric it decides
+    on): per test a half-way point (a place, 0 at GOOD and 1 at BAD, within -10..10), a direction and
+    the endpoints' ratio (positive, not 1); the same tests in all three."""
+    from redline.analysis.comparison import COMPARED_METRICS
+    if not isinstance(document, dict):
+        raise Malformed(f"{where}: expected an object")
+    only_keys(document, STEP_RULE_KEYS, where)
+    metric = text(document.get("metric"), f"{where}.metric")
+    if metric not in COMPARED_METRICS:
+        raise Malformed(f"{where}.metric: {metric[:40]!r} is not a compared metric")
+    if not isinstance(document.get("against_bad"), bool):
+        raise Malformed(f"{where}.against_bad: expected true or false")
+    parts = {}
+    for name in ("halves", "rising", "steps"):
+        part = document.get(name)
+        if not isinstance(part, dict) or not 1 <= len(part) <= STEP_RULE_TESTS:
+            raise Malformed(f"{where}.{name}: expected an object of 1 to {STEP_RULE_TESTS} tests")
+        parts[name] = {text(test, f"{where}.{name} test"): value for test, value in part.items()}
+    if not set(parts["halves"]) == set(parts["rising"]) == set(parts["steps"]):
+        raise Malformed(f"{where}: halves, rising and steps must name the same tests")
+    for test, rising in parts["rising"].items():
+        if not isinstance(rising, bool):
+            raise Malformed(f"{where}.rising: expected true or false for {test[:80]!r}")
+    halves = {test: number(value, f"{where}.halves", -10.0, 10.0) for test, value in parts["halves"].items()}
+    steps = {test: number(value, f"{where}.steps", 1e-9, 1e9) for test, value in parts["steps"].items()}
+    if any(step == 1.0 for step in steps.values()):
+        raise Malformed(f"{where}.steps: an endpoint ratio of exactly 1 is no change to place a commit on")
+    return {"metric": metric, "halves": halves, "rising": dict(parts["rising"]), "steps": steps,
+            "against_bad": document["against_bad"]}
 
 
 def side_document(side, where: str) -> SideSpec:

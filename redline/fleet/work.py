@@ -49,6 +49,7 @@ class WorkItem:
     github: str = ""                         # owner/repo#number for the comment, when from a pull request
     created_at: float = field(default_factory=time.time)
     bisection: str = ""                      # the fleet bisection this item is a step of (redline.fleet.bisection)
+    step_rule: dict | None = None            # a bisection step's rule, carried by each of its jobs
 
     def job_documents(self) -> list[tuple[str, dict]]:
         """(platform, job document) for every test × topology × platform. The document is the
@@ -66,7 +67,7 @@ class WorkItem:
                     number += 1
                     job = Job(suite=suite, test=test, sides=list(self.sides), topology=topology, settings=dict(settings),
                               max_runs=self.settings.max_runs, lone_p_value=lone_p_value,
-                              job_id=f"{self.work_id}:{platform}:{number}")
+                              job_id=f"{self.work_id}:{platform}:{number}", step_rule=self.step_rule)
                     documents.append((platform, job.to_json()))
         return documents
 
