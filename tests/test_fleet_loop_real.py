@@ -2,7 +2,9 @@
 16-commit fixture repository of tests/test_bisect.py, real redis-server, real interleaved timed
 runs), `redline api` given a signed push event, and nothing else: the push's work item finds GET
 slower, the collector confirms it and bisects the pushed range with the fleet's two agents, and
-the report on the comments stream names commit 12 (GET made about 5x more expensive).
+the report on the comments stream names commit 12 (GET made about 5x more expensive). One agent
+is SIGKILLed in the middle of a round's step: `fleet local` starts another, the step is claimed
+after --claim-idle and run again, and every step is stored once.
 
 The pushed range is commit 9 → commit 16 (seven commits; commit 12 in it): a push's previous head
 is where the fleet's last measurement was. Timed, not counted (the loop's steps are timed; see
@@ -15,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
+import signal
 import socket
 import subprocess
 import urllib.request
@@ -24,8 +28,9 @@ import pytest
 
 from redline.fleet import keys
 from redline.server.process import free_port
-from tests.fleet_helpers import client, fleet_local, redis_arguments, redline, redline_process, stop, wait_for
+from tests.fleet_helpers import client, fleet_local, query, redis_arguments, redline, redline_process, stop, wait_for
 from tests.test_bisect import GET, SPIN, bisect_repo  # noqa: F401 — the fixture repository, shared
+from tests.test_fleet import stop_an_agent_mid_job
 
 SECRET = b"loop secret"
 TESTS = "string-(get|set)-100B-pipeline-10$"
@@ -52,11 +57,11 @@ def test_a_pushed_regression_is_bisected_by_a_real_local_fleet(tmp_path, bisect_
     secret.write_bytes(SECRET + b"\n")
     store, log = tmp_path / "fleet.db", tmp_path / "fleet.log"
     fleet, url = fleet_local("--agents", 2, "--store", store, "--platform", "ci", "--dir", tmp_path / "redis",
-                             "--allow-target", f"git:{repo.parent}", log=log)
+                             "--allow-target", f"git:{repo.parent}", "--claim-idle", "5s", log=log)
     port = free_port()
     api = redline_process("api", *redis_arguments(url), "--port", port, "--secret-file", secret, "--repository", repo,
                           "--branch", "line", "--platform", "ci", "--suite", "quick", "--name", TESTS,
-                          "--runs", 5, "--max-runs", 7, "--duration", "1s", "--variant", "libc-malloc", log=log)
+                          "--runs", 5, "--max-runs", 5, "--duration", "1s", "--variant", "libc-malloc", log=log)
     try:
         def listening():
             with socket.socket() as sock:
@@ -74,6 +79,12 @@ def test_a_pushed_regression_is_bisected_by_a_real_local_fleet(tmp_path, bisect_
                          if f["work_id"] == work_id and bool(f.get("bisection")) == bisection), None)
         own = wait_for(lambda: comment(False), "the work item's comment", timeout_s=LONG_S, every_s=2)
         assert "fleet bisection" in own["markdown"], own["markdown"]
+        # an agent SIGKILLed in the middle of a round's step: another agent runs it again after --claim-idle
+        bisection = wait_for(lambda: r.zrange(keys.BISECTIONS.key(), 0, 0), "the bisection's stage")[0]
+        wait_for(lambda: r.hget(keys.BISECTION.key(bisection=bisection), "stage") == "bisecting",
+                 "the first round", timeout_s=LONG_S, every_s=0.5)
+        victim = wait_for(lambda: stop_an_agent_mid_job(r, set()), "an agent in the middle of a step", timeout_s=LONG_S)
+        os.kill(int(victim["pid"]), signal.SIGKILL)
         report = wait_for(lambda: comment(True), "the bisection's report", timeout_s=LONG_S, every_s=2)
         assert f"culprit: {culprit[:12]}" in report["markdown"], report["markdown"]
         assert f"fixture: {SPIN} iterations of extra work on GET's code path" in report["markdown"]   # its subject
@@ -83,4 +94,13 @@ def test_a_pushed_regression_is_bisected_by_a_real_local_fleet(tmp_path, bisect_
     finally:
         assert stop(api, 120) == 0
         stop(fleet)
+    # the killed step stored once, by another agent, attempt 2; every job of every pair stored once
+    (agent, attempt), = query(store, "SELECT agent, attempt FROM fleet_jobs WHERE job_id=?", victim["job_id"])
+    assert agent != victim["agent"] and attempt == 2
+    state = json.loads(query(store, "SELECT document FROM session_documents WHERE name='fleet_bisection'")[0][0])
+    for pair in state["pairs"].values():
+        assert query(store, "SELECT count(*), count(DISTINCT job_id) FROM fleet_jobs WHERE work_id=? AND status='ok'",
+                     pair["work_id"]) == [(1, 1)], pair
+    assert state["per_round"] == 2 and any(p["round"] == 1 for p in state["pairs"].values())
+    assert victim["job_id"].split(":")[0] in {p["work_id"] for p in state["pairs"].values()}
     print(report["markdown"])
