@@ -166,3 +166,51 @@ def test_a_pushed_regression_is_confirmed_bisected_and_reported_by_the_fleet(tmp
         status = redline("fleet", "status", "--redis", url)
         assert f"reported: culprit {shas[12][:12]}" in status.stdout, status.stdout
         assert "duplicate result ignored" in log.read_text()
+
+
+def test_a_pull_requests_regression_is_bisected_and_the_culprit_posted_on_the_pull_request(tmp_path, repository):
+    """A pull request's work item (head commit 14 against merge base commit 10), one live agent
+    (k = 1), a collector with a GitHub token (a loopback stand-in for the API): the pull request gets
+    the work item's comment, which links the bisection, then the bisection's report naming commit 12,
+    each once."""
+    from tests.test_fleet_collector import collector_with_github, github_server
+    repo, shas = repository
+    get = load_test(builtin_suites_dir() / "quick" / "string-get-100B-pipeline-10.yml")
+    posted: list[dict] = []
+
+    def routes(method, path, body):
+        if method == "POST":
+            posted.append({"path": path, "body": body["body"], "html_url": f"https://example.invalid/c/{len(posted) + 1}"})
+            return 201, {}, posted[-1]
+        return 200, {}, posted
+    github, _ = github_server(routes)
+    try:
+        with redis_with_aof(tmp_path / "aof") as url:
+            r = client(url)
+            collector = collector_with_github(tmp_path, url, f"http://127.0.0.1:{github.server_port}")
+            try:
+                work.register_platform(r, "p")
+                r.hset(keys.AGENT.key(platform="p", agent="a1"), mapping={"agent": "a1", "job_id": ""})
+                item = work.new_work(r, source="pull_request", platforms=["p"], tests=[get], topologies=None,
+                                     sides=[SideSpec("baseline", f"git:{repo}@{shas[10]}"),
+                                            SideSpec("comparison", f"git:{repo}@{shas[14]}")],
+                                     settings=work.Settings(runs=5, max_runs=5), github="redis/redis#7")
+                work.enqueue(r, item)
+                for _ in range(60):
+                    play_agent(r, shas, str(get.path))
+                    if bisection_comment(r) and len(posted) >= 2:
+                        break
+                    time.sleep(0.5)
+            finally:
+                assert stop(collector) == 0
+    finally:
+        github.shutdown()
+    assert [p["path"] for p in posted] == ["/repos/redis/redis/issues/7/comments"] * 2, posted
+    work_comment, report = posted[0]["body"], posted[1]["body"]
+    assert "fleet bisection" in work_comment and f"redline work item {item.work_id}" in work_comment
+    assert f"culprit: {shas[12][:12]}" in report and "<!-- redline bisection" in report
+    state = json.loads(query(tmp_path / "fleet.db", "SELECT document FROM session_documents "
+                                                    "WHERE name='fleet_bisection'")[0][0])
+    assert state["per_round"] == 1 and state["published"] == posted[1]["html_url"]
+    rounds = [pair["round"] for pair in state["pairs"].values() if pair["purpose"] == "step"]
+    assert rounds and len(rounds) == len(set(rounds))            # k = 1: one commit a round
