@@ -313,6 +313,9 @@ def test_what_is_not_bisected_says_why(tmp_path):
     assert "not an ancestor" in loop.trigger(summary, comparisons, records).line
     binaries = entries.work_summary({**summary.fields, "baseline": "bin:/usr/bin/redis-server"}, summary.work_id)
     assert "not git commits" in make_loop(store, fleet).trigger(binaries, comparisons, records).line
+    for run in records:
+        run.suite_file = None
+    assert "do not name their suite files" in make_loop(store, fleet).trigger(summary, comparisons, records).line
     assert fleet.submitted == []
 
 

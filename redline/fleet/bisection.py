@@ -191,8 +191,10 @@ def moved_by(comparisons: list[TestComparison], platforms: list[str]) -> Moved |
     return Moved(metric, sorted(set(found[platform])), platform)
 
 
-def git_range(baseline: str, comparison: str) -> tuple[Path, str, str] | None:
-    """(repository, GOOD, BAD) when both sides are git: targets of one repository."""
+def git_range(baseline: str, comparison: str) -> tuple[str, str, str] | None:
+    """(repository as the targets name it, GOOD, BAD) when both sides are git: targets of one
+    repository. The collector walks its ancestry path there: it needs the repository at the path
+    the agents see it (one machine, or the same path on the collector's)."""
     def split(spec: str):
         if not spec.startswith("git:") or "@" not in spec:
             return None
@@ -201,7 +203,7 @@ def git_range(baseline: str, comparison: str) -> tuple[Path, str, str] | None:
     a, b = split(baseline), split(comparison)
     if a is None or b is None or a[0] != b[0]:
         return None
-    return Path(a[0]), a[1], b[1]
+    return a[0], a[1], b[1]
 
 
 class Loop:
@@ -255,25 +257,27 @@ class Loop:
         if found is None:
             return Decision("Not bisected: the two sides are not git commits of one repository.")
         repo, good_ref, bad_ref = found
-        running = [s for _, s in self.states() if s["repository"] == str(repo) and s["stage"] in OPEN_STAGES]
+        running = [s for _, s in self.states() if s["repository"] == repo and s["stage"] in OPEN_STAGES]
         if len(running) >= self.max_concurrent:
             self.say("bisection not opened", work=work.work_id, reason="cap", running=len(running))
             return Decision(f"Not bisected: {len(running)} bisections of this repository are running already "
                             f"(the cap, --bisect-max-concurrent, is {self.max_concurrent}).")
         try:
-            good, path = self.path_of(repo, good_ref, bad_ref)
+            good, path = self.path_of(Path(repo).expanduser(), good_ref, bad_ref)
         except UsageError as exc:
             self.say("bisection not opened", work=work.work_id, reason=str(exc))
             return Decision(f"Not bisected: {exc}.")
         suites = {run.key: (fleet_work.suite_of(run), run.topology) for run in records if run.suite_file}
         tests = [[suites[key][0], key.split("@", 1)[0]] for key in moved.tests if key in suites]
+        if not tests:
+            return Decision("Not bisected: the stored runs of the moved tests do not name their suite files.")
         topologies = sorted({suites[key][1] for key in moved.tests if key in suites}) or ["oss-standalone"]
         sides = {side.name: side for side in work.sides}
         per_round = max(1, self.fleet.live_agents(moved.platform))
         bisection = self.store.begin_session(kind="bisect", argv=["fleet", "bisect", work.work_id],
                                              machine=machine.facts())
         state = {
-            "format": 1, "bisection": bisection, "work_id": work.work_id, "repository": str(repo),
+            "format": 1, "bisection": bisection, "work_id": work.work_id, "repository": repo,
             "github": work.github, "platform": moved.platform, "metric": moved.metric, "keys": moved.tests,
             "tests": tests, "topologies": topologies, "per_round": per_round,
             "sides": {name: side.to_json() for name, side in sides.items()},
