@@ -138,6 +138,11 @@ def _malformed(tmp: Path) -> list[tuple[list[str], str]]:
         (["bisect", "ftp:x"], "bisect needs a git:REPO target"),
         (["bisect", f"git:{tmp}", "--good", "a", "--bad", "b", "--runs", "3"],
          "--runs 3: a timed bisection step needs at least 5 runs per side"),
+        (["gate", good, "--jobs", "0"], "argument --jobs: expected a positive integer, got '0'"),
+        (["gate", good, "--budget", "soon"], "not a time budget: 'soon'"),
+        (["gate", "--resume", "latest", good], "--resume continues the stored gate with its own targets"),
+        (["accuracy", tmp / "none.yaml"], f"{tmp}/none.yaml: cannot read the corpus"),
+        (["accuracy", "--only", "("], "invalid name regex '('"),
         # the fleet's commands: no Redis is asked, no store or file is written
         (["submit", "--comparison", "ftp:x"], "unknown target scheme 'ftp'"),
         (["submit", "--comparison", "bin:/usr/bin/redis-server", "--platform", "bad!"], "platform name 'bad!'"),
@@ -183,6 +188,7 @@ def test_every_subcommand_refuses_malformed_arguments_in_one_line_before_anythin
     assert not failures, failures
     assert not (tmp_path / "redline.db").exists()          # no store session was opened, nothing measured
     assert not (tmp_path / "same.out").exists()
+    assert not (tmp_path / "accuracy.db").exists()
     for written in ("agent.db", "c.db", "f.db"):           # nor a fleet command's store
         assert not (tmp_path / written).exists(), written
     commands = {arguments[0] if arguments[0] != "fleet" else " ".join(arguments[:2]) for arguments, _ in cases}

@@ -40,8 +40,9 @@ def test_hotspots_without_profiles_is_a_clear_error(tmp_path, redline_cli):
 
 def test_compare_profile_names_the_symbols_behind_a_regression(tmp_path, redline_cli):
     out = tmp_path / "cmp.json"
+    # 3 s windows: at load 20 a 1 s window once gave both sides' profiles nothing to tell apart
     redline_cli("compare", "quick", "--name", "string-set-100B-pipeline-10$", "--comparison-config",
-                "appendonly=yes", "--runs", "6", "--max-runs", "6", "--duration", "1s", "--warmup", "0.5s",
+                "appendonly=yes", "--runs", "6", "--max-runs", "6", "--duration", "3s", "--warmup", "0.5s",
                 "--profile", "--json", out, "--store", tmp_path / "r.db", timeout=600)
     comparisons = json.loads(out.read_text())["comparisons"]
     cpu = next(c for c in comparisons if c["metric"] == "server_cpu_us_per_op")

@@ -98,3 +98,33 @@ def test_two_lanes_that_need_one_dataset_prepare_it_once_and_both_restore_it(tmp
     assert len(saved) == 1, [r.facts.get("dataset") for r in runs]            # prepared once
     assert len({r.state["snapshot_key"] for r in runs}) == 1
     assert len(list((tmp_path / "cache" / "snapshots").glob("*.rdb"))) == 1
+
+
+@needs_valgrind
+@needs_two_cores
+def test_the_gate_command_end_to_end_on_one_binary(tmp_path):
+    """`redline gate` as a user runs it, on real servers: one binary on both sides (an A/A), a test
+    counts can see (GET at pipeline 1: screened by counts in a lane) and one only time can see
+    (pipeline 10: confirmed by interleaved timed runs). Both get a verdict, neither a change; the
+    document, the markdown page and the store session say the same."""
+    import json
+    import subprocess
+
+    from tests.conftest import REDLINE
+    out, page = tmp_path / "gate.json", tmp_path / "gate.md"
+    proc = subprocess.run([*REDLINE, "gate", "quick", "--name", "string-get-100B-pipeline-(1|10)$", "--jobs", "2",
+                           "--window-instructions", "20000000", "--runs", "5", "--max-runs", "7", "--duration", "1s",
+                           "--warmup", "0s", "--no-profile", "--json", str(out), "--markdown", str(page),
+                           "--store", str(tmp_path / "gate.db")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-3000:])
+    document = json.loads(out.read_text())
+    by_test = {t["test"]: t for t in document["tests"]}
+    p1, p10 = by_test["quick-string-get-100B-pipeline-1"], by_test["quick-string-get-100B-pipeline-10"]
+    assert (p1["route"], p10["route"]) == ("count", "time"), (p1["route"], p10["route"])
+    assert p1["verdict"] == "no_change" and p1["decided_by"] == "counts", p1
+    assert p10["verdict"] in ("no_change", "inconclusive"), p10        # an A/A: never a change
+    assert p10["stages"].get("time"), p10
+    assert "quick-string-get-100B-pipeline-10" in page.read_text()
+    stored = Store(tmp_path / "gate.db").load_session(document["session_id"])
+    assert stored.kind == "gate"

@@ -168,8 +168,8 @@ def profile_differences(records: list[Run], artifacts: Path) -> dict[str, tuple[
             profiled.setdefault(r.test, {})[r.side] = r.profile
     found = {}
     for test, sides in profiled.items():
-        if set(sides) != {BASELINE, COMPARISON}:
-            continue
+        if set(sides) != {BASELINE, COMPARISON} or any(side.get("samples") == 0 for side in sides.values()):
+            continue        # a side without a sample has no shares: its "moves" would be noise or nothing
         base, comp = Path(sides[BASELINE]["folded_path"]), Path(sides[COMPARISON]["folded_path"])
         artifacts.mkdir(parents=True, exist_ok=True)
         svg = diff_flamegraph(base, comp, artifacts / f"{test}.diff.svg", title=f"{test}: comparison against baseline")

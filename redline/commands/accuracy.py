@@ -13,7 +13,8 @@ from redline.accuracy import runner, table
 from redline.accuracy.corpus import Corpus, check_catalogue, check_schema, load_corpus, refuse
 from redline.accuracy.history import Repository, check_history
 from redline.accuracy.scoring import FAILED, score
-from redline.commands.argtypes import duration, positive_float, positive_int, regex, store_path, whole_seconds
+from redline.commands.argtypes import duration, positive_int, regex, store_path, whole_seconds
+from redline.commands.arguments import add_scale_argument, add_window_argument
 from redline.commands.session import check_outputs
 from redline.core import terminal
 from redline.core.errors import UsageError
@@ -53,9 +54,8 @@ def add_parser(commands) -> None:
     parser.add_argument("--duration", type=whole_seconds, default=10.0, metavar="TIME",
                         help="timed: measured time per run instead of the suites' own (default 10s)")
     parser.add_argument("--warmup", type=duration, default=2.0, metavar="TIME", help="timed: warm-up per run (default 2s)")
-    parser.add_argument("--scale", type=positive_float, metavar="S", help="scale of generated datasets (default: the suite's)")
-    parser.add_argument("--window-instructions", type=positive_int, metavar="N",
-                        help="counted: size each run's request count for at least N instructions (default 150000000)")
+    add_scale_argument(parser)
+    add_window_argument(parser, "counted: size each run's request count for at least N instructions (default 150000000)")
     parser.add_argument("--again", action="store_true",
                         help="measure the selected entries (--only) again even where they were measured before "
                              "(after a fix in redline); the table shows the latest measurement")

@@ -49,20 +49,17 @@ def add_measurement_arguments(parser: argparse.ArgumentParser, *, default_runs: 
                         help="time (default; a suite may say `redline: measure: instructions`): throughput, latency, "
                              "CPU per op; instructions: the server under valgrind's callgrind, a fixed request count, "
                              "instructions and estimated cycles per op (docs/measure-instructions.md)")
-    parser.add_argument("--window-instructions", type=positive_int, metavar="N",
-                        help="--measure instructions: size the fixed request count for a window of at least N "
-                             "instructions (default 150000000)")
+    add_window_argument(parser, "--measure instructions: size the fixed request count for a window of at least N "
+                                "instructions (default 150000000)")
     parser.add_argument("--duration", type=whole_seconds, metavar="TIME",
                         help="measured time per run in whole seconds, replacing the suite's --test-time "
                              "(e.g. 10s, 2m)")
     parser.add_argument("--warmup", type=duration, default=2.0, metavar="TIME",
                         help="warm-up before each measured window, excluded from every metric "
                              "(default 2s; e.g. 500ms, 0s)")
-    parser.add_argument("--scale", type=positive_float, metavar="S",
-                        help="scale of generated datasets (default: the suite's dataset-scale, else 1)")
+    add_scale_argument(parser)
     add_store_argument(parser)
-    parser.add_argument("--no-snapshots", dest="snapshots", action="store_false",
-                        help="always prepare datasets from scratch instead of restoring cached RDB snapshots")
+    add_snapshots_argument(parser)
     parser.add_argument("--json", type=Path, metavar="FILE", help="write every run as JSON to FILE")
     parser.add_argument("--jsonl", type=Path, metavar="FILE",
                         help="append every run document to FILE as one line of JSON as soon as it is stored "
@@ -77,6 +74,21 @@ def add_measurement_arguments(parser: argparse.ArgumentParser, *, default_runs: 
     parser.add_argument("--profile", action="store_true",
                         help="after the measured runs, one extra run per test and side under perf: "
                              "flame graph and top symbols (never part of a metric)")
+
+
+def add_window_argument(parser: argparse.ArgumentParser, help: str) -> None:
+    """--window-instructions: the counted window; `help` says its default for this command."""
+    parser.add_argument("--window-instructions", type=positive_int, metavar="N", help=help)
+
+
+def add_scale_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scale", type=positive_float, metavar="S",
+                        help="scale of generated datasets (default: the suite's dataset-scale, else 1)")
+
+
+def add_snapshots_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-snapshots", dest="snapshots", action="store_false",
+                        help="always prepare datasets from scratch instead of restoring cached RDB snapshots")
 
 
 def measurement_defaults(args) -> None:

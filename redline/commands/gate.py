@@ -10,8 +10,9 @@ import time
 from pathlib import Path
 
 from redline.analysis.stats import Verdict
-from redline.commands.argtypes import duration, positive_float, positive_int, regex, session_id, whole_seconds
-from redline.commands.arguments import EXIT_STATUS, add_store_argument
+from redline.commands.argtypes import duration, positive_int, regex, session_id, whole_seconds
+from redline.commands.arguments import (EXIT_STATUS, add_scale_argument, add_snapshots_argument, add_store_argument,
+                                        add_window_argument)
 from redline.commands.session import check_outputs, finish
 from redline.core import metrics, terminal
 from redline.core.errors import UsageError
@@ -81,13 +82,10 @@ def add_parser(commands) -> None:
     parser.add_argument("--metric", choices=TIMED_METRICS, default="server_cpu_us_per_op",
                         help="the timed metric a test is decided on (default server_cpu_us_per_op; "
                              "ops_per_sec where no server CPU is measured)")
-    parser.add_argument("--window-instructions", type=positive_int, metavar="N",
-                        help="counted runs: a window of at least N instructions (default 50000000: the screen only asks "
-                             "whether a test moved beyond its threshold)")
-    parser.add_argument("--scale", type=positive_float, metavar="S",
-                        help="scale of generated datasets (default: the suite's dataset-scale, else 1)")
-    parser.add_argument("--no-snapshots", dest="snapshots", action="store_false",
-                        help="prepare datasets from scratch instead of restoring cached RDB snapshots")
+    add_window_argument(parser, "counted runs: a window of at least N instructions (default 50000000: the screen "
+                                "only asks whether a test moved beyond its threshold)")
+    add_scale_argument(parser)
+    add_snapshots_argument(parser)
     parser.add_argument("--no-profile", dest="profile", action="store_false",
                         help="no counted profile (differential flame graph) of the tests whose counts moved")
     parser.add_argument("--resume", type=session_id, metavar="SESSION",

@@ -4,7 +4,7 @@ work item is complete.
 It reads the results stream in the `collector` group under one consumer name, first what it
 had been given and not ACKed before a restart (XREADGROUP from 0), then new entries. An entry
 is ACKed (and deleted: the stream only holds what is not stored yet) after its SQLite commit.
-Exactly once: runs by uid, jobs by job_id (redline.fleet.ledger). A job's runs go through result
+Exactly once: runs by uid, jobs by job_id (redline.store.fleet_ledger). A job's runs go through result
 sinks, as the engine's do: the store (once by uid) and, with --export, RedisTimeSeries, before
 the ACK (redline.fleet.export).
 
@@ -26,7 +26,7 @@ from redline.fleet import entries, github, keys, work as fleet_work
 from redline.fleet.bisection import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_STEPS, Decision, Loop
 from redline.fleet.bisection import marker as bisection_marker
 from redline.fleet.export import FleetExport
-from redline.fleet.ledger import Ledger
+from redline.store.fleet_ledger import Ledger
 from redline.fleet.process import Stopping, log, while_reachable
 from redline.fleet.work import PLATFORM_NAME, ensure_group
 from redline.output.markdown import comparison_markdown, literal
