@@ -24,7 +24,6 @@ import subprocess
 import urllib.request
 import uuid
 
-import pytest
 
 from redline.fleet import keys
 from redline.server.process import free_port

@@ -49,7 +49,6 @@ What is not here (docs/fleet.md "The closed loop"): counted (--measure instructi
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
