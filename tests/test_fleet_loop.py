@@ -165,6 +165,9 @@ def test_a_pushed_regression_is_confirmed_bisected_and_reported_by_the_fleet(tmp
         assert len({p["work_id"] for p in state["pairs"].values()}) == len(state["pairs"])
         status = redline("fleet", "status", "--redis", url)
         assert f"reported: culprit {shas[12][:12]}" in status.stdout, status.stdout
+        listed, = json.loads(redline("fleet", "status", "--redis", url, "--json").stdout)["bisections"]
+        assert listed == {**listed, "stage": "reported", "culprit": shas[12], "work_id": item.work_id, "per_round": 2,
+                          "steps": len(state["pairs"])}
         assert "duplicate result ignored" in log.read_text()
 
 
