@@ -356,7 +356,7 @@ def test_first_parent_path_and_all_parents_through_a_merge(tmp_path):
 def test_a_timed_change_carries_the_verdict_after_false_discovery_control():
     """The endpoint check follows what survived the session's false-discovery control, not a
     test's verdict taken alone (a held-back 'regression' is inconclusive to the search)."""
-    from redline.bisect.measure import _timed_change
+    from redline.bisect.measure import timed_change
     from redline.analysis.comparison import TestComparison
     from redline.analysis.stats import compare_metric
     result = compare_metric([100.0, 101, 99, 100.5, 99.5], [104.0, 105, 103, 104.5, 103.5], paired=False,
@@ -364,8 +364,8 @@ def test_a_timed_change_carries_the_verdict_after_false_discovery_control():
     assert result.verdict == Verdict.REGRESSION
     held_back = TestComparison("t", "server_cpu_us_per_op", result, survives_fdr=False)
     survived = TestComparison("t", "server_cpu_us_per_op", result, survives_fdr=True)
-    assert _timed_change(held_back, []).verdict == Verdict.INCONCLUSIVE
-    assert _timed_change(survived, []).verdict == Verdict.REGRESSION
+    assert timed_change(held_back, []).verdict == Verdict.INCONCLUSIVE
+    assert timed_change(survived, []).verdict == Verdict.REGRESSION
 
 
 # -- changes made by several commits (#34) ---------------------------------------------------------

@@ -133,28 +133,48 @@ def compare_targets(baseline: Target, comparison: Target, tests: list[TestSpec],
     confidence = looks_confidence(settings.runs.runs, settings.max_runs)
 
     def changes(records: list[Run], artifacts: Path | None = None) -> dict[str, Change]:
-        by_test = measured_runs_by_test(records)
-        found = [c for key, runs in by_test.items()
-                 for c in compare_test(key, runs, settings.noise_floors, confidence=confidence)
-                 if c.metric == settings.metric]
-        apply_false_discovery_control(found, q=FDR_Q)
-        if artifacts is not None:
-            attach_profiles(found, records, artifacts)
-        return {c.test: _timed_change(c, by_test[c.test]) for c in found}
+        return timed_changes(records, settings.metric, settings.noise_floors, confidence=confidence,
+                             artifacts=artifacts)
 
-    def more_runs(test: TestSpec, records: list[Run], runs_so_far: int) -> int:
-        key = records[-1].key if records else test.name
-        if runs_so_far >= settings.max_runs or settled(changes([r for r in records if r.key == key])):
-            return 0
-        return min(2, settings.max_runs - runs_so_far)
-
+    more_runs = step_more_runs(settled, settings.metric, settings.noise_floors, runs=settings.runs.runs,
+                               max_runs=settings.max_runs)
     sides = [Side(baseline, BASELINE), Side(comparison, COMPARISON)]
     jobs = jobs_for(tests, sides, replace(settings.runs, profile=profile), max_runs=settings.max_runs)
     records = execute(jobs, sides, tests, measuring, more_runs=more_runs)
     return changes(records, measuring.artifacts() if profile else None)
 
 
-def _timed_change(c: TestComparison, records: list[Run]) -> Change:
+def step_more_runs(settled: Settled, metric: str, noise_floors: dict[tuple[str, str], float], *, runs: int,
+                   max_runs: int) -> MoreRuns:
+    """The engine's extra-runs rule of a timed step: two more runs per side while `settled` says the
+    runs so far do not answer the step's question, up to max_runs. The same rule whether the step
+    runs here (compare_targets) or on a fleet agent (its job's step rule, redline.fleet.execution)."""
+    confidence = looks_confidence(runs, max(runs, max_runs))
+
+    def more_runs(test, records: list[Run], runs_so_far: int) -> int:
+        key = records[-1].key if records else test.name
+        if runs_so_far >= max_runs or settled(timed_changes([r for r in records if r.key == key], metric, noise_floors,
+                                                            confidence=confidence)):
+            return 0
+        return min(2, max_runs - runs_so_far)
+    return more_runs
+
+
+def timed_changes(records: list[Run], metric: str, noise_floors: dict[tuple[str, str], float], *,
+                  confidence: float, artifacts: Path | None = None) -> dict[str, Change]:
+    """The change of `metric` per test of interleaved baseline/comparison runs, with the compare
+    verdict (false-discovery controlled over the tests): what a timed step decides on, whether its
+    runs were measured here (compare_targets) or by fleet agents (redline.fleet.bisection)."""
+    by_test = measured_runs_by_test(records)
+    found = [c for key, runs in by_test.items()
+             for c in compare_test(key, runs, noise_floors, confidence=confidence) if c.metric == metric]
+    apply_false_discovery_control(found, q=FDR_Q)
+    if artifacts is not None:
+        attach_profiles(found, records, artifacts)
+    return {c.test: timed_change(c, by_test[c.test]) for c in found}
+
+
+def timed_change(c: TestComparison, records: list[Run]) -> Change:
     note = c.note or c.state_refusal
     failed = _failures(records)
     if failed:

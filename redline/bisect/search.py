@@ -228,13 +228,39 @@ def judge(search: Search, mark: Mark) -> tuple[str | None, str | None]:
     return (GOOD if next(iter(sides.values())) == BEFORE else BAD), None
 
 
-def settled_by(search: Search, steps: dict[str, float], against_bad: bool) -> Settled:
-    """The runs of the tests in `changes` are enough once each puts the candidate on one side of
-    the search's half-way point (tests that disagree are not helped by more runs)."""
-    def settled(changes: dict[str, Change]) -> bool:
-        sides = search.sides(mark_of(changes, steps, against_bad))
+@dataclass(frozen=True)
+class StepRule:
+    """A step's rule as data: the runs of a candidate against GOOD (or BAD, `against_bad`) are
+    enough once every measured test puts it on one side of its search's half-way point (`halves`,
+    with `rising`: whether the search's upper end lies above its lower one), its place taken on
+    each followed test's endpoint change (`steps`: BAD/GOOD). Tests that disagree are not helped by
+    more runs. Callable as a `Settled`; its JSON form travels in a fleet job (redline.fleet.bisection)."""
+
+    halves: dict[str, float]
+    rising: dict[str, bool]
+    steps: dict[str, float]
+    against_bad: bool
+
+    def __call__(self, changes: dict[str, Change]) -> bool:
+        search = Search(-1, 0, dict(self.halves), dict(self.rising))
+        sides = search.sides(mark_of(changes, self.steps, self.against_bad))
         return all(sides[test] is not None for test in changes if test in sides)
-    return settled
+
+    def as_json(self) -> dict:
+        return {"halves": dict(self.halves), "rising": dict(self.rising), "steps": dict(self.steps),
+                "against_bad": self.against_bad}
+
+    @classmethod
+    def from_json(cls, document: dict) -> StepRule:
+        return cls(dict(document["halves"]), dict(document["rising"]), dict(document["steps"]),
+                   bool(document["against_bad"]))
+
+
+def settled_by(search: Search, steps: dict[str, float], against_bad: bool) -> StepRule:
+    """The step rule of a candidate of `search`, measured against GOOD or BAD (`against_bad`)."""
+    return StepRule({test: search.halves[test] for test in search.halves},
+                    {test: search.rising[test] for test in search.halves},
+                    {test: steps[test] for test in search.halves if test in steps}, against_bad)
 
 
 def endpoints_settled(changes: dict[str, Change]) -> bool:

@@ -103,3 +103,25 @@ def store_path(text: str) -> Path:
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path is not a store file (default: ./redline.db)")
     return Path(text)
+
+
+def bisect_max_concurrent(text: str) -> int:
+    """The closed loop's cap on open bisections per repository: 0 (off) or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r} (0 turns the loop off)") from None
+    if not 0 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"{value} is outside 0..1000 (0 turns the loop off)")
+    return value
+
+
+def bisect_max_steps(text: str) -> int:
+    """The closed loop's cap on pairs measured per bisection: the confirmation and at least one step."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 2 <= value <= 10_000:
+        raise argparse.ArgumentTypeError(f"{value} is outside 2..10000 (the confirmation and at least one step)")
+    return value

@@ -18,9 +18,22 @@ def add_parser(commands) -> None:
     parser.add_argument("--github-token-file", type=Path, metavar="FILE",
                         help="post each pull request's comment with this token")
     parser.add_argument("--github-api", default="https://api.github.com", metavar="URL")
+    add_bisect_arguments(parser)
     add_export_arguments(parser, platform_default="the fleet platform that ran the job",
                          what=f"as results are stored; --export defaults to ${EXPORT_VARIABLE}")
     parser.set_defaults(func=collector_command)
+
+
+def add_bisect_arguments(parser) -> None:
+    """The closed loop's caps (docs/fleet.md "The closed loop"); `fleet local` passes them to its collector."""
+    from redline.commands.argtypes import bisect_max_concurrent, bisect_max_steps
+    from redline.fleet.bisection import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_STEPS
+    parser.add_argument("--bisect-max-concurrent", type=bisect_max_concurrent, default=DEFAULT_MAX_CONCURRENT,
+                        metavar="N", help="open fleet bisections per repository at most (0: the loop is off; "
+                                          f"default {DEFAULT_MAX_CONCURRENT})")
+    parser.add_argument("--bisect-max-steps", type=bisect_max_steps, default=DEFAULT_MAX_STEPS, metavar="N",
+                        help=f"pairs of commits one bisection measures at most, its confirmation included "
+                             f"(default {DEFAULT_MAX_STEPS})")
 
 
 def collector_command(args) -> int:
@@ -37,5 +50,6 @@ def collector_command(args) -> int:
                           say=lambda event, **fields: log(f"collector {args.collector_name}", event, **fields))
     store = Store(args.store)
     Collector(connect(args.redis, args.redis_password_file), store=store, name=args.collector_name, stopping=stopping,
-              github_poster=poster, export=export).serve()
+              github_poster=poster, export=export, bisect_max_concurrent=args.bisect_max_concurrent,
+              bisect_max_steps=args.bisect_max_steps).serve()
     return 0

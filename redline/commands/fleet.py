@@ -11,6 +11,7 @@ from pathlib import Path
 
 from redline.commands.argtypes import claim_idle, port_number, positive_int
 from redline.commands.arguments import add_allow_arguments, add_redis_argument, add_store_argument, platform_name
+from redline.commands.collector import add_bisect_arguments
 from redline.export.options import add_export_arguments
 
 
@@ -32,6 +33,7 @@ def add_parser(commands) -> None:
     local.add_argument("--dir", type=Path, metavar="DIR",
                        help="Redis's AOF directory and the password file (default: a new temp directory)")
     add_allow_arguments(local)
+    add_bisect_arguments(local)
     add_export_arguments(local, platform_default=None, what="from the collector (running_platform: --platform)")
     local.set_defaults(func=local_command)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])

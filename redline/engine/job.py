@@ -73,6 +73,7 @@ class Job:
     max_runs: int | None = None          # compare: extra runs per side while undecided, up to this
     lone_p_value: float | None = None    # compare: the p a lone finding needs to survive the session's FDR
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    step_rule: dict | None = None        # a bisection step: when its runs are enough (redline.bisect.search.StepRule + metric)
 
     @property
     def adaptive(self) -> bool:
@@ -85,6 +86,8 @@ class Job:
     def to_json(self) -> dict:
         document = asdict(self)
         document["sides"] = [side.to_json() for side in self.sides]
+        if document["step_rule"] is None:        # only a bisection step carries one
+            del document["step_rule"]
         return {"format": JOB_FORMAT, **document}
 
     @classmethod

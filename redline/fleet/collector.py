@@ -22,7 +22,9 @@ from __future__ import annotations
 import redis
 
 from redline.analysis.comparison import FDR_Q, apply_false_discovery_control, compare_test, looks_confidence
-from redline.fleet import entries, github, keys
+from redline.fleet import entries, github, keys, work as fleet_work
+from redline.fleet.bisection import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_STEPS, Decision, Loop
+from redline.fleet.bisection import marker as bisection_marker
 from redline.fleet.export import FleetExport
 from redline.store.fleet_ledger import Ledger
 from redline.fleet.process import Stopping, log, while_reachable
@@ -37,12 +39,16 @@ ERROR_SHOWN = 300            # characters of a dead job's error in the comment
 
 class Collector:
     def __init__(self, client: redis.Redis, *, store: Store, name: str, stopping: Stopping,
-                 github_poster: github.Poster | None = None, export: FleetExport | None = None):
+                 github_poster: github.Poster | None = None, export: FleetExport | None = None,
+                 bisect_max_concurrent: int = DEFAULT_MAX_CONCURRENT, bisect_max_steps: int = DEFAULT_MAX_STEPS):
         self.client, self.store, self.name, self.stopping = client, store, name, stopping
         self.ledger = Ledger(store)
         self.github = github_poster
         self.export = export
         self.stream = keys.RESULTS.key()
+        # the closed loop (redline.fleet.bisection): confirmation and bisection of a moved work item
+        self.loop = Loop(store, CollectorFleet(self), max_concurrent=bisect_max_concurrent,
+                         max_steps=bisect_max_steps, say=self.say)
 
     def say(self, event: str, **fields) -> None:
         log(f"collector {self.name}", event, **fields)
@@ -215,11 +221,30 @@ class Collector:
             comment += "\n**Jobs that failed on every attempt** (no verdict):\n\n" + "\n".join(
                 f"- {literal(job_id)} on {literal(platform or '?')}: {literal(shortened(error or ''))}"
                 for job_id, platform, error in dead) + "\n"
+        export = ["export"] if self.export else []
+        if work.bisection:          # a pair of a fleet bisection: its answer goes to the bisection, not to a comment
+            effects = export + ["bisection"]
+        else:
+            decision = self._trigger(work, comparisons, records)
+            if decision is not None and decision.line:
+                comment += f"\n{decision.line}\n"
+            effects = export + ["comments"] + (["github"] if work.github and self.github else []) + (
+                ["bisection"] if decision is not None and decision.bisection is not None else [])
         comment += f"\n{marker(work.work_id)}\n"
-        effects = (["export"] if self.export else []) + ["comments"] + (["github"] if work.github and self.github else [])
         self.ledger.finish(work.work_id, state=state, comment=comment, effects=effects)
         self.store.finish_session(session_id, "finished" if state == "done" else "failed")
         self.say("work item complete", work=work.work_id, state=state, comparisons=len(comparisons), dead=len(dead))
+
+    def _trigger(self, work: entries.WorkSummary, comparisons: list, records: list):
+        """The closed loop's decision for a complete work item; a failure of it is one log line and a
+        line in the comment, never the result entry's dead letter."""
+        try:
+            return self.loop.trigger(work, comparisons, records)
+        except (redis.ConnectionError, redis.TimeoutError, StoreError, KeyboardInterrupt):
+            raise
+        except Exception as exc:        # noqa: BLE001 — the work item's verdicts stand whatever the loop does
+            self.say("bisection not opened", work=work.work_id, error=f"{type(exc).__name__}: {exc}")
+            return Decision(f"Not bisected: the collector's loop failed ({type(exc).__name__}: {shortened(str(exc))}).")
 
     # -- side effects, each once ------------------------------------------------------------------
     def _finish_effects(self, work_id: str | None = None) -> None:
@@ -239,10 +264,23 @@ class Collector:
                                          lambda key, platform: verdict_label(key, platform, platforms))
         return ("done", None) if done else ("failed", "see the log's `export failed` line")
 
+    def _effect_bisection(self, work_id: str, *, again: bool) -> tuple[str, str | None]:
+        """The closed loop told that the work item is complete: a pair's answer recorded and its
+        bisection advanced, or the bisection it opened started. Idempotent (redline.fleet.bisection);
+        a failure is one log line and not retried (the bisection's state says where it stopped)."""
+        try:
+            self.loop.work_complete(entries.work_summary(self.ledger.document(work_id), work_id))
+        except (redis.ConnectionError, redis.TimeoutError, StoreError, KeyboardInterrupt):
+            raise
+        except Exception as exc:        # noqa: BLE001 — one work item's loop cannot stop the collector
+            self.say("bisection failed to advance", work=work_id, error=f"{type(exc).__name__}: {exc}")
+            return "failed", shortened(f"{type(exc).__name__}: {exc}")
+        return "done", None
+
     def _effect_comments(self, work_id: str, *, again: bool) -> tuple[str, str | None]:
         """The comment on the comments stream; tried before, it is looked for first."""
-        if again and any(f.get("work_id") == work_id for _, f in self.client.xrevrange(keys.COMMENTS.key(),
-                                                                                         count=COMMENTS_KEPT)):
+        if again and any(f.get("work_id") == work_id and not f.get("bisection")
+                         for _, f in self.client.xrevrange(keys.COMMENTS.key(), count=COMMENTS_KEPT)):
             return "done", "found on the stream"
         document = self.ledger.document(work_id)
         state = "failed" if self.ledger.dead_jobs(work_id) else "done"
@@ -271,6 +309,67 @@ class Collector:
             return "failed", str(exc)
         self.say("comment posted", github=target, url=url)
         return "done", url
+
+
+class CollectorFleet:
+    """What the closed loop (redline.fleet.bisection.Fleet) needs of the fleet, from the collector:
+    work items enqueued as `submit` does, the platform's live agents, a complete work item's stored
+    runs and dead jobs, the stage mirrored for `fleet status`, the report as a comment."""
+
+    def __init__(self, collector: Collector):
+        self.collector = collector
+
+    @property
+    def client(self) -> redis.Redis:
+        return self.collector.client
+
+    def submit(self, item: fleet_work.WorkItem) -> None:
+        if self.client.exists(keys.WORK.key(work_id=item.work_id)):
+            return                          # enqueued before a restart: the same work id is not queued twice
+        fleet_work.enqueue(self.client, item)
+
+    def live_agents(self, platform: str) -> int:
+        return sum(1 for _ in self.client.scan_iter(match=keys.AGENT.key(platform=platform, agent="*"), count=100))
+
+    def results(self, work_id: str):
+        ledger = self.collector.ledger
+        session_id = ledger.session_of(work_id, {})
+        runs = [run for runs in ledger.runs_by_platform(work_id, session_id).values() for run in runs]
+        return runs, ledger.dead_jobs(work_id)
+
+    def mirror(self, state: dict) -> None:
+        culprit = (state.get("culprit") or {}).get("sha", "")
+        with self.client.pipeline(transaction=True) as tx:
+            tx.hset(keys.BISECTION.key(bisection=str(state["bisection"])), mapping={
+                "bisection": str(state["bisection"]), "work_id": state["work_id"], "repository": state["repository"],
+                "platform": state["platform"], "per_round": str(state["per_round"]), "stage": state["stage"],
+                "round": str(state["round"]), "rounds": str(state["rounds"]), "steps": str(len(state["pairs"])),
+                "culprit": culprit, "note": state.get("note") or "", "updated_at": repr(state["updated_at"])})
+            tx.zadd(keys.BISECTIONS.key(), {str(state["bisection"]): state["started_at"]})
+            tx.execute()
+
+    def publish(self, state: dict, markdown: str, *, again: bool) -> str | None:
+        """The report on the comments stream (looked for first when tried before), then on the pull
+        request when the work item came from one and a token is given (found there: not posted
+        again). A refused post is one log line, not retried."""
+        collector, bisection = self.collector, str(state["bisection"])
+        if not (again and any(f.get("bisection") == bisection for _, f in
+                              self.client.xrevrange(keys.COMMENTS.key(), count=COMMENTS_KEPT))):
+            self.client.xadd(keys.COMMENTS.key(), {"work_id": state["work_id"], "bisection": bisection,
+                                                   "state": "done" if state["stage"] == "reported" else "failed",
+                                                   "markdown": markdown, "github": state.get("github") or ""},
+                             maxlen=COMMENTS_KEPT, approximate=True)
+        target = state.get("github") or ""
+        if not target or collector.github is None:
+            return "comments"
+        try:
+            url = collector.github.find(target, bisection_marker(state["bisection"])) if again else None
+            url = url or collector.github.post(target, markdown)
+        except github.PostFailed as exc:
+            collector.say("bisection comment not posted", github=target, error=exc)
+            return "comments"
+        collector.say("bisection comment posted", github=target, url=url)
+        return url
 
 
 def marker(work_id: str) -> str:

@@ -120,7 +120,10 @@ def job_entry(fields: dict) -> JobEntry:
     return JobEntry(job_id, work_id, attempt, job)
 
 
-JOB_KEYS = ("format", "suite", "test", "sides", "topology", "settings", "max_runs", "lone_p_value", "job_id")
+JOB_KEYS = ("format", "suite", "test", "sides", "topology", "settings", "max_runs", "lone_p_value", "job_id",
+            "step_rule")
+STEP_RULE_KEYS = ("metric", "halves", "rising", "steps", "against_bad")
+STEP_RULE_TESTS = 200
 SIDE_KEYS = ("name", "target", "config", "variant")
 
 
@@ -165,7 +168,40 @@ def job_document(document: dict) -> Job:
     return Job(suite=text(document.get("suite"), "job.suite"), test=text(document.get("test"), "job.test"),
                sides=[side_document(side, f"job.sides[{n}]") for n, side in enumerate(sides)], topology=topology,
                settings=checked, max_runs=max_runs, lone_p_value=lone_p,
-               job_id=text(document.get("job_id"), "job.job_id", pattern=IDENTIFIER))
+               job_id=text(document.get("job_id"), "job.job_id", pattern=IDENTIFIER),
+               step_rule=optional(step_rule_document, document.get("step_rule"), "job.step_rule"))
+
+
+def step_rule_document(document, where: str) -> dict:
+    """A bisection step's rule (redline.bisect.search.StepRule as JSON, with the metric it decides
+    on): per test a half-way point (a place, 0 at GOOD and 1 at BAD, within -10..10), a direction and
+    the endpoints' ratio (positive, not 1); the same tests in all three."""
+    from redline.analysis.comparison import COMPARED_METRICS
+    if not isinstance(document, dict):
+        raise Malformed(f"{where}: expected an object")
+    only_keys(document, STEP_RULE_KEYS, where)
+    metric = text(document.get("metric"), f"{where}.metric")
+    if metric not in COMPARED_METRICS:
+        raise Malformed(f"{where}.metric: {metric[:40]!r} is not a compared metric")
+    if not isinstance(document.get("against_bad"), bool):
+        raise Malformed(f"{where}.against_bad: expected true or false")
+    parts = {}
+    for name in ("halves", "rising", "steps"):
+        part = document.get(name)
+        if not isinstance(part, dict) or not 1 <= len(part) <= STEP_RULE_TESTS:
+            raise Malformed(f"{where}.{name}: expected an object of 1 to {STEP_RULE_TESTS} tests")
+        parts[name] = {text(test, f"{where}.{name} test"): value for test, value in part.items()}
+    if not set(parts["halves"]) == set(parts["rising"]) == set(parts["steps"]):
+        raise Malformed(f"{where}: halves, rising and steps must name the same tests")
+    for test, rising in parts["rising"].items():
+        if not isinstance(rising, bool):
+            raise Malformed(f"{where}.rising: expected true or false for {test[:80]!r}")
+    halves = {test: number(value, f"{where}.halves", -10.0, 10.0) for test, value in parts["halves"].items()}
+    steps = {test: number(value, f"{where}.steps", 1e-9, 1e9) for test, value in parts["steps"].items()}
+    if any(step == 1.0 for step in steps.values()):
+        raise Malformed(f"{where}.steps: an endpoint ratio of exactly 1 is no change to place a commit on")
+    return {"metric": metric, "halves": halves, "rising": dict(parts["rising"]), "steps": steps,
+            "against_bad": document["against_bad"]}
 
 
 def side_document(side, where: str) -> SideSpec:
@@ -299,14 +335,52 @@ class WorkSummary:
     baseline: str
     comparison: str
     fields: dict
+    source: str = "cli"
+    sides: list[SideSpec] = field(default_factory=list)     # as enqueued (older hashes: none)
+    settings: dict = field(default_factory=dict)            # redline.fleet.work.Settings as enqueued, checked
+    bisection: str = ""                                     # the fleet bisection it is a step of, if any
+    platforms: list[str] = field(default_factory=list)
+
+
+SOURCES = ("cli", "push", "pull_request", "bisect")
+WORK_SETTINGS = ("runs", "max_runs", "duration_s", "warmup_s", "scale", "profile", "snapshots")
+
+
+def work_settings(payload: str) -> dict:
+    """A work hash's `settings` (redline.fleet.work.Settings as JSON), every field with its type and bounds."""
+    document = json_document(payload, "work.settings", dict)
+    only_keys(document, WORK_SETTINGS, "work.settings")
+    checked = {}
+    checked["runs"] = integer(document.get("runs", 7), "work.settings.runs", 1, MAX_RUNS)
+    checked["max_runs"] = integer(document.get("max_runs", 15), "work.settings.max_runs", checked["runs"], MAX_RUNS)
+    checked["duration_s"] = optional(number, document.get("duration_s"), "work.settings.duration_s", 1, LONGEST_S)
+    checked["warmup_s"] = number(document.get("warmup_s", 2.0), "work.settings.warmup_s", 0, LONGEST_S)
+    checked["scale"] = optional(number, document.get("scale"), "work.settings.scale", 1e-6, 1e6)
+    for name, default in (("profile", False), ("snapshots", True)):
+        value = document.get(name, default)
+        if not isinstance(value, bool):
+            raise Malformed(f"work.settings.{name}: expected true or false")
+        checked[name] = value
+    return checked
 
 
 def work_summary(fields: dict, work_id: str) -> WorkSummary:
     """A work hash (keys.WORK) as the collector needs it."""
     runs = integer(fields.get("runs") or 7, "work.runs", 1, MAX_RUNS)
+    source = fields.get("source") or "cli"
+    if source not in SOURCES:
+        raise Malformed(f"work.source: {str(source)[:40]!r} is not one of {', '.join(SOURCES)}")
+    sides = json_document(fields["sides"], "work.sides", list) if fields.get("sides") else []
+    if len(sides) > 2:
+        raise Malformed("work.sides: expected at most two sides")
+    platforms = json_document(fields["platforms"], "work.platforms", list) if fields.get("platforms") else []
     return WorkSummary(work_id=work_id, jobs_total=integer(fields.get("jobs_total"), "work.jobs_total", 1, 10**7),
                        runs=runs, max_runs=integer(fields.get("max_runs") or 15, "work.max_runs", 1, MAX_RUNS),
                        github=text(fields.get("github", ""), "work.github", pattern=GITHUB, empty=True),
                        state=fields.get("state") if fields.get("state") in WORK_STATES else "queued",
                        baseline=text(fields.get("baseline", ""), "work.baseline", empty=True),
-                       comparison=text(fields.get("comparison", ""), "work.comparison", empty=True), fields=fields)
+                       comparison=text(fields.get("comparison", ""), "work.comparison", empty=True), fields=fields,
+                       source=source, sides=[side_document(side, f"work.sides[{n}]") for n, side in enumerate(sides)],
+                       settings=work_settings(fields["settings"]) if fields.get("settings") else {},
+                       bisection=text(fields.get("bisection", ""), "work.bisection", pattern=IDENTIFIER, empty=True),
+                       platforms=[text(p, "work.platforms[]", pattern=PLATFORM_NAME) for p in platforms])

@@ -8,6 +8,8 @@ docs/fleet.md "Builds".
 
 from __future__ import annotations
 
+from redline.bisect.measure import step_more_runs
+from redline.bisect.search import StepRule
 from redline.core.errors import UsageError
 from redline.engine.job import Job, JobResolver
 from redline.engine.run_plan import Observer
@@ -32,6 +34,17 @@ class LogObserver(Observer):
         self.say("note", text=text)
 
 
+def step_rule_runs(job: Job):
+    """A bisection step's extra-runs rule from its job's step rule (None: compare's adaptive rule):
+    two more runs per side while the candidate's interval straddles its search's half-way point, up
+    to the job's max_runs — as `redline bisect` measures a step on one machine."""
+    if not job.step_rule:
+        return None
+    rule = StepRule.from_json(job.step_rule)
+    runs = job.settings.get("runs", 1)
+    return step_more_runs(rule, job.step_rule["metric"], {}, runs=runs, max_runs=job.max_runs or runs)
+
+
 class JobRefused(Exception):
     """The job cannot run here at all: its document, suite, test or target is not understood."""
 
@@ -50,7 +63,7 @@ class Executor:
             raise JobRefused(f"not a job document: {exc}") from exc
         try:
             runs = execute_job(job, engine=local_engine(self.store, observers=[self.observer]),
-                               session_id=session_id, resolver=self.resolver)
+                               session_id=session_id, resolver=self.resolver, more_runs=step_rule_runs(job))
         except UsageError as exc:
             raise JobRefused(str(exc)) from exc
         return [run.to_json() for run in runs]

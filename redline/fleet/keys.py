@@ -26,7 +26,7 @@ class Name:
         return self.pattern.format(**parts)
 
 
-JOBS = Name(f"{PREFIX}:jobs:{{platform}}", "stream", AGENTS_GROUP, "submit, api, agent (retry)",
+JOBS = Name(f"{PREFIX}:jobs:{{platform}}", "stream", AGENTS_GROUP, "submit, api, agent (retry), collector (bisection)",
             "job_id, work_id, attempt (1..N), submitted_at (unix s), job (JSON: the job document, "
             "redline.engine.job format), last_error (after a failed attempt)")
 RESULTS = Name(f"{PREFIX}:results", "stream", COLLECTOR_GROUP, "agent",
@@ -36,12 +36,15 @@ RESULTS = Name(f"{PREFIX}:results", "stream", COLLECTOR_GROUP, "agent",
 DEAD = Name(f"{PREFIX}:dead", "stream", "", "agent",
             "job_id, work_id, platform, agent, attempts, error, job (JSON)")
 COMMENTS = Name(f"{PREFIX}:comments", "stream", "", "collector",
-                "work_id, state (done or failed), markdown, github (repository#number or '')")
+                "work_id, state (done or failed), markdown, github (repository#number or ''), bisection (a fleet "
+                "bisection's report: its id)")
 WORK = Name(f"{PREFIX}:work:{{work_id}}", "hash", "", "submit/api, agent, collector",
-            "work_id, created_at, source (cli, push or pull_request), baseline, comparison, runs, max_runs, platforms "
+            "work_id, created_at, source (cli, push, pull_request or bisect), baseline, comparison, runs, max_runs, platforms "
             "(JSON list), jobs_total, jobs_done, jobs_dead, state (queued, running, done or "
-            "failed), started_at (first job start), github (repository#number or ''), session_id (the collector's store session)")
-WORKS = Name(f"{PREFIX}:works", "zset", "", "submit/api", "work_id scored by created_at")
+            "failed), started_at (first job start), github (repository#number or ''), session_id (the collector's store session), "
+            "sides (JSON list of the two sides), settings (JSON: runs, max_runs, duration_s, warmup_s, scale, profile, "
+            "snapshots), bisection (the fleet bisection it is a step of, or '')")
+WORKS = Name(f"{PREFIX}:works", "zset", "", "submit/api, collector (bisection)", "work_id scored by created_at")
 PLATFORMS = Name(f"{PREFIX}:platforms", "set", "", "agent, fleet local", "platform names that have a jobs stream")
 PLATFORM = Name(f"{PREFIX}:platform:{{platform}}", "string (TTL)", "", "agent, fleet local",
                 "when an agent of the platform last registered (each heartbeat); expires 10 minutes later: only "
@@ -55,4 +58,10 @@ DELIVERY = Name(f"{PREFIX}:delivery:{{body_sha256}}", "string (TTL)", "", "api",
                 "the sha256 of a signed webhook body seen, holding its X-GitHub-Delivery id (replay protection "
                 "over what the signature covers; kept 7 days)")
 
-TABLE = (JOBS, RESULTS, DEAD, COMMENTS, WORK, WORKS, PLATFORMS, PLATFORM, AGENT, BLOB, DELIVERY)
+BISECTION = Name(f"{PREFIX}:bisection:{{bisection}}", "hash", "", "collector",
+                 "bisection, work_id (the work item whose change it follows), repository, platform, per_round, stage "
+                 "(confirming, bisecting, checking, reported, not reproduced, failed), round, rounds (about), steps, "
+                 "culprit, note, updated_at: a mirror of the store's state for `fleet status`")
+BISECTIONS = Name(f"{PREFIX}:bisections", "zset", "", "collector", "bisection ids scored by their start")
+
+TABLE = (JOBS, RESULTS, DEAD, COMMENTS, WORK, WORKS, PLATFORMS, PLATFORM, AGENT, BLOB, DELIVERY, BISECTION, BISECTIONS)

@@ -131,8 +131,11 @@ class Supervisor:
         redis_arguments = ("--redis", self.url, "--redis-password-file", str(self.password_file))
         if label == "collector":
             placement, environment = export_argv(self.args)
+            loop = [argument for flag in ("bisect_max_concurrent", "bisect_max_steps")
+                    if getattr(self.args, flag, None) is not None
+                    for argument in ("--" + flag.replace("_", "-"), str(getattr(self.args, flag)))]
             self.children[label] = redline_child("collector", *redis_arguments, "--store", str(self.args.store),
-                                                 *placement, environment=environment)
+                                                 *loop, *placement, environment=environment)
             return
         name = label if self.generation[label] == 1 else f"{label}.{self.generation[label]}"
         allowed = [argument for pattern in self.args.allow_target or [] for argument in ("--allow-target", str(pattern))]

@@ -9,6 +9,7 @@ from redline.fleet.work import PLATFORM_TTL_S, live_platforms
 
 DEAD_SHOWN = 50
 WORKS_SHOWN = 20
+BISECTIONS_SHOWN = 20
 
 
 def work_status(client: redis.Redis, work_id: str) -> dict | None:
@@ -74,9 +75,41 @@ def fleet_status(client: redis.Redis) -> dict:
     dead = [{"entry": entry_id, **{k: v for k, v in fields.items() if k != "job"}}
             for entry_id, fields in client.xrevrange(keys.DEAD.key(), count=DEAD_SHOWN)]
     works = [work_status(client, work_id) for work_id in client.zrevrange(keys.WORKS.key(), 0, WORKS_SHOWN - 1)]
+    bisections = [bisection_status(client, b) for b in client.zrevrange(keys.BISECTIONS.key(), 0, BISECTIONS_SHOWN - 1)]
     return {"platforms": [{**platform_status(client, p), "live": p in live} for p in platforms], "dead_letters": dead,
             "dead_letters_total": client.xlen(keys.DEAD.key()), "results_waiting": client.xlen(keys.RESULTS.key()),
-            "work": [w for w in works if w]}
+            "work": [w for w in works if w], "bisections": [b for b in bisections if b]}
+
+
+BISECTION_STAGES = ("confirming", "bisecting", "checking", "reported", "not reproduced", "failed")
+
+
+def bisection_status(client: redis.Redis, bisection: str) -> dict | None:
+    """The closed loop's stage of one bisection (keys.BISECTION, mirrored by the collector)."""
+    fields = client.hgetall(keys.BISECTION.key(bisection=bisection))
+    if not fields:
+        return None
+    stage = fields.get("stage")
+    return {"bisection": bisection[:40], "work_id": (fields.get("work_id") or "")[:200],
+            "repository": (fields.get("repository") or "")[:400], "platform": (fields.get("platform") or "")[:64],
+            "stage": stage if stage in BISECTION_STAGES else "unknown", "round": _count(fields.get("round")),
+            "rounds": _count(fields.get("rounds")), "per_round": _count(fields.get("per_round")),
+            "steps": _count(fields.get("steps")), "culprit": (fields.get("culprit") or "")[:40],
+            "note": (fields.get("note") or "")[:300], "updated_at": _moment(fields.get("updated_at"))}
+
+
+def bisection_line(b: dict) -> str:
+    stage = b["stage"]
+    if stage == "bisecting":
+        stage = f"bisecting round {b['round']} of about {b['rounds']}"
+    elif stage == "checking":
+        stage = "checking the culprit's own change"
+    elif stage == "reported":
+        stage = f"reported: {'culprit ' + b['culprit'][:12] if b['culprit'] else 'no culprit named'}"
+    elif b["note"]:
+        stage = f"{stage}: {b['note']}"
+    return (f"bisection {b['bisection']} of work {b['work_id']} ({b['repository']} on {b['platform']}, "
+            f"{b['per_round']} per round): {stage}; {b['steps']} pairs queued")
 
 
 def status_lines(status: dict, now: float) -> list[str]:
@@ -94,6 +127,7 @@ def status_lines(status: dict, now: float) -> list[str]:
     for d in status["dead_letters"]:
         lines.append(f"  {d.get('job_id')} on {d.get('platform')} after {d.get('attempts')} attempts: {d.get('error')}")
     lines += [work_line(w) for w in status["work"]]
+    lines += [bisection_line(b) for b in status.get("bisections", [])]
     return lines
 
 

@@ -13,7 +13,8 @@ import json
 import re
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import redis
 
@@ -47,6 +48,8 @@ class WorkItem:
     settings: Settings
     github: str = ""                         # owner/repo#number for the comment, when from a pull request
     created_at: float = field(default_factory=time.time)
+    bisection: str = ""                      # the fleet bisection this item is a step of (redline.fleet.bisection)
+    step_rule: dict | None = None            # a bisection step's rule, carried by each of its jobs
 
     def job_documents(self) -> list[tuple[str, dict]]:
         """(platform, job document) for every test × topology × platform. The document is the
@@ -64,7 +67,7 @@ class WorkItem:
                     number += 1
                     job = Job(suite=suite, test=test, sides=list(self.sides), topology=topology, settings=dict(settings),
                               max_runs=self.settings.max_runs, lone_p_value=lone_p_value,
-                              job_id=f"{self.work_id}:{platform}:{number}")
+                              job_id=f"{self.work_id}:{platform}:{number}", step_rule=self.step_rule)
                     documents.append((platform, job.to_json()))
         return documents
 
@@ -75,7 +78,9 @@ class WorkItem:
                 "baseline": label.get("baseline", ""), "comparison": label.get("comparison", ""),
                 "platforms": json.dumps(self.platforms), "jobs_total": str(jobs_total),
                 "jobs_done": "0", "jobs_dead": "0", "state": "queued", "github": self.github,
-                "runs": str(self.settings.runs), "max_runs": str(self.settings.max_runs)}
+                "runs": str(self.settings.runs), "max_runs": str(self.settings.max_runs),
+                "sides": json.dumps([side.to_json() for side in self.sides]),
+                "settings": json.dumps(asdict(self.settings)), "bisection": self.bisection}
 
 
 def new_work(client: redis.Redis, *, source: str, sides: list[SideSpec], platforms: list[str] | None, tests: list,
@@ -94,6 +99,11 @@ def new_work(client: redis.Redis, *, source: str, sides: list[SideSpec], platfor
     return WorkItem(work_id=new_work_id(), source=source, sides=sides, platforms=platforms,
                     tests=[(suite_reference(t.path), t.name) for t in tests],
                     topologies=topologies or ["oss-standalone"], settings=settings, github=github)
+
+
+def suite_of(run) -> str:
+    """How a job names the suite of a stored run (its suite file as the agent saw it)."""
+    return suite_reference(Path(run.suite_file))
 
 
 def compared_metric_count() -> int:

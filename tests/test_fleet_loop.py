@@ -1,0 +1,219 @@
+"""The closed loop through the real collector (redline/fleet/collector.py + redline/fleet/bisection.py):
+real redis-server (AOF), real `redline collector` processes, a real git repository (the collector
+walks its ancestry path), real SQLite. The test plays the agents: it takes each job from the jobs
+stream as an agent does (XREADGROUP in the `agents` group), answers it with runs made from a model
+of the repository (GET's server CPU per op 5x from commit 12 of 16), and publishes the result as an
+agent does. What is checked: a push work item's regression opens a bisection (its comment says so),
+the confirmation and k = 2 commits per round are queued as work items, a result published twice and
+a collector restarted mid-bisection change nothing, the report names commit 12 on the comments
+stream, `fleet status` shows the stages. Timing is never asserted."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import time
+
+import pytest
+
+from redline.core.run import Run
+from redline.engine.job import SideSpec
+from redline.fleet import keys, work
+from redline.suites import load_test
+from redline.suites.discovery import builtin_suites_dir
+from tests.fleet_helpers import client, query, redis_with_aof, redline, redline_process, stop, wait_for
+
+GET = "quick-string-get-100B-pipeline-10"
+SET = "quick-string-set-100B-pipeline-10"
+METRIC = "server_cpu_us_per_op"
+
+
+@pytest.fixture
+def repository(tmp_path):
+    """16 commits after GOOD (a file per commit): their shas, GOOD first."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = lambda *a: subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True, text=True)  # noqa: E731
+    git("init", "-q", "-b", "main")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    shas = []
+    for index in range(17):
+        (repo / f"f{index}").write_text(str(index))
+        git("add", ".")
+        git("commit", "-q", "-m", f"fixture commit {index}")
+        shas.append(git("rev-parse", "HEAD").stdout.strip())
+    return repo, shas
+
+
+def value(shas: list[str], sha: str, test: str) -> float:
+    return 10.0 * (5.0 if test == GET and shas.index(sha) >= 12 else 1.0)
+
+
+def runs_for(shas: list[str], job: dict, suite_file: str) -> list[dict]:
+    baseline, comparison = (side["target"].rsplit("@", 1)[1] for side in job["sides"])
+    out = []
+    for index in range(job["settings"]["runs"]):
+        for side, sha in (("baseline", baseline), ("comparison", comparison)):
+            noise = int(hashlib.sha1(f"{job['job_id']}{side}{index}".encode()).hexdigest()[:4], 16) / 65535
+            out.append(Run(test=job["test"], target=f"git:x@{sha}", side=side, run_index=index, status="ok",
+                           suite_file=suite_file, metrics={METRIC: value(shas, sha, job["test"]) * (0.99 + 0.02 * noise),
+                                                           "ops_per_sec": 1000.0 + noise}).to_json())
+    return out
+
+
+def play_agent(r, shas: list[str], suite_file: str, *, publish_twice: set[str] = frozenset()) -> list[dict]:
+    """Every job waiting on platform p, answered and published as an agent does; the jobs taken."""
+    stream = keys.JOBS.key(platform="p")
+    work.ensure_group(r, stream, keys.AGENTS_GROUP)
+    taken = []
+    for _, entries in r.xreadgroup(keys.AGENTS_GROUP, "test-agent", {stream: ">"}, count=100) or []:
+        for entry_id, fields in entries:
+            job = json.loads(fields["job"])
+            result = {"kind": "result", "job_id": fields["job_id"], "work_id": fields["work_id"], "platform": "p",
+                      "agent": "test-agent", "attempt": "1", "submitted_at": fields["submitted_at"],
+                      "started_at": repr(time.time()), "finished_at": repr(time.time()),
+                      "runs": json.dumps(runs_for(shas, job, suite_file))}
+            with r.pipeline(transaction=True) as tx:
+                tx.xadd(keys.RESULTS.key(), result)
+                if fields["work_id"] in publish_twice:
+                    tx.xadd(keys.RESULTS.key(), {**result, "agent": "late-agent"})
+                tx.xack(stream, keys.AGENTS_GROUP, entry_id)
+                tx.xdel(stream, entry_id)
+                tx.execute()
+            taken.append(job)
+    return taken
+
+
+def bisection_comment(r) -> dict | None:
+    return next((f for _, f in r.xrange(keys.COMMENTS.key()) if f.get("bisection")), None)
+
+
+def test_a_pushed_regression_is_confirmed_bisected_and_reported_by_the_fleet(tmp_path, repository):
+    repo, shas = repository
+    get, setter = (load_test(builtin_suites_dir() / "quick" / f"{name}.yml")
+                   for name in ("string-get-100B-pipeline-10", "string-set-100B-pipeline-10"))
+    suite_file = str(get.path)
+    with redis_with_aof(tmp_path / "aof") as url:
+        r = client(url)
+        store, log = tmp_path / "fleet.db", tmp_path / "collector.log"
+        collector = redline_process("collector", "--redis", url, "--store", store, log=log)
+        try:
+            work.register_platform(r, "p")
+            for name in ("a1", "a2"):            # two live agents of the platform: k = 2
+                r.hset(keys.AGENT.key(platform="p", agent=name), mapping={"agent": name, "job_id": "",
+                                                                          "heartbeat_at": repr(time.time())})
+            item = work.new_work(r, source="push", platforms=["p"], tests=[get, setter], topologies=None,
+                                 sides=[SideSpec("baseline", f"git:{repo}@{shas[0]}", (), "libc-malloc"),
+                                        SideSpec("comparison", f"git:{repo}@{shas[-1]}", (), "libc-malloc")],
+                                 settings=work.Settings(runs=5, max_runs=5, duration_s=1.0, warmup_s=0.0))
+            work.enqueue(r, item)
+            first = play_agent(r, shas, suite_file)
+            assert {job["test"] for job in first} == {GET, SET}
+            # the work item's comment says a bisection was opened
+            comment = wait_for(lambda: next((f for _, f in r.xrange(keys.COMMENTS.key())
+                                             if f["work_id"] == item.work_id and not f.get("bisection")), None),
+                               "the work item's comment")
+            assert "fleet bisection" in comment["markdown"], comment["markdown"]
+            # the confirmation: GOOD against BAD again, on GET alone (SET did not move)
+            confirmation = wait_for(lambda: r.xlen(keys.JOBS.key(platform="p")) and
+                                    [json.loads(f["job"]) for _, f in r.xrange(keys.JOBS.key(platform="p"))],
+                                    "the confirmation's job")
+            assert [job["test"] for job in confirmation] == [GET]
+            assert [s["target"] for s in confirmation[0]["sides"]] == [f"git:{repo}@{shas[0]}", f"git:{repo}@{shas[-1]}"]
+            assert all(s["variant"] == "libc-malloc" for s in confirmation[0]["sides"])
+            confirmation_work = play_agent(r, shas, suite_file)[0]["job_id"].split(":")[0]
+            # round 1: k = 2 commits; the first published twice (a late agent), then the collector restarts
+            round1 = wait_for(lambda: r.xlen(keys.JOBS.key(platform="p")) >= 2 and
+                              [json.loads(f["job"]) for _, f in r.xrange(keys.JOBS.key(platform="p"))],
+                              "round 1's two jobs")
+            assert len(round1) == 2
+            # each carries its step rule: measured against GOOD or BAD, the half-way point of the whole change
+            for job in round1:
+                rule, reference = job["step_rule"], job["sides"][0]["target"].rsplit("@", 1)[1]
+                assert reference in (shas[0], shas[-1]) and rule["against_bad"] == (reference == shas[-1])
+                assert rule["halves"] == {GET: 0.5} and rule["metric"] == METRIC
+            assert "step_rule" not in confirmation[0]
+            twice = {round1[0]["job_id"].split(":")[0]}
+            play_agent(r, shas, suite_file, publish_twice=twice)
+            wait_for(lambda: r.xlen(keys.RESULTS.key()) == 0, "round 1 stored")
+            assert stop(collector) == 0
+            status = redline("fleet", "status", "--redis", url)
+            assert status.returncode == 0 and "bisection" in status.stdout, status.stdout + status.stderr
+            collector = redline_process("collector", "--redis", url, "--store", store, log=log)
+            # the agents answer every round until the report is on the comments stream
+            report = None
+            for _ in range(40):
+                play_agent(r, shas, suite_file)
+                report = bisection_comment(r)
+                if report:
+                    break
+                time.sleep(0.5)
+            assert report is not None, log.read_text()[-3000:]
+            assert f"culprit: {shas[12][:12]}" in report["markdown"], report["markdown"]
+            assert report["work_id"] == item.work_id and report["state"] == "done"
+        finally:
+            assert stop(collector) == 0
+        # stored once: the twice-published job's runs once, one comment, every pair its own work item
+        dup = query(store, "SELECT count(*) FROM fleet_jobs WHERE work_id=?", next(iter(twice)))
+        assert dup == [(1,)]
+        assert len([f for _, f in r.xrange(keys.COMMENTS.key()) if f.get("bisection")]) == 1
+        state = json.loads(query(store, "SELECT document FROM session_documents WHERE name='fleet_bisection'")[0][0])
+        assert state["stage"] == "reported" and state["per_round"] == 2
+        assert state["pairs"][f"{shas[0]}..{shas[-1]}"]["work_id"] == confirmation_work
+        assert len({p["work_id"] for p in state["pairs"].values()}) == len(state["pairs"])
+        status = redline("fleet", "status", "--redis", url)
+        assert f"reported: culprit {shas[12][:12]}" in status.stdout, status.stdout
+        listed, = json.loads(redline("fleet", "status", "--redis", url, "--json").stdout)["bisections"]
+        assert listed == {**listed, "stage": "reported", "culprit": shas[12], "work_id": item.work_id, "per_round": 2,
+                          "steps": len(state["pairs"])}
+        assert "duplicate result ignored" in log.read_text()
+
+
+def test_a_pull_requests_regression_is_bisected_and_the_culprit_posted_on_the_pull_request(tmp_path, repository):
+    """A pull request's work item (head commit 14 against merge base commit 10), one live agent
+    (k = 1), a collector with a GitHub token (a loopback stand-in for the API): the pull request gets
+    the work item's comment, which links the bisection, then the bisection's report naming commit 12,
+    each once."""
+    from tests.test_fleet_collector import collector_with_github, github_server
+    repo, shas = repository
+    get = load_test(builtin_suites_dir() / "quick" / "string-get-100B-pipeline-10.yml")
+    posted: list[dict] = []
+
+    def routes(method, path, body):
+        if method == "POST":
+            posted.append({"path": path, "body": body["body"], "html_url": f"https://example.invalid/c/{len(posted) + 1}"})
+            return 201, {}, posted[-1]
+        return 200, {}, posted
+    github, _ = github_server(routes)
+    try:
+        with redis_with_aof(tmp_path / "aof") as url:
+            r = client(url)
+            collector = collector_with_github(tmp_path, url, f"http://127.0.0.1:{github.server_port}")
+            try:
+                work.register_platform(r, "p")
+                r.hset(keys.AGENT.key(platform="p", agent="a1"), mapping={"agent": "a1", "job_id": ""})
+                item = work.new_work(r, source="pull_request", platforms=["p"], tests=[get], topologies=None,
+                                     sides=[SideSpec("baseline", f"git:{repo}@{shas[10]}"),
+                                            SideSpec("comparison", f"git:{repo}@{shas[14]}")],
+                                     settings=work.Settings(runs=5, max_runs=5), github="redis/redis#7")
+                work.enqueue(r, item)
+                for _ in range(60):
+                    play_agent(r, shas, str(get.path))
+                    if bisection_comment(r) and len(posted) >= 2:
+                        break
+                    time.sleep(0.5)
+            finally:
+                assert stop(collector) == 0
+    finally:
+        github.shutdown()
+    assert [p["path"] for p in posted] == ["/repos/redis/redis/issues/7/comments"] * 2, posted
+    work_comment, report = posted[0]["body"], posted[1]["body"]
+    assert "fleet bisection" in work_comment and f"redline work item {item.work_id}" in work_comment
+    assert f"culprit: {shas[12][:12]}" in report and "<!-- redline bisection" in report
+    state = json.loads(query(tmp_path / "fleet.db", "SELECT document FROM session_documents "
+                                                    "WHERE name='fleet_bisection'")[0][0])
+    assert state["per_round"] == 1 and state["published"] == posted[1]["html_url"]
+    rounds = [pair["round"] for pair in state["pairs"].values() if pair["purpose"] == "step"]
+    assert rounds and len(rounds) == len(set(rounds))            # k = 1: one commit a round

@@ -1,0 +1,105 @@
+"""The closed loop for real (#34): `redline fleet local --agents 2` (real agents: real builds of the
+16-commit fixture repository of tests/test_bisect.py, real redis-server, real interleaved timed
+runs), `redline api` given a signed push event, and nothing else: the push's work item finds GET
+slower, the collector confirms it and bisects the pushed range with the fleet's two agents, and
+the report on the comments stream names commit 12 (GET made about 5x more expensive). One agent
+is SIGKILLed in the middle of a round's step: `fleet local` starts another, the step is claimed
+after --claim-idle and run again, and every step is stored once.
+
+The pushed range is commit 9 → commit 16 (seven commits; commit 12 in it): a push's previous head
+is where the fleet's last measurement was. Timed, not counted (the loop's steps are timed; see
+docs/fleet.md "The closed loop"). Cost on an idle 2-core machine: the builds of about six commits
+(cached by redline's build cache across runs), the work item (2 jobs) and about six one-test
+compares of 5 runs of 1 s per side. Nothing here asserts a duration."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import signal
+import socket
+import subprocess
+import urllib.request
+import uuid
+
+
+from redline.fleet import keys
+from redline.server.process import free_port
+from tests.fleet_helpers import client, fleet_local, query, redis_arguments, redline, redline_process, stop, wait_for
+from tests.test_bisect import GET, SPIN, bisect_repo  # noqa: F401 — the fixture repository, shared
+from tests.test_fleet import stop_an_agent_mid_job
+
+SECRET = b"loop secret"
+TESTS = "string-(get|set)-100B-pipeline-10$"
+LONG_S = 3600               # a loaded shared machine builds and measures many times slower than an idle one
+
+
+def signed_push(endpoint: str, before: str, after: str) -> tuple[int, dict]:
+    body = json.dumps({"ref": "refs/heads/line", "before": before, "after": after,
+                       "repository": {"full_name": "redis/redis", "default_branch": "line"}}).encode()
+    request = urllib.request.Request(endpoint, data=body, method="POST", headers={
+        "X-GitHub-Event": "push", "X-GitHub-Delivery": str(uuid.uuid4()), "Content-Type": "application/json",
+        "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET, body, hashlib.sha256).hexdigest()})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return response.status, json.loads(response.read())
+
+
+def test_a_pushed_regression_is_bisected_by_a_real_local_fleet(tmp_path, bisect_repo):
+    repo, tags = bisect_repo
+    git = lambda *a: subprocess.run(["git", "-C", str(repo), *a], capture_output=True, text=True,  # noqa: E731
+                                    check=True).stdout.strip()
+    before = git("rev-parse", "culprit~3")
+    culprit = tags["culprit"]
+    secret = tmp_path / "secret"
+    secret.write_bytes(SECRET + b"\n")
+    store, log = tmp_path / "fleet.db", tmp_path / "fleet.log"
+    fleet, url = fleet_local("--agents", 2, "--store", store, "--platform", "ci", "--dir", tmp_path / "redis",
+                             "--allow-target", f"git:{repo.parent}", "--claim-idle", "5s", log=log)
+    port = free_port()
+    api = redline_process("api", *redis_arguments(url), "--port", port, "--secret-file", secret, "--repository", repo,
+                          "--branch", "line", "--platform", "ci", "--suite", "quick", "--name", TESTS,
+                          "--runs", 5, "--max-runs", 5, "--duration", "1s", "--variant", "libc-malloc", log=log)
+    try:
+        def listening():
+            with socket.socket() as sock:
+                return sock.connect_ex(("127.0.0.1", port)) == 0
+        wait_for(listening, "the webhook endpoint", timeout_s=120)
+        r = client(url)
+        wait_for(lambda: len(list(r.scan_iter(match=keys.AGENT.key(platform="ci", agent="*")))) == 2,
+                 "both agents' heartbeats (k = 2)", timeout_s=300)
+        status, answer = signed_push(f"http://127.0.0.1:{port}/webhook", before, tags["bad"])
+        assert status == 202, answer
+        work_id = answer["work_id"]
+
+        def comment(bisection: bool):
+            return next((f for _, f in r.xrange(keys.COMMENTS.key())
+                         if f["work_id"] == work_id and bool(f.get("bisection")) == bisection), None)
+        own = wait_for(lambda: comment(False), "the work item's comment", timeout_s=LONG_S, every_s=2)
+        assert "fleet bisection" in own["markdown"], own["markdown"]
+        # an agent SIGKILLed in the middle of a round's step: another agent runs it again after --claim-idle
+        bisection = wait_for(lambda: r.zrange(keys.BISECTIONS.key(), 0, 0), "the bisection's stage")[0]
+        wait_for(lambda: r.hget(keys.BISECTION.key(bisection=bisection), "stage") == "bisecting",
+                 "the first round", timeout_s=LONG_S, every_s=0.5)
+        victim = wait_for(lambda: stop_an_agent_mid_job(r, set()), "an agent in the middle of a step", timeout_s=LONG_S)
+        os.kill(int(victim["pid"]), signal.SIGKILL)
+        report = wait_for(lambda: comment(True), "the bisection's report", timeout_s=LONG_S, every_s=2)
+        assert f"culprit: {culprit[:12]}" in report["markdown"], report["markdown"]
+        assert f"fixture: {SPIN} iterations of extra work on GET's code path" in report["markdown"]   # its subject
+        assert GET in report["markdown"]
+        shown = redline("fleet", "status", *redis_arguments(url))
+        assert f"reported: culprit {culprit[:12]}" in shown.stdout, shown.stdout
+    finally:
+        assert stop(api, 120) == 0
+        stop(fleet)
+    # the killed step stored once, by another agent, attempt 2; every job of every pair stored once
+    (agent, attempt), = query(store, "SELECT agent, attempt FROM fleet_jobs WHERE job_id=?", victim["job_id"])
+    assert agent != victim["agent"] and attempt == 2
+    state = json.loads(query(store, "SELECT document FROM session_documents WHERE name='fleet_bisection'")[0][0])
+    for pair in state["pairs"].values():
+        assert query(store, "SELECT count(*), count(DISTINCT job_id) FROM fleet_jobs WHERE work_id=? AND status='ok'",
+                     pair["work_id"]) == [(1, 1)], pair
+    assert state["per_round"] == 2 and any(p["round"] == 1 for p in state["pairs"].values())
+    assert victim["job_id"].split(":")[0] in {p["work_id"] for p in state["pairs"].values()}
+    print(report["markdown"])
