@@ -104,9 +104,9 @@ def test_two_lanes_that_need_one_dataset_prepare_it_once_and_both_restore_it(tmp
 @needs_two_cores
 def test_the_gate_command_end_to_end_on_one_binary(tmp_path):
     """`redline gate` as a user runs it, on real servers: one binary on both sides (an A/A), a test
-    counts can see (GET at pipeline 1: screened by counts in a lane) and one only time can see
-    (pipeline 10: confirmed by interleaved timed runs). Both get a verdict, neither a change; the
-    document, the markdown page and the store session say the same."""
+    counts can see (GET at pipeline 1: screened by counts in a lane, "no change") and one only time
+    can see (pipeline 10: measured by interleaved timed runs); the document, the markdown page and
+    the store session say the same."""
     import json
     import subprocess
 
@@ -123,8 +123,12 @@ def test_the_gate_command_end_to_end_on_one_binary(tmp_path):
     p1, p10 = by_test["quick-string-get-100B-pipeline-1"], by_test["quick-string-get-100B-pipeline-10"]
     assert (p1["route"], p10["route"]) == ("count", "time"), (p1["route"], p10["route"])
     assert p1["verdict"] == "no_change" and p1["decided_by"] == "counts", p1
-    assert p10["verdict"] in ("no_change", "inconclusive"), p10        # an A/A: never a change
-    assert p10["stages"].get("time"), p10
+    # pipeline 10 is decided by interleaved timed runs: one timed A/A decision on a loaded machine can
+    # fall on either side at the test's level (seen once in CI beside a counted measurement), so this
+    # test holds the route and the stage; the timed A/A's false-verdict rate is tested with more runs
+    # and tests in tests/test_compare_cli.py::test_identical_servers_give_no_verdict_of_change
+    assert p10["decided_by"] in ("time", None) and p10["stages"].get("time"), p10
+    assert p10["timed"] and p10["timed"]["n_baseline"] >= 5, p10
     assert "quick-string-get-100B-pipeline-10" in page.read_text()
     stored = Store(tmp_path / "gate.db").load_session(document["session_id"])
     assert stored.kind == "gate"
