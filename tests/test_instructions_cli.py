@@ -58,7 +58,8 @@ def test_aa_gives_no_verdict_and_appendonly_is_a_regression_of_set_only(tmp_path
         assert len({r["facts"]["instructions"]["server_run_id"] for r in runs}) == 1
         assert not [flag for r in runs for flag in r["flags"] if "hash seed" in flag]
         # no slow log under valgrind (commands pass its 10 ms only because valgrind is slow)
-        assert all(r["facts"]["instructions"]["config_added"] == {"slowlog-log-slower-than": "-1"} for r in runs)
+        assert all(r["facts"]["instructions"]["config_added"] == {"slowlog-log-slower-than": "-1", "activerehashing": "no"}
+               for r in runs)
 
     proc = redline_cli("compare", "quick", "--name", "string-(set|get)-100B-pipeline-1$", *SMALL, "--runs", "2",
                        "--comparison-config", "appendonly=yes", "--json", aof, "--store", db,

@@ -114,7 +114,15 @@ class CallgrindControl:
 # windows: 4-10 entries in 3,750 requests, +14-17 instructions per op in call() (1.0-1.3%, varying
 # with the load); with the slow log off, call() read 1,444.5-1,445.1 in three runs. A suite's own
 # setting is kept.
-COUNTED_CONFIG = {"slowlog-log-slower-than": "-1"}
+# Active rehashing is the same kind of thing: serverCron rehashes a growing dict for 1 ms of wall
+# time per call, and whatever it did not do, dictAdd/dictFind do inside call(); under valgrind on a
+# busy machine that split follows the load. Measured (`redline compare quick --name
+# 'string-set-100B-pipeline-1$' --measure instructions --window-instructions 20000000 --runs 2`,
+# one binary, 3 busy loops beside it, three A/As each way, alternating): SET's instructions per op
+# inside call() 2,589.7-2,663.5 by default (a 2.8% spread, the CI's false A/A verdict) and
+# 2,663.5-2,666.8 with `activerehashing no` (0.1%): every rehash step is then counted in call(), as
+# the command's own cost, the same on every run.
+COUNTED_CONFIG = {"slowlog-log-slower-than": "-1", "activerehashing": "no"}
 
 
 def under_callgrind(settings):
