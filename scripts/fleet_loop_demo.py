@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from redline.fleet import keys  # noqa: E402
+from redline.server.process import free_port  # noqa: E402
 
 REDLINE = [sys.executable, "-m", "redline.cli"]
 
@@ -40,10 +41,9 @@ def started(arguments: list[str], log: Path) -> subprocess.Popen:
     return subprocess.Popen([*REDLINE, *arguments], stdout=subprocess.PIPE, stderr=log.open("a"), text=True, cwd=REPO)
 
 
-def free_port() -> int:
+def listening(port: int) -> bool:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def commit_of(repository: Path, ref: str) -> str:
@@ -102,7 +102,7 @@ def main() -> int:
     try:
         r = redis.Redis.from_url(url, password=Path(password_file).read_text().strip(), decode_responses=True)
         wait(lambda: len(list(r.scan_iter(match=keys.AGENT.key(platform="demo", agent="*")))) == args.agents, 1)
-        wait(lambda: api.poll() is not None or socket.socket().connect_ex(("127.0.0.1", port)) == 0, 1)
+        wait(lambda: api.poll() is not None or listening(port), 1)
         t0 = time.monotonic()
         work_id = push(f"http://127.0.0.1:{port}/webhook", secret, commit_of(repository, args.good),
                        commit_of(repository, args.bad))["work_id"]

@@ -105,23 +105,18 @@ def store_path(text: str) -> Path:
     return Path(text)
 
 
-def bisect_max_concurrent(text: str) -> int:
-    """The closed loop's cap on open bisections per repository: 0 (off) or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r} (0 turns the loop off)") from None
-    if not 0 <= value <= 1000:
-        raise argparse.ArgumentTypeError(f"{value} is outside 0..1000 (0 turns the loop off)")
-    return value
+def bounded_int(lowest: int, highest: int, why: str):
+    """A whole-number type for a flag with bounds of its own; a value outside says the bounds and why."""
+    def check(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r} ({why})") from None
+        if not lowest <= value <= highest:
+            raise argparse.ArgumentTypeError(f"{value} is outside {lowest}..{highest} ({why})")
+        return value
+    return check
 
 
-def bisect_max_steps(text: str) -> int:
-    """The closed loop's cap on pairs measured per bisection: the confirmation and at least one step."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 2 <= value <= 10_000:
-        raise argparse.ArgumentTypeError(f"{value} is outside 2..10000 (the confirmation and at least one step)")
-    return value
+bisect_max_concurrent = bounded_int(0, 1000, "0 turns the loop off")     # the closed loop's open bisections per repository
+bisect_max_steps = bounded_int(2, 10_000, "the confirmation and at least one step")   # pairs measured per bisection
