@@ -221,3 +221,28 @@ def test_timed_jobs_go_where_time_is_likeliest_to_decide(tmp_path, tests):
     # its sibling's move counts for more (~16%); HSET moved 4%, ~0.4% visible; LPUSH did not move
     assert timed == [GET_P10, GET_P1, HSET]
     assert gate.expected_effect(GET_P10) > gate.expected_effect(GET_P1) > gate.expected_effect(HSET)
+
+
+def _counted_runs(side: str, instructions: float, command: float, cycles: float, runs: int = 3):
+    from redline.core.run import Run
+    return [Run(test="t", target=side, side=side, run_index=i, status="ok",
+                metrics={"instructions_per_op": instructions * (1 + i / 1e5), "instructions_per_op_command": command,
+                         "est_cycles_per_op": cycles * (1 + i / 1e5)}) for i in range(runs)]
+
+
+def test_estimated_cycles_that_move_alone_are_withheld_and_sent_to_time():
+    # the accuracy corpus's sentinel control: instructions identical, simulated cycles -6% (layout)
+    from redline.analysis.comparison import TestComparison, compare_test
+    from redline.analysis.gate import MOVED, screen
+    records = _counted_runs("baseline", 2000.0, 800.0, 5000.0) + _counted_runs("comparison", 2000.0, 800.0, 4700.0)
+    by_metric = {c.metric: c for c in compare_test("t", records, {})}
+    cycles = by_metric["est_cycles_per_op"]
+    assert cycles.result.verdict == Verdict.IMPROVEMENT and cycles.verdict == Verdict.INCONCLUSIVE
+    assert "est. cycles -6.0% with the same instructions" in cycles.withheld
+    assert TestComparison.from_json(cycles.as_json()).withheld == cycles.withheld        # stored and read back
+    assert {by_metric[m].verdict for m in ("instructions_per_op", "instructions_per_op_command")} == {Verdict.NO_CHANGE}
+    found = screen("t", records, {})
+    assert found.decision == MOVED and "est_cycles_per_op -6.0%" in found.note         # time decides it
+    # with the instructions moving too, the cycles' change is claimed as measured
+    moved = _counted_runs("baseline", 2000.0, 800.0, 5000.0) + _counted_runs("comparison", 2100.0, 900.0, 5300.0)
+    assert all(c.verdict_alone == Verdict.REGRESSION and c.withheld is None for c in compare_test("t", moved, {}))

@@ -6,7 +6,8 @@ to time, what a counted screen decided, and one verdict per test with the eviden
                  to time, with the reasons
     screen       the counted A/B of a test (redline.analysis.counted's rule on every counted metric):
                    no change   every counted metric says no change
-                   moved       a counted metric says regression or improvement
+                   moved       a counted metric says regression or improvement, or the estimated
+                               cycles alone moved (withheld: layout; see withhold_layout_change)
                    undecided   anything else (too few runs, a spread above 5%, an interval
                                that straddles τ, failed runs)
     confirm      a test whose screen did not say "no change" is measured by time, interleaved and
@@ -100,8 +101,9 @@ def screen(key: str, runs: list[Run], floors: dict) -> Screen:
     verdicts = {c.verdict_alone for c in comparisons}
     if verdicts == {Verdict.NO_CHANGE}:
         return Screen(NO_CHANGE, comparisons)
-    if verdicts & {Verdict.REGRESSION, Verdict.IMPROVEMENT}:
-        moved = [c for c in comparisons if c.verdict_alone in (Verdict.REGRESSION, Verdict.IMPROVEMENT)]
+    # a withheld change (estimated cycles alone: layout) is one more counts cannot decide: time does
+    moved = [c for c in comparisons if c.verdict_alone in (Verdict.REGRESSION, Verdict.IMPROVEMENT) or c.withheld]
+    if moved:
         return Screen(MOVED, comparisons, ", ".join(f"{c.metric} {c.result.delta_pct:+.1f}%" for c in moved))
     refusal = next((c.state_refusal for c in comparisons if c.state_refusal), None)
     undecided = [c.metric for c in comparisons if c.verdict_alone == Verdict.INCONCLUSIVE]

@@ -39,6 +39,8 @@ def _reason(c: TestComparison) -> str:
         return c.note or ""
     if c.state_refusal:
         return c.state_refusal
+    if c.withheld:
+        return c.withheld
     r = c.result
     if c.held_back_by_fdr:
         return (f"{r.effect_words}; a {WORDS[c.verdict_alone]} on its own (p {r.p_value:.3f}), but not after "
