@@ -8,6 +8,11 @@ time from the webhook to each stage and the report.
         --suite ../shared/upstream-suites/test-suites --name 'geo-60M-elements-geosearch-fromlonlat-bybox$' \\
         --scale 0.1644 --agents 3 --out /tmp/loop-demo
 
+With `--kill N`, N agents are SIGKILLed in the middle of a bisection step (one every `--kill-every`
+seconds of the bisecting stage; `fleet local` starts a replacement, the step is claimed by another
+agent after `--claim-idle`), and at the end every pair's jobs are listed as the store holds them
+(stored once, the killed ones at attempt 2).
+
 Everything it starts is stopped at the end (or on Ctrl-C); the fleet's store and log stay in --out.
 """
 
@@ -17,6 +22,7 @@ import argparse
 import hashlib
 import hmac
 import json
+import os
 import secrets
 import signal
 import socket
@@ -33,6 +39,8 @@ sys.path.insert(0, str(REPO))
 
 from redline.fleet import keys  # noqa: E402
 from redline.server.process import free_port  # noqa: E402
+from redline.store.fleet_ledger import Ledger  # noqa: E402
+from redline.store.results import Store  # noqa: E402
 
 REDLINE = [sys.executable, "-m", "redline.cli"]
 
@@ -69,6 +77,29 @@ def wait(condition, every_s: float = 5.0):
     return value
 
 
+def agent_mid_job(r: redis.Redis, platform: str, spared: set[str]) -> dict | None:
+    """An agent stopped (SIGSTOP) while it holds a job not in `spared` that it has not finished, or None."""
+    for key in r.scan_iter(match=keys.AGENT.key(platform=platform, agent="*")):
+        agent = r.hgetall(key)
+        if not agent.get("job_id") or agent["job_id"] in spared or not agent.get("pid"):
+            continue
+        os.kill(int(agent["pid"]), signal.SIGSTOP)
+        if r.hget(key, "job_id") == agent["job_id"]:
+            return agent
+        os.kill(int(agent["pid"]), signal.SIGCONT)          # it finished between the two looks
+    return None
+
+
+def stored_jobs(store: Path, bisection_document: dict) -> list[str]:
+    """One line per pair of the bisection: its jobs as the store holds them."""
+    ledger, lines = Ledger(Store(store)), []
+    for key, pair in bisection_document["pairs"].items():
+        jobs = ledger.jobs(pair["work_id"])
+        lines.append(f"  {pair['purpose']:<12} {key[:9]}..{key.split('..')[1][:9]}  " + ", ".join(
+            f"{j['job_id']} {j['status']} by {j['agent']} attempt {j['attempt']}" for j in jobs))
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repository", type=Path, required=True)
@@ -81,6 +112,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--duration", default="3s")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--kill", type=int, default=0, help="agents to SIGKILL in the middle of bisection steps")
+    parser.add_argument("--kill-every", type=float, default=60.0, help="seconds between two kills")
+    parser.add_argument("--claim-idle", default="30s", help="fleet local's --claim-idle")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, signal.default_int_handler)      # SIGTERM stops what it started, as Ctrl-C
     repository = args.repository.expanduser().resolve()
@@ -90,6 +124,7 @@ def main() -> int:
     secret_file.write_bytes(secret + b"\n")
     secret_file.chmod(0o600)
     fleet = started(["fleet", "local", "--agents", str(args.agents), "--store", str(args.out / "fleet.db"),
+                     "--claim-idle", args.claim_idle,
                      "--platform", "demo", "--dir", str(args.out / "redis"), "--allow-target", f"git:{repository}",
                      *(["--allow-target", f"suite:{Path(args.suite).resolve()}"] if Path(args.suite).is_dir() else [])], log)
     url, password_file = fleet.stdout.readline().strip(), fleet.stdout.readline().strip()
@@ -107,12 +142,26 @@ def main() -> int:
         work_id = push(f"http://127.0.0.1:{port}/webhook", secret, commit_of(repository, args.good),
                        commit_of(repository, args.bad))["work_id"]
         print(f"push {args.good} → {args.bad}: work item {work_id}", flush=True)
-        seen = None
+        seen, killed, last_kill = None, [], 0.0
+
+        def kill_one(state: dict) -> None:
+            nonlocal last_kill
+            if len(killed) >= args.kill or state.get("stage") != "bisecting" or \
+                    time.monotonic() - last_kill < args.kill_every:
+                return
+            victim = agent_mid_job(r, "demo", {v["job_id"] for v in killed})
+            if victim:
+                os.kill(int(victim["pid"]), signal.SIGKILL)
+                killed.append(victim)
+                last_kill = time.monotonic()
+                print(f"{time.monotonic() - t0:7.0f}s  SIGKILL agent {victim['agent']} (pid {victim['pid']}) in the "
+                      f"middle of job {victim['job_id']}", flush=True)
 
         def report():
             nonlocal seen
             for bisection in r.zrange(keys.BISECTIONS.key(), 0, -1):
                 state = r.hgetall(keys.BISECTION.key(bisection=bisection))
+                kill_one(state)
                 line = " ".join(f"{k}={v}" for k, v in sorted(state.items()) if k in ("stage", "round", "rounds", "culprit"))
                 if line != seen:
                     seen = line
@@ -123,6 +172,10 @@ def main() -> int:
         (args.out / "report.md").write_text(comment["markdown"])
         print(subprocess.run([*REDLINE, "fleet", "status", *fleet_redis], capture_output=True, text=True,
                              cwd=REPO).stdout)
+        if killed:
+            document = Store(args.out / "fleet.db").documents_named("fleet_bisection")[-1][1]
+            print(f"{len(killed)} agents SIGKILLed; every pair's jobs as stored:")
+            print("\n".join(stored_jobs(args.out / "fleet.db", document)))
     finally:
         for process in (api, fleet):
             process.terminate()

@@ -106,6 +106,12 @@ class Ledger:
         return JobRuns(self, session_id, job_id)
 
     # -- reading back -------------------------------------------------------------------------
+    def jobs(self, work_id: str) -> list[dict]:
+        """Every job row of the work item as stored: job id, status, agent, attempt."""
+        rows = self.db.execute("SELECT job_id, status, agent, attempt FROM fleet_jobs WHERE work_id=? ORDER BY job_id",
+                               (work_id,))
+        return [dict(zip(("job_id", "status", "agent", "attempt"), row)) for row in rows]
+
     def stored_uids(self, job_id: str) -> set[str]:
         """The uids of the runs stored for a job."""
         return {row[0] for row in self.db.execute("SELECT uid FROM fleet_runs WHERE job_id=?", (job_id,))}
