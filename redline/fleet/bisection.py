@@ -29,13 +29,26 @@ the same point and stops at the first thing not measured yet: the endpoint pair 
 confirmation: GOOD against BAD again, on the moved tests — only if the change is seen again, i.e.
 the search finds moved tests, does it go on), then each round's k commits (k = the platform's live
 agents when the bisection opened, fixed for it: the planner's rounds split the range into k + 1
-parts), then the culprit's own change. Pending pairs become work items, recorded in the state
+parts), then the culprit's own change — profiled (the search is replayed with `profile=True`, as
+`redline bisect --profile` runs it), so it is a pair of its own (`pair_key(..., profiled=True)`),
+never the unprofiled answer of a step or of the confirmation of the same two commits. Pending
+pairs become work items, recorded in the state
 before they are enqueued (a restart between the two enqueues the same work id: `FleetQueue.submit`
 skips a work item Redis already holds). An answer is recorded once per pair: a work item complete
 twice (a replayed side effect) changes nothing.
 
 Limits: at most `max_concurrent` open bisections per repository, at most `max_steps` pairs
 measured per bisection (the endpoint pair included); past the cap the bisection ends with one line.
+
+**The culprit's own change names the moved functions.** Its work item alone has `profile` on: each
+side gets one profiled run after its measured ones (the measured runs are what they would be
+without it). The agents ship the profiled runs' folded stacks, bounded (redline.fleet.profiles,
+checked by redline.fleet.entries); the collector keeps them as the runs' folded files; `answer_of`
+computes the moved symbols and the differential flame graph (in the store's `bisect-ID`
+artifacts, where `redline bisect` keeps it) with redline.analysis.comparison.profile_differences,
+or records why a test has none (`profile_notes`). The comment lists them, each function's name
+(an agent's text) quoted, with the flame graph's path and the `redline report` command that
+embeds it, or one line per test saying why there are none.
 
 A round's step carries its rule as job data (`step_rule`: the search's half-way points, directions,
 the endpoints' ratios, which end it is measured against, the metric; checked by
