@@ -415,15 +415,16 @@ class Profiles:
     round trip, kept next to the store by profiles.kept."""
 
     def __init__(self, tmp_path, store: Store, *, moved: str = GET_CODE_PATH, samples: bool = True,
-                 with_stacks: bool = True, error: str | None = None):
+                 with_stacks: bool = True, error: str | None = None, still: bool = False):
         self.dir, self.store, self.moved = tmp_path / "agent-profiles", store, moved
-        self.samples, self.with_stacks, self.error = samples, with_stacks, error
+        self.samples, self.with_stacks, self.error, self.still = samples, with_stacks, error, still
         self.dir.mkdir(exist_ok=True)
 
     def stacks(self, model: Model, sha: str, test: str) -> dict[str, int]:
         if not self.samples:
             return {}
-        return {f"main;aeMain;processCommand;call;{self.moved}": round(100 * model.value(sha, test)),
+        weight = 1000 if self.still else round(100 * model.value(sha, test))
+        return {f"main;aeMain;processCommand;call;{self.moved}": weight,
                 "main;aeMain;aeProcessEvents;epoll_wait_[k]": 3000, "main;aeMain;readQueryFromClient;read_[k]": 2000}
 
     def runs(self, model: Model, shas: list[str], tests: list[str]) -> list[Run]:
@@ -503,16 +504,20 @@ def test_a_one_commit_push_measures_its_profiled_own_change_apart_from_the_confi
     ({"samples": False}, "the baseline's profile has no samples"),
     ({"with_stacks": False}, "the baseline's profiled run came without its stacks"),
     ({"error": "perf: `@octocat` not permitted"}, "the baseline's profiled run failed"),
+    ({"still": True}, "no function's share of the server's CPU differs between the two profiles"),
 ])
 def test_without_a_usable_profile_the_report_says_why_not_an_empty_table(tmp_path, options, why):
     model = Model(16, {12: 5.0})
     store, fleet, state = profiled_loop(tmp_path, model, **options)
     assert state["culprit"]["sha"] == model.commits[12].sha            # the measured runs still answer
     change = store.session_document(state["bisection"], "bisection")["remainder"]["changes"][TEST]
-    assert not change["moved_symbols"] and not change["diff_flamegraph"]
+    assert not change["moved_symbols"]
     markdown = fleet.comments[-1][0]
     line = f"No moved functions for {literal(TEST)}: {why}"
     assert line in markdown and "| function |" not in markdown, markdown
+    # the flame graph exists only where both sides had samples to draw (and is then named)
+    assert bool(change["diff_flamegraph"]) == bool(options.get("still"))
+    assert ("Differential flame graph of" in markdown) == bool(options.get("still"))
     if options.get("error"):                                           # the agent's text, quoted
         assert f"{line} ({literal(options['error'])})." in markdown
 

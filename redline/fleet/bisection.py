@@ -507,7 +507,7 @@ class Loop:
                 note = notes.get(test) or {"why": "its own change was not profiled", "detail": None}
                 out.append(f"No moved functions for {literal(test)}: {note['why']}"
                            + (f" ({literal(note['detail'][:300])})" if note.get("detail") else "") + ".")
-            elif change.get("diff_flamegraph"):
+            if change.get("diff_flamegraph"):
                 command = ["redline", "report", str(state["bisection"]), "--store", str(self.store.path),
                            "-o", f"bisection-{state['bisection']}.html"]
                 out.append(f"Differential flame graph of {literal(test)} (the culprit against the commit before it) "
