@@ -469,14 +469,16 @@ def test_the_culprits_own_change_is_profiled_and_the_report_names_its_moved_func
     own = [key for key, pair in state["pairs"].items() if pair["purpose"] == "own change"]
     assert own == [f"{model.commits[11].sha}..{model.commits[12].sha}+profile"]
     for key, pair in state["pairs"].items():
-        documents = [entries.job_document(json.loads(json.dumps(d))) for _, d in fleet.items[pair["work_id"]].job_documents()]
+        item = fleet.items[pair["work_id"]]
+        documents = [entries.job_document(json.loads(json.dumps(d))) for _, d in item.job_documents()]
         assert all(job.settings["profile"] == (key in own) for job in documents), pair
     # the bisection's document has them, as `redline bisect --profile` stores them
     bisection_id = state["bisection"]
     change = store.session_document(bisection_id, "bisection")["remainder"]["changes"][TEST]
     top = change["moved_symbols"][0]
     assert top["symbol"] == GET_CODE_PATH
-    assert top["baseline_share"] == pytest.approx(1000 / 6000) and top["comparison_share"] == pytest.approx(5000 / 10000)
+    assert top["baseline_share"] == pytest.approx(1000 / 6000)
+    assert top["comparison_share"] == pytest.approx(5000 / 10000)
     svg = Path(change["diff_flamegraph"])
     assert svg == store.artifacts(f"bisect-{bisection_id}") / f"{TEST}.diff.svg" and GET_CODE_PATH in svg.read_text()
     # the comment: the moved functions quoted, where the flame graph is and the command that shows it

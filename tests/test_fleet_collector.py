@@ -265,12 +265,12 @@ def test_a_renamed_repository_is_followed_and_another_host_never_gets_the_token(
 
 def profiled_runs(frame: str) -> list[dict]:
     """The measured runs and one profiled run per side, whose profile carries stacks as an agent ships them."""
-    profiled = [Run(test="quick-set-sadd", target="bin:/usr/bin/redis-server", side=side, run_index=2, purpose="profile",
-                    status="ok").to_json() for side in ("baseline", "comparison")]
+    profiled = [Run(test="quick-set-sadd", target="bin:/usr/bin/redis-server", side=side, run_index=2,
+                    purpose="profile", status="ok").to_json() for side in ("baseline", "comparison")]
     for document, count in zip(profiled, (100, 300)):
-        document["profile"] = {"folded_path": "/on/the/agent.folded.gz", "svg_path": "/on/the/agent.svg", "samples": 400,
-                               "event": "cycles", "stacks": [[f"main;call;{frame}", count], ["main;aeMain", 400 - count]],
-                               "stacks_merged": 0}
+        document["profile"] = {"folded_path": "/on/the/agent.folded.gz", "svg_path": "/on/the/agent.svg",
+                               "samples": 400, "event": "cycles", "stacks_merged": 0,
+                               "stacks": [[f"main;call;{frame}", count], ["main;aeMain", 400 - count]]}
     return runs() + profiled
 
 
