@@ -17,6 +17,7 @@ from redline.core.errors import UsageError
 from redline.core.run import Run
 from redline.engine.job import SideSpec
 from redline.fleet import bisection, entries, work
+from redline.output.markdown import literal
 from redline.store.results import Store
 
 REPO = "/srv/fixture"
@@ -61,10 +62,11 @@ class Model:
 
 class FakeFleet:
     """redline.fleet.bisection.Fleet: work items kept in a dict (as Redis keeps their hashes), each
-    answered from the model when an agent "takes" it."""
+    answered from the model when an agent "takes" it. With `profiles` (a Profiles), a profiled work
+    item's answer also holds a profiled run per test and side, through the fleet's real path."""
 
-    def __init__(self, model: Model, agents: int = 1):
-        self.model, self.agents = model, agents
+    def __init__(self, model: Model, agents: int = 1, profiles: "Profiles | None" = None):
+        self.model, self.agents, self.profiles = model, agents, profiles
         self.items: dict[str, work.WorkItem] = {}
         self.submitted: list[str] = []
         self.complete: list[str] = []
@@ -87,7 +89,11 @@ class FakeFleet:
         broken = [sha for sha in shas if self.model.index[sha] in self.model.unbuildable]
         if broken:
             return [], [(f"{work_id}:p:1", "p", f"build of {broken[0][:12]} failed: #error fixture")]
-        return self.model.runs(shas[0], shas[1], [name for _, name in item.tests]), []
+        tests = [name for _, name in item.tests]
+        runs = self.model.runs(shas[0], shas[1], tests)
+        if item.settings.profile and self.profiles is not None:
+            runs += self.profiles.runs(self.model, shas, tests)
+        return runs, []
 
     def mirror(self, state: dict) -> None:
         self.mirrored.append({k: state[k] for k in ("stage", "round", "rounds")})
@@ -396,3 +402,141 @@ def test_an_agent_adds_runs_while_a_step_straddles_its_half_way_point():
     assert more(None, straddling, 5) == 2 and more(None, straddling, 9) == 0
     assert more(None, decided[:6], 3) == 2                              # too few runs for an interval yet
     assert step_rule_runs(job(None)) is None
+
+
+# -- the culprit's own change, profiled: moved functions and the differential flame graph ----------
+GET_CODE_PATH = "getGenericCommand"
+
+
+class Profiles:
+    """Profiled runs as an agent ships them and the collector keeps them: each side's folded stacks
+    (a model: the moved function's samples follow TEST's metric) written where perf leaves them, the
+    document made by redline.fleet.profiles.shipped, checked by entries.run_document after a JSON
+    round trip, kept next to the store by profiles.kept."""
+
+    def __init__(self, tmp_path, store: Store, *, moved: str = GET_CODE_PATH, samples: bool = True,
+                 with_stacks: bool = True, error: str | None = None, still: bool = False):
+        self.dir, self.store, self.moved = tmp_path / "agent-profiles", store, moved
+        self.samples, self.with_stacks, self.error, self.still = samples, with_stacks, error, still
+        self.dir.mkdir(exist_ok=True)
+
+    def stacks(self, model: Model, sha: str, test: str) -> dict[str, int]:
+        if not self.samples:
+            return {}
+        weight = 1000 if self.still else round(100 * model.value(sha, test))
+        return {f"main;aeMain;processCommand;call;{self.moved}": weight,
+                "main;aeMain;aeProcessEvents;epoll_wait_[k]": 3000, "main;aeMain;readQueryFromClient;read_[k]": 2000}
+
+    def runs(self, model: Model, shas: list[str], tests: list[str]) -> list[Run]:
+        from redline.fleet import profiles
+        from redline.profile.folding import write_folded
+        out = []
+        for test in tests:
+            for side, sha in zip(("baseline", "comparison"), shas):
+                stacks = self.stacks(model, sha, test)
+                run = Run(test=test, target=f"git:{REPO}@{sha}", side=side, run_index=5, purpose="profile",
+                          status="failed" if self.error else "ok", error=self.error, suite_file=SUITE)
+                if not self.error:
+                    folded = write_folded(stacks, self.dir / f"{run.uid}.folded.gz")
+                    run.profile = {"folded_path": str(folded), "svg_path": "/agent/flamegraph.svg",
+                                   "samples": sum(stacks.values()), "event": "cycles"}
+                document = json.loads(json.dumps(profiles.shipped(run)))
+                if not self.with_stacks and document.get("profile"):
+                    del document["profile"]["stacks"]          # an agent of an older redline
+                out.append(profiles.kept(entries.run_document(document, "runs[0]"), self.store))
+        return out
+
+
+def profiled_loop(tmp_path, model: Model, agents: int = 2, **options):
+    store = Store(tmp_path / "fleet.db")
+    fleet = FakeFleet(model, agents, Profiles(tmp_path, store, **options))
+    loop = make_loop(store, fleet)
+    summary, comparisons, records = source_work(model)
+    decision = loop.trigger(summary, comparisons, records)
+    loop.work_complete(summary)
+    drain(loop, fleet)
+    return store, fleet, loop.state(decision.bisection)
+
+
+def test_the_culprits_own_change_is_profiled_and_the_report_names_its_moved_functions(tmp_path):
+    from pathlib import Path
+
+    from redline.output import renderer
+    model = Model(16, {12: 5.0})
+    store, fleet, state = profiled_loop(tmp_path, model)
+    assert state["culprit"]["sha"] == model.commits[12].sha
+    # the own change alone is profiled (one profiled run per side after the measured ones); no step is
+    own = [key for key, pair in state["pairs"].items() if pair["purpose"] == "own change"]
+    assert own == [f"{model.commits[11].sha}..{model.commits[12].sha}+profile"]
+    for key, pair in state["pairs"].items():
+        item = fleet.items[pair["work_id"]]
+        documents = [entries.job_document(json.loads(json.dumps(d))) for _, d in item.job_documents()]
+        assert all(job.settings["profile"] == (key in own) for job in documents), pair
+    # the bisection's document has them, as `redline bisect --profile` stores them
+    bisection_id = state["bisection"]
+    change = store.session_document(bisection_id, "bisection")["remainder"]["changes"][TEST]
+    top = change["moved_symbols"][0]
+    assert top["symbol"] == GET_CODE_PATH
+    assert top["baseline_share"] == pytest.approx(1000 / 6000)
+    assert top["comparison_share"] == pytest.approx(5000 / 10000)
+    svg = Path(change["diff_flamegraph"])
+    assert svg == store.artifacts(f"bisect-{bisection_id}") / f"{TEST}.diff.svg" and GET_CODE_PATH in svg.read_text()
+    # the comment: the moved functions quoted, where the flame graph is and the command that shows it
+    markdown = fleet.comments[-1][0]
+    assert f"| {literal(TEST)} | {literal(GET_CODE_PATH)} | 16.7% | 50.0% |" in markdown, markdown
+    assert f"Differential flame graph of {literal(TEST)}" in markdown and literal(str(svg)) in markdown
+    assert f"redline report {bisection_id} --store {store.path}" in markdown
+    assert "No moved functions" not in markdown and "moved: " not in markdown      # listed once, quoted
+    # `redline report SESSION` embeds the flame graph with the bisection
+    html = renderer("html")(store.load_session(bisection_id))
+    assert "data-payload" in html and "culprit against" in html
+
+
+def test_a_one_commit_push_measures_its_profiled_own_change_apart_from_the_confirmation(tmp_path):
+    """GOOD → BAD of one commit: the confirmation and the culprit's own change are the same two
+    commits; the own change is a pair of its own (profiled), not the confirmation's answer again."""
+    model = Model(1, {1: 5.0})
+    store, fleet, state = profiled_loop(tmp_path, model, agents=1)
+    assert state["culprit"]["sha"] == model.commits[1].sha
+    assert sorted(pair["purpose"] for pair in state["pairs"].values()) == ["confirmation", "own change"]
+    assert f"| {literal(GET_CODE_PATH)} |" in fleet.comments[-1][0]
+
+
+@pytest.mark.parametrize("options, why", [
+    ({"samples": False}, "the baseline's profile has no samples"),
+    ({"with_stacks": False}, "the baseline's profiled run came without its stacks"),
+    ({"error": "perf: `@octocat` not permitted"}, "the baseline's profiled run failed"),
+    ({"still": True}, "no function's share of the server's CPU differs between the two profiles"),
+])
+def test_without_a_usable_profile_the_report_says_why_not_an_empty_table(tmp_path, options, why):
+    model = Model(16, {12: 5.0})
+    store, fleet, state = profiled_loop(tmp_path, model, **options)
+    assert state["culprit"]["sha"] == model.commits[12].sha            # the measured runs still answer
+    change = store.session_document(state["bisection"], "bisection")["remainder"]["changes"][TEST]
+    assert not change["moved_symbols"]
+    markdown = fleet.comments[-1][0]
+    line = f"No moved functions for {literal(TEST)}: {why}"
+    assert line in markdown and "| function |" not in markdown, markdown
+    # the flame graph exists only where both sides had samples to draw (and is then named)
+    assert bool(change["diff_flamegraph"]) == bool(options.get("still"))
+    assert ("Differential flame graph of" in markdown) == bool(options.get("still"))
+    if options.get("error"):                                           # the agent's text, quoted
+        assert f"{line} ({literal(options['error'])})." in markdown
+
+
+def test_no_profile_run_at_all_is_said_too(tmp_path):
+    """A fleet whose agents return no profiled run (the test-played agents of test_fleet_loop)."""
+    store, fleet, loop, state, _ = run_loop(tmp_path, Model(16, {12: 5.0}), 2)
+    assert (f"No moved functions for {literal(TEST)}: no profiled run of the baseline and the comparison came back"
+            in fleet.comments[-1][0])
+
+
+def test_a_hostile_function_name_is_inert_in_the_comment(tmp_path):
+    hostile = "@octocat ![x](http://evil.example/x.png) <img src=x> `|"
+    model = Model(16, {12: 5.0})
+    store, fleet, state = profiled_loop(tmp_path, model, moved=hostile)
+    markdown = fleet.comments[-1][0]
+    assert literal(hostile) in markdown
+    outside = markdown.replace(literal(hostile), "")
+    for live in ("@octocat", "![x]", "](http://evil.example", "<img"):
+        assert live not in outside, live

@@ -261,3 +261,35 @@ def test_a_renamed_repository_is_followed_and_another_host_never_gets_the_token(
     finally:
         github.shutdown()
         elsewhere.shutdown()
+
+
+def profiled_runs(frame: str) -> list[dict]:
+    """The measured runs and one profiled run per side, whose profile carries stacks as an agent ships them."""
+    profiled = [Run(test="quick-set-sadd", target="bin:/usr/bin/redis-server", side=side, run_index=2,
+                    purpose="profile", status="ok").to_json() for side in ("baseline", "comparison")]
+    for document, count in zip(profiled, (100, 300)):
+        document["profile"] = {"folded_path": "/on/the/agent.folded.gz", "svg_path": "/on/the/agent.svg",
+                               "samples": 400, "event": "cycles", "stacks_merged": 0,
+                               "stacks": [[f"main;call;{frame}", count], ["main;aeMain", 400 - count]]}
+    return runs() + profiled
+
+
+def test_shipped_stacks_are_kept_next_to_the_store_and_hostile_ones_are_a_dead_job(collector):
+    from redline.profile.folding import read_folded
+    r, store, log = collector
+    work_id, job_id = one_job_work(r)
+    r.xadd(keys.RESULTS.key(), result(work_id, job_id, runs=json.dumps(profiled_runs("saddCommand"))))
+    wait_for(lambda: done(r, work_id), "the profiled result stored")
+    rows = query(store, "SELECT r.side, p.folded_path, p.samples FROM profiles p JOIN runs r ON r.id = p.run_id "
+                        "ORDER BY r.side")
+    assert [(side, samples) for side, _, samples in rows] == [("baseline", 400), ("comparison", 400)]
+    for (side, folded, _), count in zip(rows, (100, 300)):
+        assert folded.startswith(str(store.with_name("fleet-artifacts") / "fleet-profiles"))    # not the agent's path
+        assert read_folded(folded) == {"main;call;saddCommand": count, "main;aeMain": 400 - count}
+    # a frame with a terminal escape: the whole result is dead-lettered with the reason, nothing stored
+    work_id, job_id = one_job_work(r)
+    r.xadd(keys.RESULTS.key(), result(work_id, job_id, runs=json.dumps(profiled_runs("sadd\x1b]0;owned\x07"))))
+    wait_for(lambda: done(r, work_id), "the hostile result handled")
+    (error,), = query(store, "SELECT error FROM fleet_jobs WHERE job_id=?", job_id)
+    assert error == "runs[4].profile.stacks[0]: a frame name holds a control or unprintable character"
+    assert query(store, "SELECT count(*) FROM runs")[0][0] == 6

@@ -2,7 +2,9 @@
 16-commit fixture repository of tests/test_bisect.py, real redis-server, real interleaved timed
 runs), `redline api` given a signed push event, and nothing else: the push's work item finds GET
 slower, the collector confirms it and bisects the pushed range with the fleet's two agents, and
-the report on the comments stream names commit 12 (GET made about 5x more expensive). One agent
+the report on the comments stream names commit 12 (GET made about 5x more expensive) and, from the
+profiled runs of the culprit's own change that the agents shipped, the function the fixture's change
+slowed among the moved functions, with the differential flame graph next to the store. One agent
 is SIGKILLed in the middle of a round's step: `fleet local` starts another, the step is claimed
 after --claim-idle and run again, and every step is stored once.
 
@@ -26,6 +28,7 @@ import uuid
 
 
 from redline.fleet import keys
+from redline.output.markdown import literal
 from redline.server.process import free_port
 from tests.fleet_helpers import client, fleet_local, query, redis_arguments, redline, redline_process, stop, wait_for
 from tests.test_bisect import GET, SPIN, bisect_repo  # noqa: F401 — the fixture repository, shared
@@ -33,6 +36,8 @@ from tests.test_fleet import stop_an_agent_mid_job
 
 SECRET = b"loop secret"
 TESTS = "string-(get|set)-100B-pipeline-10$"
+# where scripts/make_redis_bisect_repo.sh puts commit 12's extra work (at the start of the function)
+FIXTURE_FUNCTION = "getGenericCommand"
 LONG_S = 3600               # a loaded shared machine builds and measures many times slower than an idle one
 
 
@@ -88,6 +93,9 @@ def test_a_pushed_regression_is_bisected_by_a_real_local_fleet(tmp_path, bisect_
         assert f"culprit: {culprit[:12]}" in report["markdown"], report["markdown"]
         assert f"fixture: {SPIN} iterations of extra work on GET's code path" in report["markdown"]   # its subject
         assert GET in report["markdown"]
+        # the moved functions of the culprit's own change: the agents' profiled runs, the collector's renderer
+        assert f"| {literal(GET)} | {literal(FIXTURE_FUNCTION)} |" in report["markdown"], report["markdown"]
+        assert f"Differential flame graph of {literal(GET)}" in report["markdown"]
         shown = redline("fleet", "status", *redis_arguments(url))
         assert f"reported: culprit {culprit[:12]}" in shown.stdout, shown.stdout
     finally:
@@ -102,4 +110,12 @@ def test_a_pushed_regression_is_bisected_by_a_real_local_fleet(tmp_path, bisect_
                      pair["work_id"]) == [(1, 1)], pair
     assert state["per_round"] == 2 and any(p["round"] == 1 for p in state["pairs"].values())
     assert victim["job_id"].split(":")[0] in {p["work_id"] for p in state["pairs"].values()}
+    document = json.loads(query(store, "SELECT document FROM session_documents WHERE name='bisection'")[0][0])
+    own = document["remainder"]["changes"][GET]
+    assert FIXTURE_FUNCTION in [move["symbol"] for move in own["moved_symbols"]], own["moved_symbols"]
+    assert own["diff_flamegraph"].startswith(str(tmp_path / "fleet-artifacts"))
+    assert FIXTURE_FUNCTION in open(own["diff_flamegraph"]).read()
+    profiled = [p for p in state["pairs"].values() if p["purpose"] == "own change"]
+    assert len(profiled) == 1 and query(store, "SELECT count(*) FROM runs r JOIN profiles p ON p.run_id = r.id "
+                                               "WHERE r.purpose = 'profile'")[0][0] == 2    # GET, two sides
     print(report["markdown"])

@@ -4,6 +4,7 @@ signature check and decisions."""
 from __future__ import annotations
 
 import hashlib
+import json
 import hmac
 from pathlib import Path
 
@@ -133,3 +134,84 @@ def test_a_job_document_is_checked_field_by_field():
         with pytest.raises(entries.Malformed) as raised:
             entries.job_entry(entry)
         assert str(raised.value) == reason, name
+
+
+# -- a profiled run's stacks across the fleet (redline.fleet.profiles, entries.profile_document) ------
+def profiled_run_document(stacks: list, **profile) -> dict:
+    from redline.core.run import Run
+    run = Run(test="t", target="git:/r@a", side="baseline", run_index=5, purpose="profile", status="ok")
+    return {**run.to_json(), "profile": {"folded_path": "/agent/x.folded.gz", "samples": 10, "event": "cycles",
+                                         "stacks": stacks, "stacks_merged": 0, **profile}}
+
+
+def test_an_agent_ships_bounded_printable_stacks_that_the_collector_accepts(tmp_path):
+    from redline.core.run import Run
+    from redline.fleet import entries, profiles
+    from redline.profile.folding import OTHER, read_folded, write_folded
+    bounds = entries.PROFILE_BOUNDS
+    stacks = {f"main;f{n}": 3000 - n for n in range(3000)}                 # more stacks than may travel
+    stacks["main;evil\x1b[31m\u202e;leaf"] = 5000                          # control and bidi characters
+    stacks["main;" + "x" * 1000] = 4000                                    # a frame too long
+    stacks[";".join(f"d{n}" for n in range(400))] = 4500                   # a stack too deep
+    folded = write_folded(stacks, tmp_path / "p.folded.gz")
+    run = Run(test="t", target="git:/r@a", side="baseline", run_index=5, purpose="profile", status="ok",
+              profile={"folded_path": str(folded), "svg_path": "/agent/f.svg", "samples": sum(stacks.values())})
+    document = json.loads(json.dumps(profiles.shipped(run)))
+    shipped = dict(map(tuple, document["profile"]["stacks"]))
+    assert len(shipped) == bounds.stacks and OTHER in shipped
+    assert document["profile"]["stacks_merged"] == len(stacks) - (bounds.stacks - 1)
+    assert sum(shipped.values()) == sum(stacks.values())                  # the tail merged, not lost
+    assert shipped["main;evil?[31m?;leaf"] == 5000                         # made printable
+    assert shipped["main;" + "x" * bounds.frame_chars] == 4000
+    deep = next(stack for stack in shipped if stack.startswith("d"))
+    assert deep.split(";") == [f"d{n}" for n in range(400 - bounds.frames, 400)]   # the leaf's side kept
+    checked = entries.run_document(document, "runs[0]")
+    assert checked.profile["stacks"] == shipped and checked.profile["samples"] == sum(stacks.values())
+    # the collector keeps them as the run's folded file next to its store; the agent's paths are gone
+    from redline.store.results import Store
+    store = Store(tmp_path / "collector.db")
+    kept = profiles.kept(checked, store).profile
+    assert kept["folded_path"].startswith(str(store.artifacts("fleet-profiles")))
+    assert read_folded(kept["folded_path"]) == shipped and "/agent/" not in json.dumps(kept)
+    # a measured run's profile field is never kept; a profile without stacks (an older agent) is none
+    measured = {**document, "purpose": "measure"}
+    assert entries.run_document(measured, "runs[0]").profile is None
+    older = {**document, "profile": {"folded_path": "/agent/x", "samples": 3}}
+    assert entries.run_document(older, "runs[0]").profile is None
+
+
+def test_a_malformed_shipped_profile_is_a_malformed_result():
+    import pytest
+    from redline.fleet import entries
+    bounds = entries.PROFILE_BOUNDS
+    too_many = [[f"main;f{n}", 1] for n in range(bounds.stacks + 1)]
+    too_much_text = [[f"{n};" + "y" * 250 + ";" + "z" * 250, 1] for n in range(bounds.text_bytes // 500 + 1)]
+    broken = {
+        "too many stacks": (too_many, f"expected a list of at most {bounds.stacks}"),
+        "too much text": (too_much_text, f"more than {bounds.text_bytes} bytes of stack text"),
+        "long frame": ([["main;" + "x" * (bounds.frame_chars + 1), 1]], "empty or longer than"),
+        "deep stack": ([[";".join(["f"] * (bounds.frames + 1)), 1]], f"more than {bounds.frames} frames"),
+        "empty frame": ([["main;;leaf", 1]], "empty or longer than"),
+        "escape": ([["main;\x1b[2Jleaf", 1]], "control or unprintable character"),
+        "newline": ([["main;a\nb", 1]], "control or unprintable character"),
+        "bidi": ([["main;\u202eleaf", 1]], "control or unprintable character"),
+        "negative count": ([["main;f", -1]], "outside 1.."),
+        "zero count": ([["main;f", 0]], "outside 1.."),
+        "text count": ([["main;f", "12"]], "its count is not a whole number"),
+        "boolean count": ([["main;f", True]], "its count is not a whole number"),
+        "float count": ([["main;f", 1.5]], "its count is not a whole number"),
+        "twice": ([["main;f", 1], ["main;f", 2]], "listed twice"),
+        "not a pair": ([["main;f"]], "expected a [stack, count] pair"),
+        "not text": ([[7, 1]], "expected text"),
+        "not a list": ("main;f 1", "expected a list"),
+    }
+    for name, (stacks, reason) in broken.items():
+        with pytest.raises(entries.Malformed, match=reason.replace("[", r"\[").replace("]", r"\]")) as raised:
+            entries.run_documents(json.dumps([profiled_run_document(stacks)]))
+        assert str(raised.value).startswith("runs[0].profile.stacks"), (name, raised.value)
+    for profile, reason in (({"samples": -1}, "samples: -1 is outside"), ({"stacks_merged": "many"}, "not a whole"),
+                            ({"event": "cycles\x07"}, "control or unprintable")):
+        with pytest.raises(entries.Malformed, match=reason):
+            entries.run_documents(json.dumps([profiled_run_document([["main;f", 1]], **profile)]))
+    with pytest.raises(entries.Malformed, match="profile: expected an object"):
+        entries.run_documents(json.dumps([{**profiled_run_document([]), "profile": ["x"]}]))

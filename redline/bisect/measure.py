@@ -70,8 +70,7 @@ class Measuring:
 
     def artifacts(self) -> Path:
         """Where a profiled compare writes its differential flame graphs."""
-        path = self.store.path
-        return path.with_name(f"{path.stem}-artifacts") / f"bisect-{self.session_id}"
+        return self.store.artifacts(f"bisect-{self.session_id}")
 
 
 class CommitBuilds:

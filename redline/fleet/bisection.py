@@ -29,13 +29,26 @@ the same point and stops at the first thing not measured yet: the endpoint pair 
 confirmation: GOOD against BAD again, on the moved tests — only if the change is seen again, i.e.
 the search finds moved tests, does it go on), then each round's k commits (k = the platform's live
 agents when the bisection opened, fixed for it: the planner's rounds split the range into k + 1
-parts), then the culprit's own change. Pending pairs become work items, recorded in the state
+parts), then the culprit's own change — profiled (the search is replayed with `profile=True`, as
+`redline bisect --profile` runs it), so it is a pair of its own (`pair_key(..., profiled=True)`),
+never the unprofiled answer of a step or of the confirmation of the same two commits. Pending
+pairs become work items, recorded in the state
 before they are enqueued (a restart between the two enqueues the same work id: `FleetQueue.submit`
 skips a work item Redis already holds). An answer is recorded once per pair: a work item complete
 twice (a replayed side effect) changes nothing.
 
 Limits: at most `max_concurrent` open bisections per repository, at most `max_steps` pairs
 measured per bisection (the endpoint pair included); past the cap the bisection ends with one line.
+
+**The culprit's own change names the moved functions.** Its work item alone has `profile` on: each
+side gets one profiled run after its measured ones (the measured runs are what they would be
+without it). The agents ship the profiled runs' folded stacks, bounded (redline.fleet.profiles,
+checked by redline.fleet.entries); the collector keeps them as the runs' folded files; `answer_of`
+computes the moved symbols and the differential flame graph (in the store's `bisect-ID`
+artifacts, where `redline bisect` keeps it) with redline.analysis.comparison.profile_differences,
+or records why a test has none (`profile_notes`). The comment lists them, each function's name
+(an agent's text) quoted, with the flame graph's path and the `redline report` command that
+embeds it, or one line per test saying why there are none.
 
 A round's step carries its rule as job data (`step_rule`: the search's half-way points, directions,
 the endpoints' ratios, which end it is measured against, the metric; checked by
@@ -49,23 +62,25 @@ What is not here (docs/fleet.md "The closed loop"): counted (--measure instructi
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
 
-from redline.analysis.comparison import TestComparison, looks_confidence
+from redline.analysis.comparison import BASELINE, COMPARISON, TestComparison, looks_confidence
 from redline.analysis.stats import Verdict
 from redline.bisect import search
 from redline.bisect.measure import timed_changes
 from redline.bisect.planner import rounds_needed
 from redline.bisect.search import Answer, Ask, Change, Commit, Outcome, Settled, StepRule, Unbuildable
-from redline.core.errors import UsageError
+from redline.core.errors import RunError, UsageError
 from redline.core.run import Run
 from redline.engine.job import SideSpec
 from redline.fleet import work as fleet_work
 from redline.output.bisect_report import report_markdown
+from redline.output.markdown import literal
 from redline.store.results import Store
 from redline.system import machine
 
@@ -79,16 +94,21 @@ DEFAULT_MAX_STEPS = 24
 
 
 class Pending(Exception):
-    """The search asked for pairs (reference, candidate) not measured yet."""
+    """The search asked for pairs (reference, candidate) not measured yet; `profiled`: the culprit's
+    own change, asked with its profile."""
 
-    def __init__(self, pairs: list[tuple[Commit, Commit]], rules: dict[str, StepRule] | None = None):
+    def __init__(self, pairs: list[tuple[Commit, Commit]], rules: dict[str, StepRule] | None = None, *,
+                 profiled: bool = False):
         super().__init__(f"{len(pairs)} pairs not measured yet")
         self.pairs, self.rules = pairs, rules or {}       # pair key → the step's rule (round steps)
+        self.profiled = profiled
 
 
-def pair_key(reference: Commit | str, candidate: Commit | str) -> str:
+def pair_key(reference: Commit | str, candidate: Commit | str, *, profiled: bool = False) -> str:
+    """A measured pair's key; the profiled own change of a culprit is a pair of its own (the same
+    commits measured as a step or as the confirmation were not profiled)."""
     sha = lambda c: c if isinstance(c, str) else c.sha     # noqa: E731
-    return f"{sha(reference)}..{sha(candidate)}"
+    return f"{sha(reference)}..{sha(candidate)}" + ("+profile" if profiled else "")
 
 
 class StoredAnswers:
@@ -98,8 +118,8 @@ class StoredAnswers:
     def __init__(self, answers: dict[str, dict]):
         self.answers = answers
 
-    def _answer(self, reference: Commit, candidate: Commit) -> Answer | None:
-        stored = self.answers.get(pair_key(reference, candidate))
+    def _answer(self, reference: Commit, candidate: Commit, *, profiled: bool = False) -> Answer | None:
+        stored = self.answers.get(pair_key(reference, candidate, profiled=profiled))
         if stored is None:
             return None
         if stored.get("unbuildable") is not None:
@@ -108,9 +128,9 @@ class StoredAnswers:
 
     def compare(self, reference: Commit, candidate: Commit, tests: list[str], settled: Settled, *,
                 profile: bool = False) -> dict[str, Change]:
-        answer = self._answer(reference, candidate)
+        answer = self._answer(reference, candidate, profiled=profile)
         if answer is None:
-            raise Pending([(reference, candidate)])
+            raise Pending([(reference, candidate)], profiled=profile)
         if answer.unbuildable is not None:
             raise Unbuildable(candidate, answer.unbuildable)
         return {test: change for test, change in answer.changes.items() if test in tests}
@@ -126,14 +146,46 @@ class StoredAnswers:
 
 
 def answer_of(runs: list[Run], dead: list[tuple[str, str, str]], *, metric: str, runs_per_side: int,
-              max_runs: int) -> dict:
+              max_runs: int, artifacts: Path | None = None) -> dict:
     """A pair's stored answer from its work item: the change of `metric` per test, or — when a job
-    of it died (a side does not build, its runs failed on every attempt) — why, as a skipped step."""
+    of it died (a side does not build, its runs failed on every attempt) — why, as a skipped step.
+    With `artifacts` (the culprit's own change, profiled): each test's moved symbols and
+    differential flame graph (written there) from its profiled runs, as `redline bisect --profile`
+    has them (redline.analysis.comparison.profile_differences), and for a test without them why
+    (`profile_notes`); a profile that cannot be drawn never costs the pair its answer."""
     if dead:
         return {"changes": {}, "unbuildable": [f"{job_id}: {' '.join((error or '').split())[:600]}"
                                                for job_id, _, error in dead]}
-    changes = timed_changes(runs, metric, {}, confidence=looks_confidence(runs_per_side, max(runs_per_side, max_runs)))
-    return {"changes": {test: asdict(change) for test, change in changes.items()}, "unbuildable": None}
+    confidence = looks_confidence(runs_per_side, max(runs_per_side, max_runs))
+    failed = None
+    try:
+        changes = timed_changes(runs, metric, {}, confidence=confidence, artifacts=artifacts)
+    except (RunError, UsageError) as exc:            # inferno missing or failing, an unreadable folded file
+        changes, failed = timed_changes(runs, metric, {}, confidence=confidence), str(exc)
+    answer = {"changes": {test: asdict(change) for test, change in changes.items()}, "unbuildable": None}
+    if artifacts is not None:
+        answer["profile_notes"] = {test: ({"why": "the differential flame graph could not be drawn", "detail": failed}
+                                          if failed else profile_gap(runs, test))
+                                   for test, change in changes.items() if not change.moved_symbols}
+    return answer
+
+
+def profile_gap(runs: list[Run], test: str) -> dict:
+    """Why a profiled pair's test has no moved symbols: {"why": redline's sentence, "detail": the
+    run's own error (an agent's text) or None}."""
+    profiled = {run.side: run for run in runs if run.purpose == "profile" and run.key == test}
+    missing = [side for side in (BASELINE, COMPARISON) if side not in profiled]
+    if missing:
+        return {"why": f"no profiled run of the {' and the '.join(missing)} came back", "detail": None}
+    for side in (BASELINE, COMPARISON):
+        run = profiled[side]
+        if run.status != "ok":
+            return {"why": f"the {side}'s profiled run {run.status}", "detail": run.error}
+        if not run.profile:
+            return {"why": f"the {side}'s profiled run came without its stacks", "detail": None}
+        if not run.profile.get("samples"):
+            return {"why": f"the {side}'s profile has no samples", "detail": None}
+    return {"why": "no function's share of the server's CPU differs between the two profiles", "detail": None}
 
 
 # -- what the coordinator needs of the fleet -----------------------------------------------------
@@ -325,7 +377,7 @@ class Loop:
                 runs, dead = self.fleet.results(work.work_id)
                 settings = state["settings"]
                 state["answers"][key] = answer_of(runs, dead, metric=state["metric"], runs_per_side=settings["runs"],
-                                                  max_runs=settings["max_runs"])
+                                                  max_runs=settings["max_runs"], artifacts=self._artifacts(state, key))
                 state["pairs"][key]["state"] = "failed" if dead else "done"
                 self._save(state)
             self.advance(bisection)
@@ -343,10 +395,10 @@ class Loop:
         so_far: list[Outcome] = []
         try:
             outcome = search.bisect(StoredAnswers(state["answers"]), good, path, state["keys"],
-                                    per_round=state["per_round"], on_step=so_far.append)
+                                    per_round=state["per_round"], on_step=so_far.append, profile=True)
         except Pending as pending:
             self._document(state, so_far[-1] if so_far else None)
-            return self._queue(state, pending.pairs, so_far[-1] if so_far else None, pending.rules)
+            return self._queue(state, pending, so_far[-1] if so_far else None)
         except Unbuildable as failure:
             tail = " ".join(failure.tail[-1:])[:300]
             return self._end(state, "failed", f"an end of the range does not build or measure "
@@ -359,23 +411,30 @@ class Loop:
         state["culprit"] = asdict(outcome.culprit) if outcome.culprit else None
         self._end(state, "reported", None, outcome)
 
+    def _artifacts(self, state: dict, key: str) -> Path | None:
+        """Where the culprit's own change (the profiled pair) gets its differential flame graph: the
+        bisection's artifacts, as `redline bisect --profile` keeps them; None for any other pair."""
+        if state["pairs"][key].get("purpose") != "own change":
+            return None
+        return self.store.artifacts(f"bisect-{state['bisection']}")
+
     def _document(self, state: dict, outcome: Outcome | None) -> None:
         if outcome is not None:
             self.store.save_session_document(state["bisection"], DOCUMENT, {**self._context(state),
                                                                             **outcome.as_json()})
 
-    def _queue(self, state: dict, pairs: list[tuple[Commit, Commit]], outcome: Outcome | None,
-               rules: dict[str, StepRule]) -> None:
+    def _queue(self, state: dict, pending: Pending, outcome: Outcome | None) -> None:
         good, bad = state["good"]["sha"], state["path"][-1]["sha"]
-        new = [(r, c) for r, c in pairs if pair_key(r, c) not in state["pairs"]]
+        pairs, rules, profiled = pending.pairs, pending.rules, pending.profiled
+        new = [(r, c) for r, c in pairs if pair_key(r, c, profiled=profiled) not in state["pairs"]]
         if len(state["pairs"]) + len(new) > state["max_steps"]:
             return self._end(state, "failed", f"the step cap (--bisect-max-steps {state['max_steps']}) is reached "
                                               f"with {len(state['pairs'])} pairs measured; no culprit named", outcome)
-        confirming = any(pair_key(r, c) == pair_key(good, bad) for r, c in pairs)
-        state["stage"] = "confirming" if confirming else ("checking" if self._checking(outcome, pairs) else "bisecting")
+        confirming = not profiled and any(pair_key(r, c) == pair_key(good, bad) for r, c in pairs)
+        state["stage"] = "confirming" if confirming else ("checking" if profiled else "bisecting")
         purpose = {"confirming": "confirmation", "checking": "own change", "bisecting": "step"}[state["stage"]]
         for reference, candidate in new:
-            state["pairs"][pair_key(reference, candidate)] = {
+            state["pairs"][pair_key(reference, candidate, profiled=profiled)] = {
                 "work_id": fleet_work.new_work_id(), "reference": reference.sha, "candidate": candidate.sha,
                 "state": "queued", "round": outcome.rounds if outcome else 0, "purpose": purpose,
                 "step_rule": ({**rules[key].as_json(), "metric": state["metric"]}
@@ -383,21 +442,13 @@ class Loop:
         state["round"] = outcome.rounds if outcome else 0
         state["rounds"] = max(state["round"], rounds_needed(len(state["path"]) - 1, state["per_round"]))
         self._save(state)            # the work ids are recorded before anything is enqueued
-        for key in [pair_key(r, c) for r, c in pairs]:
+        keys = [pair_key(r, c, profiled=profiled) for r, c in pairs]
+        for key in keys:
             pair = state["pairs"][key]
             if pair["state"] == "queued":
                 self.fleet.submit(self._work_item(state, pair))
         self.say("bisection waits", bisection=state["bisection"], stage=state["stage"], round=state["round"],
-                 pairs=",".join(state["pairs"][pair_key(r, c)]["work_id"] for r, c in pairs))
-
-    @staticmethod
-    def _checking(outcome: Outcome | None, pairs: list[tuple[Commit, Commit]]) -> bool:
-        """The search has ended its rounds and asks for the culprit's own change (the commit before
-        it against it)."""
-        if outcome is None or not outcome.steps:
-            return False
-        measured = {s.candidate.sha for s in outcome.steps}
-        return all(candidate.sha in measured for _, candidate in pairs)
+                 pairs=",".join(state["pairs"][key]["work_id"] for key in keys))
 
     def _work_item(self, state: dict, pair: dict) -> fleet_work.WorkItem:
         repository, sides = state["repository"], state["sides"]
@@ -409,7 +460,9 @@ class Loop:
             work_id=pair["work_id"], source="bisect",
             sides=[side("baseline", pair["reference"]), side("comparison", pair["candidate"])],
             platforms=[state["platform"]], tests=[tuple(t) for t in state["tests"]], topologies=state["topologies"],
-            settings=fleet_work.Settings(**state["settings"]), bisection=str(state["bisection"]),
+            # the culprit's own change only: one profiled run per side after its measured runs
+            settings=fleet_work.Settings(**{**state["settings"], "profile": pair["purpose"] == "own change"}),
+            bisection=str(state["bisection"]),
             step_rule=pair.get("step_rule"))
 
     def _end(self, state: dict, stage: str, note: str | None, outcome: Outcome | None) -> None:
@@ -429,8 +482,38 @@ class Loop:
         if state["stage"] != "reported" or outcome is None:
             body = f"**Not bisected:** {state['note']}\n"
         else:
-            body = report_markdown({**self._context(state), **outcome.as_json()})
+            document = outcome.as_json()
+            body = report_markdown({**self._context(state), **without_profiles(document)})
+            body += self._moved_functions(state, document.get("remainder"))
         return head + body + f"\n{marker(state['bisection'])}\n"
+
+    def _moved_functions(self, state: dict, remainder: dict | None) -> str:
+        """The culprit's own change's moved functions, each name (an agent's text) quoted, and where
+        its differential flame graph is; or, per test, why there are none (never an empty table)."""
+        if not remainder or not remainder.get("changes"):
+            return ""
+        answer = state["answers"].get(pair_key(remainder["before"]["sha"], remainder["commit"]["sha"], profiled=True))
+        notes = (answer or {}).get("profile_notes") or {}
+        out = ["", f"**Moved functions** of the culprit's own change (a profiled run per side after the measured "
+                   f"ones; each function's self share of the server's CPU at {remainder['before']['sha'][:12]} "
+                   f"→ at the culprit):", ""]
+        rows = [f"| {literal(test)} | {literal(move['symbol'])} | {move['baseline_share']:.1%} | "
+                f"{move['comparison_share']:.1%} |"
+                for test, change in remainder["changes"].items() for move in change.get("moved_symbols") or []]
+        if rows:
+            out += ["| test | function | before | culprit |", "|---|---|---:|---:|", *rows, ""]
+        for test, change in remainder["changes"].items():
+            if not change.get("moved_symbols"):
+                note = notes.get(test) or {"why": "its own change was not profiled", "detail": None}
+                out.append(f"No moved functions for {literal(test)}: {note['why']}"
+                           + (f" ({literal(note['detail'][:300])})" if note.get("detail") else "") + ".")
+            if change.get("diff_flamegraph"):
+                command = ["redline", "report", str(state["bisection"]), "--store", str(self.store.path),
+                           "-o", f"bisection-{state['bisection']}.html"]
+                out.append(f"Differential flame graph of {literal(test)} (the culprit against the commit before it) "
+                           f"on the collector: {literal(change['diff_flamegraph'])}; {literal(shlex.join(command))} "
+                           "shows it with this report.")
+        return "\n".join(out) + "\n"
 
     def _publish(self, state: dict) -> None:
         """The report's comment, once: attempts are counted (and saved) before each try; a try that
@@ -442,6 +525,17 @@ class Loop:
         self._save(state)
         state["published"] = self.fleet.publish(state, state["comment"], again=again) or "comments"
         self._save(state)
+
+
+def without_profiles(document: dict) -> dict:
+    """A bisection's document without its moved symbols and flame graph paths: the comment lists
+    them itself, each function's name quoted (an agent's text), not inside report_markdown's lines."""
+    remainder = document.get("remainder")
+    if not remainder:
+        return document
+    changes = {test: {**change, "moved_symbols": None, "diff_flamegraph": None}
+               for test, change in (remainder.get("changes") or {}).items()}
+    return {**document, "remainder": {**remainder, "changes": changes}}
 
 
 def marker(bisection: int) -> str:

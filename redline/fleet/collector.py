@@ -22,7 +22,7 @@ from __future__ import annotations
 import redis
 
 from redline.analysis.comparison import FDR_Q, apply_false_discovery_control, compare_test, looks_confidence
-from redline.fleet import entries, github, keys, work as fleet_work
+from redline.fleet import entries, github, keys, profiles, work as fleet_work
 from redline.fleet.bisection import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_STEPS, Decision, Loop
 from redline.fleet.bisection import marker as bisection_marker
 from redline.fleet.export import FleetExport
@@ -134,7 +134,7 @@ class Collector:
         """The job's runs through its result sinks (the store once by uid, then the export of
         what the store holds for the job), then its row."""
         stored = self.ledger.job_runs(session_id, entry.job_id)
-        for run in runs:
+        for run in [profiles.kept(run, self.store) for run in runs]:
             stored.run_started(run)
             stored.run_finished(run)
         self.ledger.add_job(work_id=entry.work_id, entry=entry.fields)

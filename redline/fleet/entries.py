@@ -20,6 +20,7 @@ from redline.core.run import PURPOSES, RUN_FORMAT, STATUSES, Run
 from redline.engine.job import JOB_FORMAT, SETTINGS, Job, SideSpec
 from redline.fleet import keys
 from redline.fleet.work import PLATFORM_NAME
+from redline.profile.folding import StackBounds
 
 IDENTIFIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,199}$")   # job ids, work ids, agent names
 GITHUB = re.compile(r"^(?:[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#\d{1,9})?$")
@@ -30,6 +31,12 @@ ERROR_LIMIT = 64 * 1024       # an error carried in an entry (a build log's tail
 RUNS_LIMIT = 10_000           # run documents in one result
 LONGEST_S = 24 * 3600.0
 MAX_RUNS = 1000
+# A profiled run's folded stacks in its run document (an agent bounds them, redline.fleet.profiles):
+# 2,000 stacks, 256 KiB of stack text, frames of 256 characters, 256 frames a stack — at most about
+# 0.3 MB of JSON per profiled run, two per job of a bisection's own-change pair (a result entry
+# above redline.fleet.agent.INLINE_LIMIT goes by reference, a blob).
+PROFILE_BOUNDS = StackBounds(stacks=2000, text_bytes=256 * 1024, frame_chars=256, frames=256)
+COUNT_LIMIT = 10**15            # a stack's samples or instructions
 
 
 class Malformed(ValueError):
@@ -275,7 +282,8 @@ def blob_payload(payload: str | None, entry: ResultEntry) -> str:
 
 def run_documents(payload: str, where: str = "runs") -> list[Run]:
     """A result's run documents (redline.core.run format), each checked: identity, status,
-    numbers. A profile's files are on the agent's machine, not here: its paths are not kept."""
+    numbers, a profiled run's shipped stacks. A profile's files are on the agent's machine, not
+    here: their paths are not kept (redline.fleet.profiles keeps the stacks on this side)."""
     documents = json_document(payload, where, list)
     if len(documents) > RUNS_LIMIT:
         raise Malformed(f"{where}: more than {RUNS_LIMIT} run documents")
@@ -316,8 +324,55 @@ def run_document(document, where: str) -> Run:
         raise Malformed(f"{where}: {str(exc)[:200]}") from None
     for name, value in run.metrics.items():
         number(value, f"{where}.{name}", -math.inf, math.inf)
-    run.profile = None
+    run.profile = profile_document(document.get("profile"), f"{where}.profile") if run.purpose == "profile" else None
     return run
+
+
+def profile_document(document, where: str) -> dict | None:
+    """A profiled run's profile as shipped (redline.fleet.profiles.shipped): its folded stacks within
+    PROFILE_BOUNDS — frame names are untrusted text: printable, bounded, none empty —, their counts
+    whole numbers from 1, the samples and how many stacks the agent merged into [other]. Its files'
+    paths are the agent's and are not kept. None: no profile, or one without stacks (its files
+    stayed on the agent's machine)."""
+    if document is None:
+        return None
+    if not isinstance(document, dict):
+        raise Malformed(f"{where}: expected an object")
+    if document.get("stacks") is None:
+        return None
+    stacks = document["stacks"]
+    bounds = PROFILE_BOUNDS
+    if not isinstance(stacks, list) or len(stacks) > bounds.stacks:
+        raise Malformed(f"{where}.stacks: expected a list of at most {bounds.stacks} [stack, count] pairs")
+    checked: dict[str, int] = {}
+    size = 0
+    for n, pair in enumerate(stacks):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise Malformed(f"{where}.stacks[{n}]: expected a [stack, count] pair")
+        stack = text(pair[0], f"{where}.stacks[{n}]", limit=bounds.frames * (bounds.frame_chars + 1))
+        frames = stack.split(";")
+        if len(frames) > bounds.frames:
+            raise Malformed(f"{where}.stacks[{n}]: more than {bounds.frames} frames")
+        for frame in frames:
+            if not frame or len(frame) > bounds.frame_chars:
+                raise Malformed(f"{where}.stacks[{n}]: a frame name is empty or longer than {bounds.frame_chars} "
+                                "characters")
+            if not frame.isprintable():
+                raise Malformed(f"{where}.stacks[{n}]: a frame name holds a control or unprintable character")
+        if stack in checked:
+            raise Malformed(f"{where}.stacks[{n}]: the stack is listed twice")
+        if isinstance(pair[1], bool) or not isinstance(pair[1], int):
+            raise Malformed(f"{where}.stacks[{n}]: its count is not a whole number")
+        checked[stack] = integer(pair[1], f"{where}.stacks[{n}] count", 1, COUNT_LIMIT)
+        size += len(stack.encode())
+        if size > bounds.text_bytes:
+            raise Malformed(f"{where}.stacks: more than {bounds.text_bytes} bytes of stack text")
+    event = optional(text, document.get("event"), f"{where}.event", limit=200, empty=True)
+    if event and not event.isprintable():
+        raise Malformed(f"{where}.event: holds a control or unprintable character")
+    return {"stacks": checked, "event": event,
+            "samples": integer(document.get("samples", sum(checked.values())), f"{where}.samples", 0, COUNT_LIMIT),
+            "stacks_merged": integer(document.get("stacks_merged", 0), f"{where}.stacks_merged", 0, 10**9)}
 
 
 # -- work hashes --------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from redline.bisect.search import StepRule
 from redline.core.errors import UsageError
 from redline.engine.job import Job, JobResolver
 from redline.engine.run_plan import Observer
+from redline.fleet import profiles
 from redline.lab.local import execute_job, local_engine
 from redline.store.results import Store
 
@@ -66,4 +67,4 @@ class Executor:
                                session_id=session_id, resolver=self.resolver, more_runs=step_rule_runs(job))
         except UsageError as exc:
             raise JobRefused(str(exc)) from exc
-        return [run.to_json() for run in runs]
+        return [profiles.shipped(run) for run in runs]

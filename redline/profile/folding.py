@@ -11,6 +11,7 @@ import gzip
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from redline.core.errors import UsageError
@@ -20,6 +21,7 @@ _OFFSET = re.compile(r"\+0x[0-9a-fA-F]+$")
 _VERSION = re.compile(r"@@?[A-Za-z0-9_.]+$")
 UNKNOWN = "[unknown]"
 KERNEL_SUFFIX = "_[k]"     # the flame-graph convention for kernel frames
+OTHER = "[other]"          # the one stack bounded_stacks merges the stacks it leaves out into
 
 
 def frame_name(symbol: str, dso: str | None) -> str:
@@ -93,3 +95,45 @@ def read_folded(path: Path) -> Counter[str]:
             raise UsageError(f"{path}:{number}: expected 'frame;frame;... count', got {line[:80]!r}")
         stacks[stack] += int(count)
     return stacks
+
+
+@dataclass(frozen=True)
+class StackBounds:
+    """How much of a profile's folded stacks may travel (redline.fleet ships them in a result)."""
+
+    stacks: int             # stacks at most, the OTHER stack included
+    text_bytes: int         # their text (UTF-8 bytes, frames and separators, without the counts) at most
+    frame_chars: int        # characters of one frame's name at most
+    frames: int             # frames of one stack at most
+
+
+def printable(name: str) -> str:
+    """A frame name as printable text: control, format and other unprintable characters become '?'."""
+    return "".join(c if c.isprintable() else "?" for c in name)
+
+
+def bounded_stacks(stacks: Mapping[str, int], bounds: StackBounds) -> tuple[dict[str, int], int]:
+    """`stacks` made to fit `bounds`, to be sent elsewhere: every frame printable (redline.profile.
+    folding.printable) and cut to `frame_chars` (an empty one is UNKNOWN), a deeper stack cut to its
+    leaf-side `frames` (the leaf is what a symbol's self share counts); the heaviest stacks that fit
+    `stacks` and `text_bytes`, the rest merged into one OTHER stack, so the total count — and each
+    kept leaf's share of it — is unchanged. Returns the stacks and how many were merged."""
+    if bounds.stacks < 2 or bounds.frames < 1 or bounds.frame_chars < 1:
+        raise UsageError(f"stack bounds too small to hold a stack and {OTHER}: {bounds}")
+    cleaned: Counter[str] = Counter()
+    for stack, count in stacks.items():
+        if count > 0:
+            frames = [printable(frame)[:bounds.frame_chars] or UNKNOWN for frame in stack.split(";")]
+            cleaned[";".join(frames[-bounds.frames:])] += int(count)
+    other = cleaned.pop(OTHER, 0)
+    kept: dict[str, int] = {}
+    used, merged = len(OTHER.encode()), 0
+    for stack, count in sorted(cleaned.items(), key=lambda item: (-item[1], item[0])):
+        size = len(stack.encode())
+        if len(kept) < bounds.stacks - 1 and used + size <= bounds.text_bytes:
+            kept[stack], used = count, used + size
+        else:
+            other, merged = other + count, merged + 1
+    if other:
+        kept[OTHER] = other
+    return kept, merged

@@ -501,8 +501,12 @@ class Store:
                 " VALUES (?,?,?,?,?,?,?)", (run.run_id, pr["folded_path"], pr["svg_path"], pr.get("unwinder"),
                                             pr.get("event"), pr.get("samples"), json.dumps(pr)))
 
+    def artifacts(self, name: str) -> Path:
+        """Where files named `name` (a run's, a session's) are kept: next to the database file."""
+        return self.path.with_name(self.path.stem + "-artifacts") / name
+
     def _artifact_path(self, run_id: int) -> Path:
-        return self.path.with_name(self.path.stem + "-artifacts") / f"run-{run_id}"
+        return self.artifacts(f"run-{run_id}")
 
     def artifact_dir(self, run_id: int) -> Path:
         """Files that belong to a run (profiles, flame graphs), next to the database file."""
