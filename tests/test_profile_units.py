@@ -196,3 +196,21 @@ def test_unwinder_rejects_non_elf(tmp_path):
     script.write_text("#!/bin/sh\n")
     with pytest.raises(UsageError, match="not an ELF binary"):
         choose_unwinder(script)
+
+
+def test_profile_differences_are_keyed_as_comparisons_name_the_test(tmp_path):
+    # a test on a topology other than standalone: its comparisons say "t@topology", so must its moved symbols
+    from redline.analysis.comparison import profile_differences
+    from redline.core.run import Run
+    folded = {}
+    for side, stacks in (("baseline", "main;call;getCommand 10\nmain;aeMain 90\n"),
+                         ("comparison", "main;call;getCommand 60\nmain;aeMain 40\n")):
+        folded[side] = tmp_path / f"{side}.folded"
+        folded[side].write_text(stacks)
+    runs = [Run(test="t", target=side, side=side, run_index=0, status="ok", purpose="profile",
+                topology="oss-standalone-02-io-threads", profile={"folded_path": str(path), "samples": 100})
+            for side, path in folded.items()]
+    found = profile_differences(runs, tmp_path / "artifacts")
+    assert list(found) == ["t@oss-standalone-02-io-threads"]
+    moved, svg = found["t@oss-standalone-02-io-threads"]
+    assert "getCommand" in [m["symbol"] for m in moved] and Path(svg).is_file()

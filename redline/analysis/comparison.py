@@ -193,7 +193,7 @@ def profile_differences(records: list[Run], artifacts: Path) -> dict[str, tuple[
     profiled: dict[str, dict[str, dict]] = {}
     for r in records:
         if r.purpose == "profile" and r.status == "ok" and r.profile:
-            profiled.setdefault(r.test, {})[r.side] = r.profile
+            profiled.setdefault(r.key, {})[r.side] = r.profile     # the key, as comparisons name the test
     found = {}
     for test, sides in profiled.items():
         if set(sides) != {BASELINE, COMPARISON} or any(side.get("samples") == 0 for side in sides.values()):

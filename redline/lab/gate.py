@@ -211,7 +211,7 @@ class Gate:
             e.profiles = runs
             artifacts = self.store.path.with_name(self.store.path.stem + "-artifacts") / f"gate-{self.session_id}"
             diffs = profile_differences(runs, artifacts)
-            e.profile_diff = diffs.get(key) or diffs.get(e.test)
+            e.profile_diff = diffs.get(key)
 
     # -- what to run ---------------------------------------------------------------------------------
     def _job(self, key: str, stage: str) -> Job:
