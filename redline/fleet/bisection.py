@@ -499,7 +499,7 @@ class Loop:
             step_rule=pair.get("step_rule"))
 
     def _end(self, state: dict, stage: str, note: str | None, outcome: Outcome | None) -> None:
-        state["stage"], state["note"] = stage, note
+        state["stage"], state["note"], state["ended_at"] = stage, note, self.clock()
         state["comment"] = self._comment(state, outcome)
         self._save(state)
         self.store.finish_session(state["bisection"], "finished" if stage == "reported" else "failed")
