@@ -509,6 +509,25 @@ def test_a_restarted_coordinator_keeps_the_queue(tmp_path):
     assert max_open_at_once(fleet) == 2
 
 
+def test_an_opened_bisection_whose_pairs_were_never_enqueued_is_started_by_the_periodic_check(tmp_path):
+    """Opened (from the queue, or by its trigger) and the collector stopped before its first pairs
+    were enqueued: nothing would ever complete for it; the check at the next start enqueues them,
+    and a second check enqueues nothing more."""
+    model = Model(16, {12: 5.0})
+    store, fleet = Store(tmp_path / "fleet.db"), FakeFleet(model, 1)
+    opened = make_loop(store, fleet).trigger(*source_work(model))
+    assert loop_stage(make_loop(store, fleet), opened) == "confirming" and fleet.submitted == []
+    restarted = make_loop(Store(tmp_path / "fleet.db"), fleet)
+    restarted.tick()
+    assert len(fleet.submitted) == 1 and fleet.items[fleet.submitted[0]].bisection == str(opened.bisection)
+    restarted.tick()
+    assert fleet.submits == 1
+
+
+def loop_stage(loop: bisection.Loop, decision) -> str:
+    return loop.state(decision.bisection)["stage"]
+
+
 def test_what_fleet_status_says_of_each_new_stage():
     from redline.fleet.status import bisection_line
     base = {"bisection": "7", "work_id": "w1", "repository": "/srv/r", "platform": "p", "per_round": 2, "round": 0,

@@ -1,12 +1,15 @@
 """The closed loop (#34): a work item's regression or improvement confirmed, then bisected by the
 fleet's agents, and the culprit reported — with no one in the loop. The one place for the concept;
-the collector calls it at two moments (redline/fleet/collector.py):
+the collector calls it at three moments (redline/fleet/collector.py):
 
   `trigger`        a work item of a push or pull request is complete and a test moved on it (after
-                   false-discovery control): a bisection is opened (or refused, with one line for
-                   the work item's comment: caps, a range that is not one repository's git commits)
+                   false-discovery control): a bisection is admitted (`admit`: opened, or queued,
+                   or refused, with one line for the work item's comment: the queue is full, a
+                   range that is not one repository's git commits)
   `work_complete`  a work item of the loop is complete (its `bisection` field names the bisection),
                    or the work item that opened one: the bisection advances
+  `tick`           periodically (every LOOP_TICK_S in the collector's loop, and at its start): what
+                   time alone changes — stalled platforms, agent time freed, queued ones opened
 
 **A bisection is a store session** of kind `bisect` with two documents: `bisection` (what
 `redline bisect` stores: the outcome so far and the context; the report is rendered from it by
@@ -34,8 +37,18 @@ before they are enqueued (a restart between the two enqueues the same work id: `
 skips a work item Redis already holds). An answer is recorded once per pair: a work item complete
 twice (a replayed side effect) changes nothing.
 
-Limits: at most `max_concurrent` open bisections per repository, at most `max_steps` pairs
-measured per bisection (the endpoint pair included); past the cap the bisection ends with one line.
+Limits: at most `max_steps` pairs measured per bisection (the endpoint pair included); past it the
+bisection ends with one line. Per repository (redline.fleet.admission, `admit` — the one admission
+path, for any trigger): at most `max_concurrent` bisections hold a slot; a change past it is
+`queued` (a store session like an open one, opened in arrival order when a slot frees: a bisection
+ends or stalls, the tick), at most `max_queued` of them (beyond: refused, one line). The agent time
+spent on the repository's pairs over 24 hours (`Fleet.agent_seconds` of each pair's work item,
+recorded with its answer) at `agent_time_s`: no bisection opens and none enqueues new pairs — it is
+`waiting` and the tick resumes it when the window frees (at most 24 hours: waiting, not ending, so
+the pairs measured are not thrown away). A bisection whose platform has had no live agent for
+`stall_after_s` is `stalled`: no slot, its work items left in the stream; it resumes when an agent
+of the platform is back (the tick) or completes its work item. The stages: queued → confirming →
+bisecting → checking → reported / not reproduced / failed, with waiting and stalled in between.
 
 A round's step carries its rule as job data (`step_rule`: the search's half-way points, directions,
 the endpoints' ratios, which end it is measured against, the metric; checked by
@@ -510,7 +523,9 @@ class Loop:
 
     # -- what time alone changes ------------------------------------------------------------
     def tick(self) -> None:
-        """Called periodically by the collector (and at its start): a bisection whose platform has
+        """Called periodically by the collector (and at its start): an open bisection with nothing in
+        the stream is advanced (opened from the queue, then a restart before its first pairs were
+        enqueued); a bisection whose platform has
         had no live agent for `stall_after_s` becomes `stalled` (its slot freed, its work items left
         in the stream) and resumes when an agent of the platform is back; a `waiting` one resumes
         when its repository's agent time frees; queued ones open where a slot is free. Saves only
@@ -518,7 +533,9 @@ class Loop:
         live: dict[str, int] = {}
         for bisection, _ in self.states():
             state = self.state(bisection)           # as it is now: an earlier one may have opened it
-            if state["stage"] in ACTIVE_STAGES + (STALLED,):
+            if state["stage"] in ACTIVE_STAGES and not any(p["state"] == "queued" for p in state["pairs"].values()):
+                self.advance(bisection)             # opened, its pairs never enqueued (a restart in between)
+            elif state["stage"] in ACTIVE_STAGES + (STALLED,):
                 if state["platform"] not in live:
                     live[state["platform"]] = self.fleet.live_agents(state["platform"])
                 self._liveness(state, live[state["platform"]])
