@@ -482,6 +482,7 @@ def test_a_stalled_bisection_resumes_when_an_agent_completes_its_work(tmp_path):
     state = loop.state(first.bisection)
     assert state["stage"] == "reported" and state["culprit"]["sha"] == model.commits[12].sha
     assert state["per_round"] == 2                                      # k stays what it was when it opened
+    assert state["no_agents_since"] is None                             # its answers showed an agent alive
 
 
 def test_a_restarted_coordinator_keeps_the_queue(tmp_path):

@@ -76,8 +76,8 @@ from redline.bisect.planner import rounds_needed
 from redline.bisect.search import Answer, Ask, Change, Commit, Outcome, Settled, StepRule, Unbuildable
 from redline.core.errors import UsageError
 from redline.core.run import Run
-from redline.engine.job import SideSpec
 from redline.core.numbers import format_duration
+from redline.engine.job import SideSpec
 from redline.fleet import work as fleet_work
 from redline.fleet.admission import (DEFAULT_MAX_QUEUED, DEFAULT_STALL_AFTER_S, QUEUED, SLOT_STAGES, STALLED,
                                      WAITING, Admission, Limits, ordinal)
@@ -409,6 +409,7 @@ class Loop:
                                                   max_runs=settings["max_runs"])
                 state["pairs"][key].update(state="failed" if dead else "done", done_at=self.clock(),
                                            agent_s=self.fleet.agent_seconds(work.work_id))
+                state["no_agents_since"] = None          # an agent of its platform answered: alive
                 self._save(state)
             self.advance(bisection)
             return
@@ -525,11 +526,10 @@ class Loop:
     def tick(self) -> None:
         """Called periodically by the collector (and at its start): an open bisection with nothing in
         the stream is advanced (opened from the queue, then a restart before its first pairs were
-        enqueued); a bisection whose platform has
-        had no live agent for `stall_after_s` becomes `stalled` (its slot freed, its work items left
-        in the stream) and resumes when an agent of the platform is back; a `waiting` one resumes
-        when its repository's agent time frees; queued ones open where a slot is free. Saves only
-        what changed."""
+        enqueued); a bisection whose platform has had no live agent for `stall_after_s` becomes
+        `stalled` (its slot freed, its work items left in the stream) and resumes when an agent of
+        the platform is back; a `waiting` one resumes when its repository's agent time frees;
+        queued ones open where a slot is free. Saves only what changed."""
         live: dict[str, int] = {}
         for bisection, _ in self.states():
             state = self.state(bisection)           # as it is now: an earlier one may have opened it
@@ -549,15 +549,18 @@ class Loop:
             self._open_queued(repository)
 
     def _liveness(self, state: dict, live: int) -> None:
+        """`live` agents of its platform now: none for `stall_after_s`, it is stalled (its slot to
+        the next queued change); an agent back, it resumes."""
         now, since = self.clock(), state.get("no_agents_since")
+        if live and state["stage"] == STALLED:
+            state["no_agents_since"] = None
+            self._save(state)
+            self.say("bisection resumed", bisection=state["bisection"], platform=state["platform"], agents=live)
+            return self.advance(state["bisection"])      # its stage again, from its pairs
         if live:
-            if state["stage"] == STALLED:
-                self.say("bisection resumed", bisection=state["bisection"], platform=state["platform"], agents=live)
-            if since is not None or state["stage"] == STALLED:
+            if since is not None:
                 state["no_agents_since"] = None
                 self._save(state)
-            if state["stage"] == STALLED:
-                self.advance(state["bisection"])         # its stage again, from its pairs
             return
         if since is None:
             state["no_agents_since"] = now
