@@ -394,7 +394,8 @@ def test_the_agent_time_cap_holds_new_pairs_and_bisections_until_the_window_free
     second_work = source_work(model)
     second = loop.trigger(*second_work)
     loop.work_complete(second_work[0])
-    assert loop.state(second.bisection)["stage"] == "queued" and "--bisect-agent-time" in second.line
+    assert loop.state(second.bisection)["stage"] == "queued" and "1st of 1 waiting" in second.line
+    assert "its agent time is spent (6m00s spent in the last 24 h, the cap (--bisect-agent-time) is 5m00s" in second.line
     submitted = len(fleet.submitted)
     clock.now = state["frees_at"] - 1.0
     loop.tick()

@@ -118,15 +118,15 @@ class Admission:
         if holding >= self.limits.max_concurrent:
             return (f"{holding} bisections of this repository are open, the cap "
                     f"(--bisect-max-concurrent) is {self.limits.max_concurrent}")
-        frees = self.frees_at(states, repository, now)
-        if frees is not None:
-            return self.agent_time_note(states, repository, now)
+        if not self.has_agent_time(states, repository, now):
+            return f"its agent time is spent ({self.agent_time_note(states, repository, now)})"
         return "earlier changes of this repository wait before it"
 
     def agent_time_note(self, states: list[dict], repository: str, now: float) -> str:
+        """How much of the repository's agent time is spent, its cap, and when it frees."""
         frees = self.frees_at(states, repository, now)
-        return (f"waiting for agent time: {format_duration(self.spent(states, repository, now))} spent in the last "
-                f"24 h, the cap (--bisect-agent-time) is {format_duration(self.limits.agent_time_s)}; frees in "
+        return (f"{format_duration(self.spent(states, repository, now))} spent in the last 24 h, the cap "
+                f"(--bisect-agent-time) is {format_duration(self.limits.agent_time_s)}; frees in "
                 f"{format_duration(max(0.0, (frees or now) - now))}")
 
     # -- a new change -------------------------------------------------------------------------

@@ -483,7 +483,7 @@ class Loop:
         """The repository's agent time is spent: no new pair is enqueued; `tick` resumes it when the
         window frees (at most WINDOW_S later)."""
         states, now = [s for _, s in self.states()], self.clock()
-        note = self.admission.agent_time_note(states, state["repository"], now)
+        note = f"waiting for agent time: {self.admission.agent_time_note(states, state['repository'], now)}"
         frees_at = self.admission.frees_at(states, state["repository"], now)
         if (state["stage"], state.get("frees_at")) != (WAITING, frees_at):
             state.update(stage=WAITING, note=note, frees_at=frees_at)
