@@ -16,7 +16,7 @@ from redline.bisect.search import Commit
 from redline.core.errors import UsageError
 from redline.core.run import Run
 from redline.engine.job import SideSpec
-from redline.fleet import bisection, entries, work
+from redline.fleet import admission, bisection, entries, work
 from redline.output.markdown import literal
 from redline.store.results import Store
 
@@ -73,6 +73,7 @@ class FakeFleet:
         self.mirrored: list[dict] = []
         self.comments: list[tuple[str, bool]] = []
         self.submits = 0
+        self.seconds_per_item = 60.0        # what agents spent on each work item (the agent-time budget)
 
     def submit(self, item: work.WorkItem) -> None:
         self.submits += 1
@@ -82,6 +83,9 @@ class FakeFleet:
 
     def live_agents(self, platform: str) -> int:
         return self.agents
+
+    def agent_seconds(self, work_id: str) -> float:
+        return self.seconds_per_item
 
     def results(self, work_id: str):
         item = self.items[work_id]
@@ -96,7 +100,8 @@ class FakeFleet:
         return runs, []
 
     def mirror(self, state: dict) -> None:
-        self.mirrored.append({k: state[k] for k in ("stage", "round", "rounds")})
+        self.mirrored.append({k: state.get(k) for k in ("bisection", "stage", "round", "rounds", "position",
+                                                        "queue_length", "frees_at")})
 
     def publish(self, state: dict, markdown: str, *, again: bool) -> str | None:
         self.comments.append((markdown, again))
@@ -285,13 +290,13 @@ def test_every_answer_counts_once_and_a_restarted_coordinator_goes_on(tmp_path):
 def test_caps_on_concurrent_bisections_and_on_steps(tmp_path):
     model = Model(16, {12: 5.0})
     store, fleet = Store(tmp_path / "fleet.db"), FakeFleet(model, 1)
-    loop = make_loop(store, fleet, max_concurrent=1, max_steps=3)
+    loop = make_loop(store, fleet, max_concurrent=1, max_steps=3, max_queued=0)
     first = loop.trigger(*source_work(model))
     second = loop.trigger(*source_work(model))
-    assert first.bisection is not None and second.bisection is None
-    assert "1 bisections of this repository are running" in second.line
-    summary = summary_of(fleet.items[fleet.submitted[0]]) if fleet.submitted else None
-    assert summary is None
+    assert first.bisection is not None and second.bisection is None          # no queue: refused
+    assert "1 bisections of this repository are open" in second.line and "--bisect-max-queued" in second.line
+    assert "\n" not in second.line and len(loop.states()) == 1
+    assert fleet.submitted == []
     loop.advance(first.bisection)
     drain(loop, fleet)
     state = loop.state(first.bisection)
@@ -300,6 +305,248 @@ def test_caps_on_concurrent_bisections_and_on_steps(tmp_path):
     assert loop.trigger(*source_work(model)).bisection is not None
     with pytest.raises(ValueError):
         bisection.Loop(store, fleet, max_steps=1)
+
+
+def max_open_at_once(fleet: FakeFleet) -> int:
+    """The most bisections in a slot-holding stage at any moment, from the mirrored stages in order."""
+    stages: dict[int, str] = {}
+    most = 0
+    for mirrored in fleet.mirrored:
+        stages[mirrored["bisection"]] = mirrored["stage"]
+        most = max(most, sum(1 for stage in stages.values() if stage in bisection.OPEN_STAGES))
+    return most
+
+
+def opening_order(fleet: FakeFleet) -> list[int]:
+    order = []
+    for mirrored in fleet.mirrored:
+        if mirrored["stage"] == "confirming" and mirrored["bisection"] not in order:
+            order.append(mirrored["bisection"])
+    return order
+
+
+def test_changes_past_the_cap_queue_in_arrival_order_and_a_freed_slot_opens_the_next(tmp_path):
+    """Cap 1, queue of 3: the second to fourth changes are queued with their places (the work item's
+    line and the stored state), the fifth is refused in one line with nothing stored; the queued
+    work item's own completion does not start it; each end opens the oldest queued one, never two
+    at once; all four name the culprit."""
+    model = Model(16, {12: 5.0})
+    store, fleet = Store(tmp_path / "fleet.db"), FakeFleet(model, 1)
+    loop = make_loop(store, fleet, max_concurrent=1, max_queued=3)
+    works = [source_work(model) for _ in range(5)]
+    decisions = [loop.trigger(*work_) for work_ in works]
+    first, queued, refused = decisions[0], decisions[1:4], decisions[4]
+    assert loop.state(first.bisection)["stage"] == "confirming"
+    for place, decision in enumerate(queued, 1):
+        assert loop.state(decision.bisection)["stage"] == "queued"
+        assert f"{admission.ordinal(place)} of {place} waiting for this repository" in decision.line
+        assert "1 bisections of this repository are open" in decision.line and "\n" not in decision.line
+    assert [(loop.state(d.bisection)["position"], loop.state(d.bisection)["queue_length"]) for d in queued] == \
+        [(1, 3), (2, 3), (3, 3)]
+    assert refused.bisection is None and "\n" not in refused.line
+    assert "3 changes wait already" in refused.line and "--bisect-max-queued, is 3" in refused.line
+    assert len(loop.states()) == 4                                  # the refused one stored nothing
+    # the collector's effect for each work item: only the open one starts
+    for summary, _, _ in works[:4]:
+        loop.work_complete(summary)
+    assert len(fleet.submitted) == 1
+    again = loop.trigger(*works[2])                             # idempotent, with its place now
+    assert again.bisection == queued[1].bisection and "2nd of 3 waiting" in again.line
+    drain(loop, fleet)
+    assert opening_order(fleet) == [first.bisection] + [d.bisection for d in queued]
+    assert max_open_at_once(fleet) == 1
+    for decision in decisions[:4]:
+        state = loop.state(decision.bisection)
+        assert state["stage"] == "reported" and state["culprit"]["sha"] == model.commits[12].sha
+    # while the first ran, the second moved up as it was opened: the last one's place went 3 → 2 → 1
+    last = [(m["position"], m["queue_length"]) for m in fleet.mirrored
+            if m["bisection"] == queued[2].bisection and m["stage"] == "queued"]
+    assert last == [(3, 3), (2, 2), (1, 1)]
+    assert len(fleet.comments) == 4
+
+
+class Clock:
+    def __init__(self, now: float = 1_800_000_000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_agent_time_cap_holds_new_pairs_and_bisections_until_the_window_frees(tmp_path):
+    """Each work item costs its agents 120 s; the cap is 300 s per 24 h: after three pairs the open
+    bisection enqueues nothing (stage `waiting`, with when it frees), a new change queues; the
+    periodic check before then changes nothing, after it resumes the bisection and opens the
+    queued one; both end naming the culprit, each window spent in turn."""
+    model = Model(16, {12: 5.0})
+    store, fleet, clock = Store(tmp_path / "fleet.db"), FakeFleet(model, 1), Clock()
+    fleet.seconds_per_item = 120.0
+    loop = make_loop(store, fleet, agent_time_s=300.0, clock=clock)
+    summary, comparisons, records = source_work(model)
+    first = loop.trigger(summary, comparisons, records)
+    loop.work_complete(summary)
+    answered_at = []
+    while fleet.waiting():
+        work_id = fleet.waiting()[0]
+        fleet.complete.append(work_id)
+        clock.now += 100.0
+        answered_at.append(clock.now)
+        loop.work_complete(summary_of(fleet.items[work_id]))
+    state = loop.state(first.bisection)
+    assert len(answered_at) == 3 and state["stage"] == "waiting"             # 360 s spent ≥ 300 s
+    assert state["frees_at"] == answered_at[0] + admission.WINDOW_S   # the oldest 120 s leave: 240 < 300
+    assert "waiting for agent time" in state["note"] and "6m00s spent" in state["note"]
+    assert sum(p["agent_s"] for p in state["pairs"].values()) == 360.0
+    second_work = source_work(model)
+    second = loop.trigger(*second_work)
+    loop.work_complete(second_work[0])
+    assert loop.state(second.bisection)["stage"] == "queued" and "1st of 1 waiting" in second.line
+    assert "its agent time is spent (6m00s spent in the last 24 h, the cap (--bisect-agent-time) is 5m00s" in second.line
+    submitted = len(fleet.submitted)
+    clock.now = state["frees_at"] - 1.0
+    loop.tick()
+    assert len(fleet.submitted) == submitted and loop.state(first.bisection)["stage"] == "waiting"
+    assert loop.state(second.bisection)["stage"] == "queued"
+    clock.now = state["frees_at"] + 1.0
+    loop.tick()
+    assert loop.state(first.bisection)["stage"] == "bisecting" and loop.state(first.bisection)["note"] is None
+    assert loop.state(second.bisection)["stage"] == "confirming"
+    assert len(fleet.submitted) == submitted + 2                          # a step of the first, the second's confirmation
+    for _ in range(40):                       # each day's 300 s, then the next window
+        drain(loop, fleet)
+        if all(loop.state(d.bisection)["stage"] == "reported" for d in (first, second)):
+            break
+        assert {loop.state(d.bisection)["stage"] for d in (first, second)} <= {"waiting", "reported"}
+        clock.now += admission.WINDOW_S
+        loop.tick()
+    for decision in (first, second):
+        assert loop.state(decision.bisection)["culprit"]["sha"] == model.commits[12].sha
+    # never more than one window's worth beyond the cap: a check comes before each round
+    spent = sorted((p["done_at"], p["agent_s"]) for d in (first, second)
+                   for p in loop.state(d.bisection)["pairs"].values())
+    for start, _ in spent:
+        in_window = sum(s for t, s in spent if start <= t < start + admission.WINDOW_S)
+        assert in_window <= 300.0 + 2 * 120.0
+
+
+def test_a_platform_without_live_agents_stalls_frees_its_slot_and_resumes(tmp_path):
+    """Cap 1: the open bisection's platform loses every agent; after `stall_after_s` without one
+    (seen by the periodic check) it is `stalled`, holds no slot (the queued change opens) and its
+    work item stays where it was; an agent back, it resumes and both end naming the culprit."""
+    model = Model(16, {12: 5.0})
+    store, fleet, clock = Store(tmp_path / "fleet.db"), FakeFleet(model, 1), Clock()
+    loop = make_loop(store, fleet, max_concurrent=1, stall_after_s=600.0, clock=clock)
+    summary, comparisons, records = source_work(model)
+    first = loop.trigger(summary, comparisons, records)
+    loop.work_complete(summary)
+    confirmation = list(fleet.submitted)
+    second_work = source_work(model)
+    second = loop.trigger(*second_work)
+    loop.work_complete(second_work[0])
+    fleet.agents = 0
+    loop.tick()                                  # the first check that sees no agent
+    clock.now += 599.0
+    loop.tick()
+    assert loop.state(first.bisection)["stage"] == "confirming" and loop.state(second.bisection)["stage"] == "queued"
+    clock.now += 1.0
+    loop.tick()
+    state = loop.state(first.bisection)
+    assert state["stage"] == "stalled" and "no live agent of platform p for 10m00s" in state["note"]
+    assert "1 work item(s) stay in the stream" in state["note"]
+    assert loop.state(second.bisection)["stage"] == "confirming"           # its slot went to the queued one
+    assert fleet.waiting()[0] == confirmation[0] and len(fleet.waiting()) == 2      # nothing lost, nothing twice
+    clock.now += 3600.0
+    loop.tick()                                  # still no agent: the second one stalls too
+    assert [loop.state(d.bisection)["stage"] for d in (first, second)] == ["stalled", "stalled"]
+    assert len(fleet.waiting()) == 2
+    fleet.agents = 1
+    loop.tick()
+    for decision in (first, second):
+        state = loop.state(decision.bisection)
+        assert state["stage"] == "confirming" and state["note"] is None and state["no_agents_since"] is None
+    assert fleet.submits == len(fleet.submitted) + 2 == 4     # each resumed pair submitted again, skipped: held
+    drain(loop, fleet)
+    for decision in (first, second):
+        assert loop.state(decision.bisection)["culprit"]["sha"] == model.commits[12].sha
+
+
+def test_a_stalled_bisection_resumes_when_an_agent_completes_its_work(tmp_path):
+    """Without waiting for the check: an agent of the platform takes the stalled bisection's work
+    item and completes it, and the bisection goes on from its answer."""
+    model = Model(16, {12: 5.0})
+    store, fleet, clock = Store(tmp_path / "fleet.db"), FakeFleet(model, 2), Clock()
+    loop = make_loop(store, fleet, stall_after_s=60.0, clock=clock)
+    summary, comparisons, records = source_work(model)
+    first = loop.trigger(summary, comparisons, records)
+    loop.work_complete(summary)
+    fleet.agents = 0
+    loop.tick()
+    clock.now += 60.0
+    loop.tick()
+    assert loop.state(first.bisection)["stage"] == "stalled"
+    fleet.agents = 1                             # registers, takes the work item at once
+    drain(loop, fleet)
+    state = loop.state(first.bisection)
+    assert state["stage"] == "reported" and state["culprit"]["sha"] == model.commits[12].sha
+    assert state["per_round"] == 2                                      # k stays what it was when it opened
+    assert state["no_agents_since"] is None                             # its answers showed an agent alive
+
+
+def test_a_restarted_coordinator_keeps_the_queue(tmp_path):
+    """A new coordinator over the same store (the collector restarted) has the same queue in the same
+    order; at its start (the first periodic check) it opens what its cap allows — here a cap raised
+    from 1 to 2 opens the oldest queued change — and the rest follow as bisections end."""
+    model = Model(16, {12: 5.0})
+    store, fleet = Store(tmp_path / "fleet.db"), FakeFleet(model, 1)
+    loop = make_loop(store, fleet, max_concurrent=1)
+    works = [source_work(model) for _ in range(4)]
+    decisions = [loop.trigger(*work_) for work_ in works]
+    for summary, _, _ in works:
+        loop.work_complete(summary)
+    store.close()
+    store2 = Store(tmp_path / "fleet.db")
+    loop2 = make_loop(store2, fleet, max_concurrent=2)
+    assert [(s["bisection"], s["position"]) for s in loop2.admission.queue([s for _, s in loop2.states()], REPO)] == \
+        [(d.bisection, place) for place, d in enumerate(decisions[1:], 1)]
+    loop2.tick()
+    assert [loop2.state(d.bisection)["stage"] for d in decisions] == ["confirming", "confirming", "queued", "queued"]
+    assert loop2.state(decisions[3].bisection)["position"] == 2
+    drain(loop2, fleet)
+    assert opening_order(fleet) == [d.bisection for d in decisions]
+    assert all(loop2.state(d.bisection)["stage"] == "reported" for d in decisions)
+    assert max_open_at_once(fleet) == 2
+
+
+def test_an_opened_bisection_whose_pairs_were_never_enqueued_is_started_by_the_periodic_check(tmp_path):
+    """Opened (from the queue, or by its trigger) and the collector stopped before its first pairs
+    were enqueued: nothing would ever complete for it; the check at the next start enqueues them,
+    and a second check enqueues nothing more."""
+    model = Model(16, {12: 5.0})
+    store, fleet = Store(tmp_path / "fleet.db"), FakeFleet(model, 1)
+    opened = make_loop(store, fleet).trigger(*source_work(model))
+    assert loop_stage(make_loop(store, fleet), opened) == "confirming" and fleet.submitted == []
+    restarted = make_loop(Store(tmp_path / "fleet.db"), fleet)
+    restarted.tick()
+    assert len(fleet.submitted) == 1 and fleet.items[fleet.submitted[0]].bisection == str(opened.bisection)
+    restarted.tick()
+    assert fleet.submits == 1
+
+
+def loop_stage(loop: bisection.Loop, decision) -> str:
+    return loop.state(decision.bisection)["stage"]
+
+
+def test_what_fleet_status_says_of_each_new_stage():
+    from redline.fleet.status import bisection_line
+    base = {"bisection": "7", "work_id": "w1", "repository": "/srv/r", "platform": "p", "per_round": 2, "round": 0,
+            "rounds": 3, "steps": 0, "culprit": "", "note": "", "position": 0, "queued": 0, "frees_at": 0.0}
+    assert "): queued: 2nd of 3 for /srv/r;" in bisection_line({**base, "stage": "queued", "position": 2,
+                                                                 "queued": 3}, 0.0)
+    assert "waiting for agent time, frees in 3h10m" in bisection_line(
+        {**base, "stage": "waiting", "frees_at": 1000.0 + 3 * 3600 + 600}, 1000.0)
+    assert "stalled: no live agent" in bisection_line({**base, "stage": "stalled", "note": "no live agent"}, 0.0)
+    assert [admission.ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 111)] == \
+        ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "111th"]
 
 
 def test_what_is_not_bisected_says_why(tmp_path):

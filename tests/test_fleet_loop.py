@@ -51,7 +51,10 @@ def value(shas: list[str], sha: str, test: str) -> float:
     return 10.0 * (5.0 if test == GET and shas.index(sha) >= 12 else 1.0)
 
 
-def runs_for(shas: list[str], job: dict, suite_file: str) -> list[dict]:
+JOB_SPAN_S = 7.0       # each played job: its last run ends this long after the job started (its agent time)
+
+
+def runs_for(shas: list[str], job: dict, suite_file: str, started_at: float) -> list[dict]:
     baseline, comparison = (side["target"].rsplit("@", 1)[1] for side in job["sides"])
     out = []
     for index in range(job["settings"]["runs"]):
@@ -59,7 +62,8 @@ def runs_for(shas: list[str], job: dict, suite_file: str) -> list[dict]:
             noise = int(hashlib.sha1(f"{job['job_id']}{side}{index}".encode()).hexdigest()[:4], 16) / 65535
             out.append(Run(test=job["test"], target=f"git:x@{sha}", side=side, run_index=index, status="ok",
                            suite_file=suite_file, metrics={METRIC: value(shas, sha, job["test"]) * (0.99 + 0.02 * noise),
-                                                           "ops_per_sec": 1000.0 + noise}).to_json())
+                                                           "ops_per_sec": 1000.0 + noise},
+                           started_at=started_at + 1.0, finished_at=started_at + JOB_SPAN_S).to_json())
     return out
 
 
@@ -70,11 +74,11 @@ def play_agent(r, shas: list[str], suite_file: str, *, publish_twice: set[str] =
     taken = []
     for _, entries in r.xreadgroup(keys.AGENTS_GROUP, "test-agent", {stream: ">"}, count=100) or []:
         for entry_id, fields in entries:
-            job = json.loads(fields["job"])
+            job, started_at = json.loads(fields["job"]), time.time()
             result = {"kind": "result", "job_id": fields["job_id"], "work_id": fields["work_id"], "platform": "p",
                       "agent": "test-agent", "attempt": "1", "submitted_at": fields["submitted_at"],
-                      "started_at": repr(time.time()), "finished_at": repr(time.time()),
-                      "runs": json.dumps(runs_for(shas, job, suite_file))}
+                      "started_at": repr(started_at), "finished_at": repr(started_at + JOB_SPAN_S),
+                      "runs": json.dumps(runs_for(shas, job, suite_file, started_at))}
             with r.pipeline(transaction=True) as tx:
                 tx.xadd(keys.RESULTS.key(), result)
                 if fields["work_id"] in publish_twice:
@@ -217,3 +221,61 @@ def test_a_pull_requests_regression_is_bisected_and_the_culprit_posted_on_the_pu
     assert state["per_round"] == 1 and state["published"] == posted[1]["html_url"]
     rounds = [pair["round"] for pair in state["pairs"].values() if pair["purpose"] == "step"]
     assert rounds and len(rounds) == len(set(rounds))            # k = 1: one commit a round
+
+
+def test_a_change_past_the_cap_is_queued_shown_by_fleet_status_and_opened_when_the_first_ends(tmp_path, repository):
+    """--bisect-max-concurrent 1: of two pushes that moved GET, the second is queued (its comment and
+    `fleet status` say where: 1st of 1 for the repository), opened by the collector when the first
+    bisection ends, and both reports name commit 12. Each pair's agent time is its jobs' spans as
+    the stored runs and jobs give them (JOB_SPAN_S a job)."""
+    repo, shas = repository
+    get = load_test(builtin_suites_dir() / "quick" / "string-get-100B-pipeline-10.yml")
+    with redis_with_aof(tmp_path / "aof") as url:
+        r = client(url)
+        store, log = tmp_path / "fleet.db", tmp_path / "collector.log"
+        collector = redline_process("collector", "--redis", url, "--store", store, "--bisect-max-concurrent", "1",
+                                    "--bisect-agent-time", "24h", log=log)
+        try:
+            work.register_platform(r, "p")
+            r.hset(keys.AGENT.key(platform="p", agent="a1"), mapping={"agent": "a1", "job_id": ""})
+            items = [work.new_work(r, source="push", platforms=["p"], tests=[get], topologies=None,
+                                   sides=[SideSpec("baseline", f"git:{repo}@{shas[0]}"),
+                                          SideSpec("comparison", f"git:{repo}@{shas[-1]}")],
+                                   settings=work.Settings(runs=5, max_runs=5)) for _ in range(2)]
+            for item in items:
+                work.enqueue(r, item)
+            first_jobs = {job["job_id"].split(":")[0] for job in play_agent(r, shas, str(get.path))}
+            assert first_jobs == {item.work_id for item in items}
+
+            def comment_of(work_id):
+                return next((f["markdown"] for _, f in r.xrange(keys.COMMENTS.key())
+                             if f["work_id"] == work_id and not f.get("bisection")), None)
+            comments = [wait_for(lambda: comment_of(item.work_id), "the work item's comment") for item in items]
+            opened, queued = sorted(comments, key=lambda markdown: "queued" in markdown)
+            assert "the fleet confirms it and bisects the range" in opened
+            assert "it is queued for a fleet bisection" in queued and "1st of 1 waiting for this repository" in queued
+            assert "--bisect-max-concurrent" in queued
+            status = redline("fleet", "status", "--redis", url)
+            assert f"queued: 1st of 1 for {repo};" in " ".join(status.stdout.split()), status.stdout + status.stderr
+            listed = json.loads(redline("fleet", "status", "--redis", url, "--json").stdout)["bisections"]
+            assert sorted(b["stage"] for b in listed) == ["confirming", "queued"]
+            reports = []
+            for _ in range(80):
+                play_agent(r, shas, str(get.path))
+                reports = [f for _, f in r.xrange(keys.COMMENTS.key()) if f.get("bisection")]
+                if len(reports) == 2:
+                    break
+                time.sleep(0.5)
+            assert len(reports) == 2, log.read_text()[-3000:]
+        finally:
+            assert stop(collector) == 0
+        assert all(f"culprit: {shas[12][:12]}" in report["markdown"] for report in reports)
+        assert {report["work_id"] for report in reports} == {item.work_id for item in items}
+        states = [json.loads(row[0]) for row in query(store, "SELECT document FROM session_documents "
+                                                             "WHERE name='fleet_bisection' ORDER BY session_id")]
+        assert [state["stage"] for state in states] == ["reported", "reported"]
+        assert states[1]["queued_at"] < states[0]["ended_at"] <= states[1]["opened_at"]     # opened when the first ended
+        for state in states:          # one job per pair (GET alone): its agent time is one job's span
+            assert [pair["agent_s"] for pair in state["pairs"].values()] == [JOB_SPAN_S] * len(state["pairs"])
+        status = redline("fleet", "status", "--redis", url)
+        assert status.stdout.count(f"reported: culprit {shas[12][:12]}") == 2, status.stdout

@@ -120,3 +120,7 @@ def bounded_int(lowest: int, highest: int, why: str):
 
 bisect_max_concurrent = bounded_int(0, 1000, "0 turns the loop off")     # the closed loop's open bisections per repository
 bisect_max_steps = bounded_int(2, 10_000, "the confirmation and at least one step")   # pairs measured per bisection
+bisect_max_queued = bounded_int(0, 1000, "0: no queue, a change past the cap is refused")   # changes waiting per repository
+# agent time per repository per rolling 24 hours; at most 24h (the duration type's bound: one agent all day)
+bisect_agent_time = bounded_duration(60.0, LONGEST_S, "agent time per repository in any 24 hours")
+bisect_stall_after = bounded_duration(30.0, LONGEST_S, "an agent's restart or a short outage must not stall a bisection")

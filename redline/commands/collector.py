@@ -25,8 +25,10 @@ def add_parser(commands) -> None:
 
 
 def add_bisect_arguments(parser) -> None:
-    """The closed loop's caps (docs/fleet.md "The closed loop"); `fleet local` passes them to its collector."""
-    from redline.commands.argtypes import bisect_max_concurrent, bisect_max_steps
+    """The closed loop's limits (docs/fleet.md "The closed loop"); `fleet local` passes them to its collector."""
+    from redline.commands.argtypes import (bisect_agent_time, bisect_max_concurrent, bisect_max_queued,
+                                           bisect_max_steps, bisect_stall_after)
+    from redline.fleet.admission import DEFAULT_MAX_QUEUED, DEFAULT_STALL_AFTER_S
     from redline.fleet.bisection import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_STEPS
     parser.add_argument("--bisect-max-concurrent", type=bisect_max_concurrent, default=DEFAULT_MAX_CONCURRENT,
                         metavar="N", help="open fleet bisections per repository at most (0: the loop is off; "
@@ -34,6 +36,15 @@ def add_bisect_arguments(parser) -> None:
     parser.add_argument("--bisect-max-steps", type=bisect_max_steps, default=DEFAULT_MAX_STEPS, metavar="N",
                         help=f"pairs of commits one bisection measures at most, its confirmation included "
                              f"(default {DEFAULT_MAX_STEPS})")
+    parser.add_argument("--bisect-max-queued", type=bisect_max_queued, default=DEFAULT_MAX_QUEUED, metavar="N",
+                        help="changes per repository waiting for a bisection at most; beyond, refused "
+                             f"(default {DEFAULT_MAX_QUEUED})")
+    parser.add_argument("--bisect-agent-time", type=bisect_agent_time, default=None, metavar="TIME",
+                        help="agent time per repository in any 24 hours (e.g. 8h); spent, bisections queue "
+                             "and wait (default: no cap)")
+    parser.add_argument("--bisect-stall-after", type=bisect_stall_after, default=DEFAULT_STALL_AFTER_S,
+                        metavar="TIME", help="a bisection whose platform has no live agent this long is stalled "
+                                             f"and frees its slot (default {DEFAULT_STALL_AFTER_S / 60:g}m)")
 
 
 def collector_command(args) -> int:
@@ -51,5 +62,6 @@ def collector_command(args) -> int:
     store = Store(args.store)
     Collector(connect(args.redis, args.redis_password_file), store=store, name=args.collector_name, stopping=stopping,
               github_poster=poster, export=export, bisect_max_concurrent=args.bisect_max_concurrent,
-              bisect_max_steps=args.bisect_max_steps).serve()
+              bisect_max_steps=args.bisect_max_steps, bisect_max_queued=args.bisect_max_queued,
+              bisect_agent_time=args.bisect_agent_time, bisect_stall_after=args.bisect_stall_after).serve()
     return 0

@@ -1,12 +1,15 @@
 """The closed loop (#34): a work item's regression or improvement confirmed, then bisected by the
 fleet's agents, and the culprit reported — with no one in the loop. The one place for the concept;
-the collector calls it at two moments (redline/fleet/collector.py):
+the collector calls it at three moments (redline/fleet/collector.py):
 
   `trigger`        a work item of a push or pull request is complete and a test moved on it (after
-                   false-discovery control): a bisection is opened (or refused, with one line for
-                   the work item's comment: caps, a range that is not one repository's git commits)
+                   false-discovery control): a bisection is admitted (`admit`: opened, or queued,
+                   or refused, with one line for the work item's comment: the queue is full, a
+                   range that is not one repository's git commits)
   `work_complete`  a work item of the loop is complete (its `bisection` field names the bisection),
                    or the work item that opened one: the bisection advances
+  `tick`           periodically (every LOOP_TICK_S in the collector's loop, and at its start): what
+                   time alone changes — stalled platforms, agent time freed, queued ones opened
 
 **A bisection is a store session** of kind `bisect` with two documents: `bisection` (what
 `redline bisect` stores: the outcome so far and the context; the report is rendered from it by
@@ -37,8 +40,18 @@ before they are enqueued (a restart between the two enqueues the same work id: `
 skips a work item Redis already holds). An answer is recorded once per pair: a work item complete
 twice (a replayed side effect) changes nothing.
 
-Limits: at most `max_concurrent` open bisections per repository, at most `max_steps` pairs
-measured per bisection (the endpoint pair included); past the cap the bisection ends with one line.
+Limits: at most `max_steps` pairs measured per bisection (the endpoint pair included); past it the
+bisection ends with one line. Per repository (redline.fleet.admission, `admit` — the one admission
+path, for any trigger): at most `max_concurrent` bisections hold a slot; a change past it is
+`queued` (a store session like an open one, opened in arrival order when a slot frees: a bisection
+ends or stalls, the tick), at most `max_queued` of them (beyond: refused, one line). The agent time
+spent on the repository's pairs over 24 hours (`Fleet.agent_seconds` of each pair's work item,
+recorded with its answer) at `agent_time_s`: no bisection opens and none enqueues new pairs — it is
+`waiting` and the tick resumes it when the window frees (at most 24 hours: waiting, not ending, so
+the pairs measured are not thrown away). A bisection whose platform has had no live agent for
+`stall_after_s` is `stalled`: no slot, its work items left in the stream; it resumes when an agent
+of the platform is back (the tick) or completes its work item. The stages: queued → confirming →
+bisecting → checking → reported / not reproduced / failed, with waiting and stalled in between.
 
 **The culprit's own change names the moved functions.** Its work item alone has `profile` on: each
 side gets one profiled run after its measured ones (the measured runs are what they would be
@@ -77,8 +90,11 @@ from redline.bisect.planner import rounds_needed
 from redline.bisect.search import Answer, Ask, Change, Commit, Outcome, Settled, StepRule, Unbuildable
 from redline.core.errors import RunError, UsageError
 from redline.core.run import Run
+from redline.core.numbers import format_duration
 from redline.engine.job import SideSpec
 from redline.fleet import work as fleet_work
+from redline.fleet.admission import (DEFAULT_MAX_QUEUED, DEFAULT_STALL_AFTER_S, QUEUED, SLOT_STAGES, STALLED,
+                                     WAITING, Admission, Limits, ordinal)
 from redline.output.bisect_report import report_markdown
 from redline.output.markdown import literal
 from redline.store.results import Store
@@ -86,7 +102,8 @@ from redline.system import machine
 
 STATE = "fleet_bisection"         # the coordinator's document in the bisection's session
 DOCUMENT = "bisection"            # the report's document (as `redline bisect` stores it)
-OPEN_STAGES = ("confirming", "bisecting", "checking")
+ACTIVE_STAGES = ("confirming", "bisecting", "checking")       # work items of it are in the stream
+OPEN_STAGES = SLOT_STAGES                                     # hold a slot: the active ones and `waiting`
 CLOSED_STAGES = ("reported", "not reproduced", "failed")
 PREFERRED_METRIC = "server_cpu_us_per_op"     # redline bisect's default: the least moved by a noisy neighbour
 DEFAULT_MAX_CONCURRENT = 2
@@ -199,6 +216,9 @@ class Fleet(Protocol):
     def results(self, work_id: str) -> tuple[list[Run], list[tuple[str, str, str]]]:
         """The stored runs of a complete work item and its dead jobs (job id, platform, error)."""
 
+    def agent_seconds(self, work_id: str) -> float:
+        """The wall time agents spent on a complete work item's jobs (redline.fleet.admission's budget)."""
+
     def mirror(self, state: dict) -> None:
         """The bisection's stage where `redline fleet status` reads it."""
 
@@ -261,13 +281,17 @@ class Loop:
     """The bisection coordinator over a store and a fleet (see the module docstring)."""
 
     def __init__(self, store: Store, fleet: Fleet, *, max_concurrent: int = DEFAULT_MAX_CONCURRENT,
-                 max_steps: int = DEFAULT_MAX_STEPS, say: Callable[..., None] = lambda event, **fields: None,
-                 path_of: Callable[[Path, str, str], tuple[Commit, list[Commit]]] | None = None):
-        if max_concurrent < 0:
-            raise ValueError(f"max_concurrent must be 0 or more, got {max_concurrent}")
+                 max_steps: int = DEFAULT_MAX_STEPS, max_queued: int = DEFAULT_MAX_QUEUED,
+                 agent_time_s: float | None = None, stall_after_s: float = DEFAULT_STALL_AFTER_S,
+                 say: Callable[..., None] = lambda event, **fields: None,
+                 path_of: Callable[[Path, str, str], tuple[Commit, list[Commit]]] | None = None,
+                 clock: Callable[[], float] = time.time):
         if max_steps < 2:
             raise ValueError(f"max_steps must be at least 2 (the confirmation and one step), got {max_steps}")
-        self.store, self.fleet, self.say = store, fleet, say
+        self.limits = Limits(max_concurrent=max_concurrent, max_queued=max_queued, agent_time_s=agent_time_s,
+                             stall_after_s=stall_after_s)
+        self.admission = Admission(self.limits)
+        self.store, self.fleet, self.say, self.clock = store, fleet, say, clock
         self.max_concurrent, self.max_steps = max_concurrent, max_steps
         self.path_of = path_of or (lambda repo, good, bad: search.ancestry_path(repo, good, bad))
 
@@ -282,7 +306,7 @@ class Loop:
         return state
 
     def _save(self, state: dict) -> None:
-        state["updated_at"] = time.time()
+        state["updated_at"] = self.clock()
         self.store.save_session_document(state["bisection"], STATE, state)
         self.fleet.mirror(state)
 
@@ -292,8 +316,9 @@ class Loop:
 
     # -- opening ----------------------------------------------------------------------------
     def trigger(self, work: "WorkLike", comparisons: list[TestComparison], records: list[Run]) -> Decision:
-        """A complete work item: open a bisection when a push's or pull request's change moved a test
-        and it names a git range; idempotent (the same work item again: the same bisection)."""
+        """A complete work item: a bisection through `admit` (opened, queued or refused) when a push's
+        or pull request's change moved a test and it names a git range; idempotent (the same work
+        item again: the same bisection)."""
         if work.source not in ("push", "pull_request"):
             return Decision(None)
         moved = moved_by(comparisons, work.platforms)
@@ -301,18 +326,13 @@ class Loop:
             return Decision(None)
         known = self.of_work(work.work_id)
         if known is not None:
-            return Decision(self._opened_line(known), known)
+            return Decision(self._line(self.state(known)), known)
         if self.max_concurrent == 0:
             return Decision("Not bisected: the collector's loop is off (--bisect-max-concurrent 0).")
         found = git_range(work.baseline, work.comparison)
         if found is None:
             return Decision("Not bisected: the two sides are not git commits of one repository.")
         repo, good_ref, bad_ref = found
-        running = [s for _, s in self.states() if s["repository"] == repo and s["stage"] in OPEN_STAGES]
-        if len(running) >= self.max_concurrent:
-            self.say("bisection not opened", work=work.work_id, reason="cap", running=len(running))
-            return Decision(f"Not bisected: {len(running)} bisections of this repository are running already "
-                            f"(the cap, --bisect-max-concurrent, is {self.max_concurrent}).")
         try:
             good, path = self.path_of(Path(repo).expanduser(), good_ref, bad_ref)
         except UsageError as exc:
@@ -324,26 +344,87 @@ class Loop:
             return Decision("Not bisected: the stored runs of the moved tests do not name their suite files.")
         topologies = sorted({suites[key][1] for key in moved.tests if key in suites}) or ["oss-standalone"]
         sides = {side.name: side for side in work.sides}
-        per_round = max(1, self.fleet.live_agents(moved.platform))
-        bisection = self.store.begin_session(kind="bisect", argv=["fleet", "bisect", work.work_id],
-                                             machine=machine.facts())
-        state = {
-            "format": 1, "bisection": bisection, "work_id": work.work_id, "repository": repo,
+        return self.admit({
+            "format": 1, "work_id": work.work_id, "repository": repo,
             "github": work.github, "platform": moved.platform, "metric": moved.metric, "keys": moved.tests,
-            "tests": tests, "topologies": topologies, "per_round": per_round,
+            "tests": tests, "topologies": topologies,
             "sides": {name: side.to_json() for name, side in sides.items()},
             "settings": dict(work.settings) or {"runs": work.runs, "max_runs": work.max_runs},
             "good": asdict(good), "path": [asdict(c) for c in path], "good_ref": good_ref, "bad_ref": bad_ref,
-            "max_steps": self.max_steps, "stage": "confirming", "round": 0,
-            "rounds": rounds_needed(len(path) - 1, per_round), "pairs": {}, "answers": {}, "note": None,
-            "culprit": None, "comment": None, "published": None, "publish_attempts": 0,
-            "started_at": time.time(),
-        }
+        })
+
+    def admit(self, state: dict) -> Decision:
+        """The one admission path of every trigger: a new bisection's state (what it measures: the
+        range, tests, metric, platform, sides, settings) through its repository's cap, queue and
+        agent time (redline.fleet.admission): opened now, queued (a store session whose stage is
+        `queued`, opened in arrival order when a slot frees), or refused with one line and nothing
+        stored. The collector starts an opened one with `work_complete` of the work item that
+        opened it; a queued one starts when it is opened."""
+        now = self.clock()
+        admitted = self.admission.admit([s for _, s in self.states()], state["repository"], now)
+        if admitted.verdict == "refuse":
+            self.say("bisection not opened", work=state["work_id"], reason=admitted.line)
+            return Decision(admitted.line)
+        bisection = self.store.begin_session(kind="bisect", argv=["fleet", "bisect", state["work_id"]],
+                                             machine=machine.facts())
+        state.update({
+            "bisection": bisection, "per_round": max(1, self.fleet.live_agents(state["platform"])),
+            "max_steps": self.max_steps, "stage": QUEUED, "round": 0, "pairs": {}, "answers": {},
+            "note": admitted.why or None, "culprit": None, "comment": None, "published": None,
+            "publish_attempts": 0, "started_at": now, "queued_at": now,
+            "position": admitted.position, "queue_length": admitted.length})
+        state["rounds"] = rounds_needed(len(state["path"]) - 1, state["per_round"])
         self.store.save_session_document(bisection, DOCUMENT, self._context(state))
+        if admitted.verdict == "open":
+            self._open(state)
+        else:
+            self._save(state)
+            self._positions(state["repository"])
+            self.say("bisection queued", bisection=bisection, work=state["work_id"], position=admitted.position,
+                     why=admitted.why)
+        return Decision(self._line(self.state(bisection)), bisection)
+
+    def _open(self, state: dict) -> None:
+        """A queued (or just admitted) bisection opened: k = the platform's live agents now."""
+        state["per_round"] = max(1, self.fleet.live_agents(state["platform"]))
+        state["rounds"] = rounds_needed(len(state["path"]) - 1, state["per_round"])
+        state.update(stage="confirming", note=None, position=0, queue_length=0, opened_at=self.clock())
+        self.store.save_session_document(state["bisection"], DOCUMENT, self._context(state))
         self._save(state)
-        self.say("bisection opened", bisection=bisection, work=work.work_id, platform=moved.platform,
-                 per_round=per_round, commits=len(path), tests=",".join(moved.tests), metric=moved.metric)
-        return Decision(self._opened_line(bisection), bisection)
+        self.say("bisection opened", bisection=state["bisection"], work=state["work_id"], platform=state["platform"],
+                 per_round=state["per_round"], commits=len(state["path"]), tests=",".join(state["keys"]),
+                 metric=state["metric"])
+
+    def _open_queued(self, repository: str) -> None:
+        """The repository's oldest queued bisections opened and started while a slot and agent time
+        allow (a bisection ended, one stalled, the periodic tick); the others' positions updated."""
+        while True:
+            states = [s for _, s in self.states()]
+            waiting = self.admission.queue(states, repository)
+            if not waiting or not self.admission.may_open(states, repository, self.clock()):
+                break
+            self._open(waiting[0])
+            self.advance(waiting[0]["bisection"])
+        self._positions(repository)
+
+    def _positions(self, repository: str) -> None:
+        """Each queued bisection of the repository knows its place (for `fleet status`)."""
+        states = [s for _, s in self.states()]
+        waiting = self.admission.queue(states, repository)
+        for position, state in enumerate(waiting, 1):
+            if (state.get("position"), state.get("queue_length")) != (position, len(waiting)):
+                state["position"], state["queue_length"] = position, len(waiting)
+                self._save(state)
+
+    def _line(self, state: dict) -> str:
+        """The line for the work item's comment: where its bisection is."""
+        bisection = state["bisection"]
+        if state["stage"] != QUEUED:
+            return self._opened_line(bisection)
+        return (f"A change moved: it is queued for a fleet bisection (fleet bisection {bisection}, "
+                f"{ordinal(state['position'])} of {state['queue_length']} waiting for this repository: "
+                f"{state['note']}); it opens when a slot frees, its stage in `redline fleet status`; the culprit "
+                f"comes as a comment marked `redline bisection {bisection}`.")
 
     @staticmethod
     def _opened_line(bisection: int) -> str:
@@ -378,7 +459,9 @@ class Loop:
                 settings = state["settings"]
                 state["answers"][key] = answer_of(runs, dead, metric=state["metric"], runs_per_side=settings["runs"],
                                                   max_runs=settings["max_runs"], artifacts=self._artifacts(state, key))
-                state["pairs"][key]["state"] = "failed" if dead else "done"
+                state["pairs"][key].update(state="failed" if dead else "done", done_at=self.clock(),
+                                           agent_s=self.fleet.agent_seconds(work.work_id))
+                state["no_agents_since"] = None          # an agent of its platform answered: alive
                 self._save(state)
             self.advance(bisection)
             return
@@ -391,6 +474,8 @@ class Loop:
         state = self.state(bisection)
         if state["stage"] in CLOSED_STAGES:
             return self._publish(state)
+        if state["stage"] == QUEUED:                # it starts when it is opened (`_open_queued`)
+            return
         good, path = Commit(**state["good"]), [Commit(**c) for c in state["path"]]
         so_far: list[Outcome] = []
         try:
@@ -430,6 +515,9 @@ class Loop:
         if len(state["pairs"]) + len(new) > state["max_steps"]:
             return self._end(state, "failed", f"the step cap (--bisect-max-steps {state['max_steps']}) is reached "
                                               f"with {len(state['pairs'])} pairs measured; no culprit named", outcome)
+        if new and not self.admission.has_agent_time([s for _, s in self.states()], state["repository"],
+                                                     self.clock()):
+            return self._wait(state)
         confirming = not profiled and any(pair_key(r, c) == pair_key(good, bad) for r, c in pairs)
         state["stage"] = "confirming" if confirming else ("checking" if profiled else "bisecting")
         purpose = {"confirming": "confirmation", "checking": "own change", "bisecting": "step"}[state["stage"]]
@@ -440,6 +528,7 @@ class Loop:
                 "step_rule": ({**rules[key].as_json(), "metric": state["metric"]}
                               if (key := pair_key(reference, candidate)) in rules else None)}
         state["round"] = outcome.rounds if outcome else 0
+        state["note"] = state["frees_at"] = None            # no longer waiting nor stalled
         state["rounds"] = max(state["round"], rounds_needed(len(state["path"]) - 1, state["per_round"]))
         self._save(state)            # the work ids are recorded before anything is enqueued
         keys = [pair_key(r, c, profiled=profiled) for r, c in pairs]
@@ -449,6 +538,17 @@ class Loop:
                 self.fleet.submit(self._work_item(state, pair))
         self.say("bisection waits", bisection=state["bisection"], stage=state["stage"], round=state["round"],
                  pairs=",".join(state["pairs"][key]["work_id"] for key in keys))
+
+    def _wait(self, state: dict) -> None:
+        """The repository's agent time is spent: no new pair is enqueued; `tick` resumes it when the
+        window frees (at most WINDOW_S later)."""
+        states, now = [s for _, s in self.states()], self.clock()
+        note = f"waiting for agent time: {self.admission.agent_time_note(states, state['repository'], now)}"
+        frees_at = self.admission.frees_at(states, state["repository"], now)
+        if (state["stage"], state.get("frees_at")) != (WAITING, frees_at):
+            state.update(stage=WAITING, note=note, frees_at=frees_at)
+            self._save(state)
+            self.say("bisection waits for agent time", bisection=state["bisection"], frees_at=frees_at)
 
     def _work_item(self, state: dict, pair: dict) -> fleet_work.WorkItem:
         repository, sides = state["repository"], state["sides"]
@@ -466,13 +566,66 @@ class Loop:
             step_rule=pair.get("step_rule"))
 
     def _end(self, state: dict, stage: str, note: str | None, outcome: Outcome | None) -> None:
-        state["stage"], state["note"] = stage, note
+        state["stage"], state["note"], state["ended_at"] = stage, note, self.clock()
         state["comment"] = self._comment(state, outcome)
         self._save(state)
         self.store.finish_session(state["bisection"], "finished" if stage == "reported" else "failed")
         self.say("bisection ended", bisection=state["bisection"], stage=stage,
                  culprit=(state["culprit"] or {}).get("sha"), note=note)
         self._publish(state)
+        self._open_queued(state["repository"])            # its slot is free
+
+    # -- what time alone changes ------------------------------------------------------------
+    def tick(self) -> None:
+        """Called periodically by the collector (and at its start): an open bisection with nothing in
+        the stream is advanced (opened from the queue, then a restart before its first pairs were
+        enqueued); a bisection whose platform has had no live agent for `stall_after_s` becomes
+        `stalled` (its slot freed, its work items left in the stream) and resumes when an agent of
+        the platform is back; a `waiting` one resumes when its repository's agent time frees;
+        queued ones open where a slot is free. Saves only what changed."""
+        live: dict[str, int] = {}
+        for bisection, _ in self.states():
+            state = self.state(bisection)           # as it is now: an earlier one may have opened it
+            if state["stage"] in ACTIVE_STAGES and not any(p["state"] == "queued" for p in state["pairs"].values()):
+                self.advance(bisection)             # opened, its pairs never enqueued (a restart in between)
+            elif state["stage"] in ACTIVE_STAGES + (STALLED,):
+                if state["platform"] not in live:
+                    live[state["platform"]] = self.fleet.live_agents(state["platform"])
+                self._liveness(state, live[state["platform"]])
+            elif state["stage"] == WAITING:
+                states = [s for _, s in self.states()]
+                if self.admission.has_agent_time(states, state["repository"], self.clock()):
+                    self.advance(bisection)         # its pairs enqueued now
+                else:
+                    self._wait(state)               # when it frees, again (pairs answered since count)
+        for repository in sorted({s["repository"] for _, s in self.states() if s["stage"] == QUEUED}):
+            self._open_queued(repository)
+
+    def _liveness(self, state: dict, live: int) -> None:
+        """`live` agents of its platform now: none for `stall_after_s`, it is stalled (its slot to
+        the next queued change); an agent back, it resumes."""
+        now, since = self.clock(), state.get("no_agents_since")
+        if live and state["stage"] == STALLED:
+            state["no_agents_since"] = None
+            self._save(state)
+            self.say("bisection resumed", bisection=state["bisection"], platform=state["platform"], agents=live)
+            return self.advance(state["bisection"])      # its stage again, from its pairs
+        if live:
+            if since is not None:
+                state["no_agents_since"] = None
+                self._save(state)
+            return
+        if since is None:
+            state["no_agents_since"] = now
+            return self._save(state)
+        if state["stage"] != STALLED and now - since >= self.limits.stall_after_s:
+            queued = sum(1 for pair in state["pairs"].values() if pair["state"] == "queued")
+            state.update(stage=STALLED, note=f"no live agent of platform {state['platform']} for "
+                                             f"{format_duration(now - since)}; its {queued} work item(s) stay "
+                                             f"in the stream, it resumes when an agent of the platform is back")
+            self._save(state)
+            self.say("bisection stalled", bisection=state["bisection"], platform=state["platform"], queued=queued)
+            self._open_queued(state["repository"])        # it holds no slot
 
     def _comment(self, state: dict, outcome: Outcome | None) -> str:
         head = (f"### redline: fleet bisection {state['bisection']} of work item `{state['work_id']}`\n\n"

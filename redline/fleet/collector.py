@@ -19,10 +19,13 @@ those not done, checking first whether the one it was in the middle of happened.
 
 from __future__ import annotations
 
+import time
+
 import redis
 
 from redline.analysis.comparison import FDR_Q, apply_false_discovery_control, compare_test, looks_confidence
 from redline.fleet import entries, github, keys, profiles, work as fleet_work
+from redline.fleet.admission import DEFAULT_MAX_QUEUED, DEFAULT_STALL_AFTER_S
 from redline.fleet.bisection import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_STEPS, Decision, Loop
 from redline.fleet.bisection import marker as bisection_marker
 from redline.fleet.export import FleetExport
@@ -33,6 +36,7 @@ from redline.output.markdown import comparison_markdown, literal
 from redline.store.results import Store, StoreError
 
 READ_BLOCK_MS = 2000
+LOOP_TICK_S = 15.0           # the closed loop's periodic check (stalled platforms, agent time, the queue)
 COMMENTS_KEPT = 10_000       # the comments stream is capped (every comment is in the store first)
 ERROR_SHOWN = 300            # characters of a dead job's error in the comment
 
@@ -40,7 +44,9 @@ ERROR_SHOWN = 300            # characters of a dead job's error in the comment
 class Collector:
     def __init__(self, client: redis.Redis, *, store: Store, name: str, stopping: Stopping,
                  github_poster: github.Poster | None = None, export: FleetExport | None = None,
-                 bisect_max_concurrent: int = DEFAULT_MAX_CONCURRENT, bisect_max_steps: int = DEFAULT_MAX_STEPS):
+                 bisect_max_concurrent: int = DEFAULT_MAX_CONCURRENT, bisect_max_steps: int = DEFAULT_MAX_STEPS,
+                 bisect_max_queued: int = DEFAULT_MAX_QUEUED, bisect_agent_time: float | None = None,
+                 bisect_stall_after: float = DEFAULT_STALL_AFTER_S):
         self.client, self.store, self.name, self.stopping = client, store, name, stopping
         self.ledger = Ledger(store)
         self.github = github_poster
@@ -48,7 +54,10 @@ class Collector:
         self.stream = keys.RESULTS.key()
         # the closed loop (redline.fleet.bisection): confirmation and bisection of a moved work item
         self.loop = Loop(store, CollectorFleet(self), max_concurrent=bisect_max_concurrent,
-                         max_steps=bisect_max_steps, say=self.say)
+                         max_steps=bisect_max_steps, max_queued=bisect_max_queued, agent_time_s=bisect_agent_time,
+                         stall_after_s=bisect_stall_after, say=self.say)
+        self.next_tick = 0.0                 # the loop's periodic check (monotonic): at the start, then every LOOP_TICK_S
+        self.tick_failure: str | None = None
 
     def say(self, event: str, **fields) -> None:
         log(f"collector {self.name}", event, **fields)
@@ -60,7 +69,27 @@ class Collector:
         self.backlog = True                  # first the entries given to this consumer before a restart
         while not self.stopping.requested:
             while_reachable(self.stopping, self.say, self._step, during="collecting")
+            if time.monotonic() >= self.next_tick:
+                while_reachable(self.stopping, self.say, self._tick, during="the closed loop's periodic check")
         self.say("stopped")
+
+    def _tick(self) -> None:
+        """The closed loop's periodic check (redline.fleet.bisection.Loop.tick: stalled platforms,
+        agent time freed, queued bisections opened), between two reads (each blocks at most
+        READ_BLOCK_MS: no busy loop). A failure is one log line per different error, and the
+        check is tried again at the next tick."""
+        self.next_tick = time.monotonic() + LOOP_TICK_S
+        try:
+            self.loop.tick()
+        except (redis.ConnectionError, redis.TimeoutError, StoreError, KeyboardInterrupt):
+            raise
+        except Exception as exc:        # noqa: BLE001 — the loop's check cannot stop the collector
+            failure = f"{type(exc).__name__}: {shortened(str(exc))}"
+            if failure != self.tick_failure:
+                self.say("the closed loop's periodic check failed", error=failure)
+            self.tick_failure = failure
+            return
+        self.tick_failure = None
 
     def _step(self) -> None:
         """One read and its entries; after a Redis outage, from this consumer's pending entries
@@ -331,6 +360,9 @@ class CollectorFleet:
     def live_agents(self, platform: str) -> int:
         return sum(1 for _ in self.client.scan_iter(match=keys.AGENT.key(platform=platform, agent="*"), count=100))
 
+    def agent_seconds(self, work_id: str) -> float:
+        return self.collector.ledger.agent_seconds(work_id)
+
     def results(self, work_id: str):
         ledger = self.collector.ledger
         session_id = ledger.session_of(work_id, {})
@@ -344,7 +376,9 @@ class CollectorFleet:
                 "bisection": str(state["bisection"]), "work_id": state["work_id"], "repository": state["repository"],
                 "platform": state["platform"], "per_round": str(state["per_round"]), "stage": state["stage"],
                 "round": str(state["round"]), "rounds": str(state["rounds"]), "steps": str(len(state["pairs"])),
-                "culprit": culprit, "note": state.get("note") or "", "updated_at": repr(state["updated_at"])})
+                "culprit": culprit, "note": state.get("note") or "", "updated_at": repr(state["updated_at"]),
+                "position": str(state.get("position") or 0), "queued": str(state.get("queue_length") or 0),
+                "frees_at": repr(state.get("frees_at") or 0.0)})
             tx.zadd(keys.BISECTIONS.key(), {str(state["bisection"]): state["started_at"]})
             tx.execute()
 

@@ -60,8 +60,10 @@ DELIVERY = Name(f"{PREFIX}:delivery:{{body_sha256}}", "string (TTL)", "", "api",
 
 BISECTION = Name(f"{PREFIX}:bisection:{{bisection}}", "hash", "", "collector",
                  "bisection, work_id (the work item whose change it follows), repository, platform, per_round, stage "
-                 "(confirming, bisecting, checking, reported, not reproduced, failed), round, rounds (about), steps, "
-                 "culprit, note, updated_at: a mirror of the store's state for `fleet status`")
+                 "(queued, confirming, bisecting, checking, waiting, stalled, reported, not reproduced, failed), round, "
+                 "rounds (about), steps, culprit, note, updated_at, position and queued (its place in its "
+                 "repository's queue), frees_at (waiting: when agent time frees): a mirror of the store's state for "
+                 "`fleet status`")
 BISECTIONS = Name(f"{PREFIX}:bisections", "zset", "", "collector", "bisection ids scored by their start")
 
 TABLE = (JOBS, RESULTS, DEAD, COMMENTS, WORK, WORKS, PLATFORMS, PLATFORM, AGENT, BLOB, DELIVERY, BISECTION, BISECTIONS)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import redis
 
+from redline.core.numbers import format_duration
 from redline.fleet import entries, keys
+from redline.fleet.admission import ordinal
 from redline.fleet.work import PLATFORM_TTL_S, live_platforms
 
 DEAD_SHOWN = 50
@@ -81,7 +83,8 @@ def fleet_status(client: redis.Redis) -> dict:
             "work": [w for w in works if w], "bisections": [b for b in bisections if b]}
 
 
-BISECTION_STAGES = ("confirming", "bisecting", "checking", "reported", "not reproduced", "failed")
+BISECTION_STAGES = ("queued", "confirming", "bisecting", "checking", "waiting", "stalled", "reported",
+                    "not reproduced", "failed")
 
 
 def bisection_status(client: redis.Redis, bisection: str) -> dict | None:
@@ -95,12 +98,18 @@ def bisection_status(client: redis.Redis, bisection: str) -> dict | None:
             "stage": stage if stage in BISECTION_STAGES else "unknown", "round": _count(fields.get("round")),
             "rounds": _count(fields.get("rounds")), "per_round": _count(fields.get("per_round")),
             "steps": _count(fields.get("steps")), "culprit": (fields.get("culprit") or "")[:40],
-            "note": (fields.get("note") or "")[:300], "updated_at": _moment(fields.get("updated_at"))}
+            "note": (fields.get("note") or "")[:300], "updated_at": _moment(fields.get("updated_at")),
+            "position": _count(fields.get("position")), "queued": _count(fields.get("queued")),
+            "frees_at": _moment(fields.get("frees_at"))}
 
 
-def bisection_line(b: dict) -> str:
+def bisection_line(b: dict, now: float) -> str:
     stage = b["stage"]
-    if stage == "bisecting":
+    if stage == "queued":
+        stage = f"queued: {ordinal(b['position'])} of {b['queued']} for {b['repository']}"
+    elif stage == "waiting":
+        stage = f"waiting for agent time, frees in {format_duration(max(0.0, b['frees_at'] - now))}"
+    elif stage == "bisecting":
         stage = f"bisecting round {b['round']} of about {b['rounds']}"
     elif stage == "checking":
         stage = "checking the culprit's own change"
@@ -127,7 +136,7 @@ def status_lines(status: dict, now: float) -> list[str]:
     for d in status["dead_letters"]:
         lines.append(f"  {d.get('job_id')} on {d.get('platform')} after {d.get('attempts')} attempts: {d.get('error')}")
     lines += [work_line(w) for w in status["work"]]
-    lines += [bisection_line(b) for b in status.get("bisections", [])]
+    lines += [bisection_line(b, now) for b in status.get("bisections", [])]
     return lines
 
 

@@ -25,6 +25,8 @@ from redline.core.run import Run
 from redline.store.results import Store
 from redline.system import machine
 
+JOB_SPAN_LIMIT_S = 24 * 3600.0      # one job's agent time counted at most (a job is measured in far less)
+
 
 class Ledger:
     def __init__(self, store: Store):
@@ -121,6 +123,19 @@ class Ledger:
         return dict(self.db.execute(
             "SELECT f.uid, j.platform FROM fleet_runs f JOIN fleet_jobs j ON j.job_id = f.job_id "
             "WHERE j.work_id=? AND j.status='ok'", (work_id,)).fetchall())
+
+    def agent_seconds(self, work_id: str) -> float:
+        """The wall time agents spent on the work item's stored jobs: each job from its start on the
+        agent (the result's started_at: before its builds) to the end of its last stored run, at
+        most JOB_SPAN_LIMIT_S (what an agent reports is not trusted to be sane). A job that died
+        counts nothing (the collector does not know how long it ran), nor an earlier failed attempt."""
+        rows = self.db.execute(
+            "SELECT j.started_at, min(r.started_at), max(r.finished_at) FROM fleet_jobs j "
+            "JOIN fleet_runs f ON f.job_id = j.job_id JOIN runs r ON r.id = f.run_id "
+            "WHERE j.work_id=? AND j.status='ok' GROUP BY j.job_id", (work_id,)).fetchall()
+        spans = [(finished or 0.0) - (job_started or first_run or finished or 0.0)
+                 for job_started, first_run, finished in rows]
+        return sum(min(max(0.0, span), JOB_SPAN_LIMIT_S) for span in spans)
 
     def runs_by_platform(self, work_id: str, session_id: int) -> dict[str, list[Run]]:
         """Every stored run of the work item, by the platform that measured it."""
