@@ -25,7 +25,8 @@ def add_parser(commands) -> None:
 
 
 def add_bisect_arguments(parser) -> None:
-    """The closed loop's caps (docs/fleet.md "The closed loop"); `fleet local` passes them to its collector."""
+    """The closed loop's caps and triggers (docs/fleet.md "The closed loop"); `fleet local` passes them to its
+    collector."""
     from redline.commands.argtypes import bisect_max_concurrent, bisect_max_steps
     from redline.fleet.bisection import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_STEPS
     parser.add_argument("--bisect-max-concurrent", type=bisect_max_concurrent, default=DEFAULT_MAX_CONCURRENT,
@@ -34,6 +35,9 @@ def add_bisect_arguments(parser) -> None:
     parser.add_argument("--bisect-max-steps", type=bisect_max_steps, default=DEFAULT_MAX_STEPS, metavar="N",
                         help=f"pairs of commits one bisection measures at most, its confirmation included "
                              f"(default {DEFAULT_MAX_STEPS})")
+    parser.add_argument("--bisect-history", choices=("on", "off"), default="on",
+                        help="after each push's work item, bisect the new change points of its branch's history "
+                             "(redline history's detector over the fleet's store; default on)")
 
 
 def collector_command(args) -> int:
@@ -51,5 +55,5 @@ def collector_command(args) -> int:
     store = Store(args.store)
     Collector(connect(args.redis, args.redis_password_file), store=store, name=args.collector_name, stopping=stopping,
               github_poster=poster, export=export, bisect_max_concurrent=args.bisect_max_concurrent,
-              bisect_max_steps=args.bisect_max_steps).serve()
+              bisect_max_steps=args.bisect_max_steps, bisect_history=args.bisect_history == "on").serve()
     return 0

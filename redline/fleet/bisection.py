@@ -64,7 +64,7 @@ from redline.bisect.search import Answer, Ask, Change, Commit, Outcome, Settled,
 from redline.core.errors import UsageError
 from redline.core.run import Run
 from redline.engine.job import SideSpec
-from redline.fleet import work as fleet_work
+from redline.fleet import branch_history, work as fleet_work
 from redline.output.bisect_report import report_markdown
 from redline.store.results import Store
 from redline.system import machine
@@ -165,6 +165,24 @@ class Decision:
 
 
 @dataclass
+class Opening:
+    """What a bisection is opened on, whichever trigger found the change: the range as the targets
+    name it, the tests and metric followed, the platform, and the work item whose sides (variant,
+    configuration) and run settings its pairs take."""
+
+    repository: str
+    good_ref: str
+    bad_ref: str
+    keys: list[str]               # test keys followed
+    tests: list[list[str]]        # [suite reference, test name] of each
+    topologies: list[str]
+    metric: str
+    platform: str
+    work: "WorkLike"
+    origin: dict                  # {"kind": "verdict"} or a history change point's (redline.fleet.branch_history)
+
+
+@dataclass
 class Moved:
     metric: str
     tests: list[str]              # test keys
@@ -210,13 +228,15 @@ class Loop:
 
     def __init__(self, store: Store, fleet: Fleet, *, max_concurrent: int = DEFAULT_MAX_CONCURRENT,
                  max_steps: int = DEFAULT_MAX_STEPS, say: Callable[..., None] = lambda event, **fields: None,
-                 path_of: Callable[[Path, str, str], tuple[Commit, list[Commit]]] | None = None):
+                 path_of: Callable[[Path, str, str], tuple[Commit, list[Commit]]] | None = None,
+                 history: bool = True):
         if max_concurrent < 0:
             raise ValueError(f"max_concurrent must be 0 or more, got {max_concurrent}")
         if max_steps < 2:
             raise ValueError(f"max_steps must be at least 2 (the confirmation and one step), got {max_steps}")
         self.store, self.fleet, self.say = store, fleet, say
         self.max_concurrent, self.max_steps = max_concurrent, max_steps
+        self.history = history            # `redline history` change points of a push's branch trigger it too
         self.path_of = path_of or (lambda repo, good, bad: search.ancestry_path(repo, good, bad))
 
     # -- state ------------------------------------------------------------------------------
@@ -235,8 +255,9 @@ class Loop:
         self.fleet.mirror(state)
 
     def of_work(self, work_id: str) -> int | None:
-        """The bisection opened by the work item `work_id`."""
-        return next((bisection for bisection, state in self.states() if state["work_id"] == work_id), None)
+        """The bisection opened by the work item `work_id`'s own verdict."""
+        return next((bisection for bisection, state in self.states()
+                     if state["work_id"] == work_id and origin_kind(state) == "verdict"), None)
 
     # -- opening ----------------------------------------------------------------------------
     def trigger(self, work: "WorkLike", comparisons: list[TestComparison], records: list[Run]) -> Decision:
@@ -256,32 +277,42 @@ class Loop:
         if found is None:
             return Decision("Not bisected: the two sides are not git commits of one repository.")
         repo, good_ref, bad_ref = found
+        suites = {run.key: (fleet_work.suite_of(run), run.topology) for run in records if run.suite_file}
+        tests = [[suites[key][0], key.split("@", 1)[0]] for key in moved.tests if key in suites]
+        if not tests:
+            return Decision("Not bisected: the stored runs of the moved tests do not name their suite files.")
+        topologies = sorted({suites[key][1] for key in moved.tests if key in suites}) or ["oss-standalone"]
+        return self.open(Opening(repository=repo, good_ref=good_ref, bad_ref=bad_ref, keys=moved.tests, tests=tests,
+                                 topologies=topologies, metric=moved.metric, platform=moved.platform, work=work,
+                                 origin={"kind": "verdict"}))
+
+    def open(self, opening: Opening) -> Decision:
+        """A bisection opened on `opening`, whichever trigger found the change: admission (the cap),
+        the range's ancestry path, the state saved. Its confirmation (GOOD against BAD again) is the
+        first pair `advance` asks for: only a confirmed change goes on."""
+        work, repo = opening.work, opening.repository
         running = [s for _, s in self.states() if s["repository"] == repo and s["stage"] in OPEN_STAGES]
         if len(running) >= self.max_concurrent:
             self.say("bisection not opened", work=work.work_id, reason="cap", running=len(running))
             return Decision(f"Not bisected: {len(running)} bisections of this repository are running already "
                             f"(the cap, --bisect-max-concurrent, is {self.max_concurrent}).")
         try:
-            good, path = self.path_of(Path(repo).expanduser(), good_ref, bad_ref)
+            good, path = self.path_of(Path(repo).expanduser(), opening.good_ref, opening.bad_ref)
         except UsageError as exc:
             self.say("bisection not opened", work=work.work_id, reason=str(exc))
             return Decision(f"Not bisected: {exc}.")
-        suites = {run.key: (fleet_work.suite_of(run), run.topology) for run in records if run.suite_file}
-        tests = [[suites[key][0], key.split("@", 1)[0]] for key in moved.tests if key in suites]
-        if not tests:
-            return Decision("Not bisected: the stored runs of the moved tests do not name their suite files.")
-        topologies = sorted({suites[key][1] for key in moved.tests if key in suites}) or ["oss-standalone"]
         sides = {side.name: side for side in work.sides}
-        per_round = max(1, self.fleet.live_agents(moved.platform))
+        per_round = max(1, self.fleet.live_agents(opening.platform))
         bisection = self.store.begin_session(kind="bisect", argv=["fleet", "bisect", work.work_id],
                                              machine=machine.facts())
         state = {
             "format": 1, "bisection": bisection, "work_id": work.work_id, "repository": repo,
-            "github": work.github, "platform": moved.platform, "metric": moved.metric, "keys": moved.tests,
-            "tests": tests, "topologies": topologies, "per_round": per_round,
+            "github": work.github, "platform": opening.platform, "metric": opening.metric, "keys": opening.keys,
+            "tests": opening.tests, "topologies": opening.topologies, "per_round": per_round,
             "sides": {name: side.to_json() for name, side in sides.items()},
             "settings": dict(work.settings) or {"runs": work.runs, "max_runs": work.max_runs},
-            "good": asdict(good), "path": [asdict(c) for c in path], "good_ref": good_ref, "bad_ref": bad_ref,
+            "good": asdict(good), "path": [asdict(c) for c in path], "good_ref": opening.good_ref,
+            "bad_ref": opening.bad_ref, "origin": opening.origin,
             "max_steps": self.max_steps, "stage": "confirming", "round": 0,
             "rounds": rounds_needed(len(path) - 1, per_round), "pairs": {}, "answers": {}, "note": None,
             "culprit": None, "comment": None, "published": None, "publish_attempts": 0,
@@ -289,9 +320,63 @@ class Loop:
         }
         self.store.save_session_document(bisection, DOCUMENT, self._context(state))
         self._save(state)
-        self.say("bisection opened", bisection=bisection, work=work.work_id, platform=moved.platform,
-                 per_round=per_round, commits=len(path), tests=",".join(moved.tests), metric=moved.metric)
+        self.say("bisection opened", bisection=bisection, work=work.work_id, origin=opening.origin["kind"],
+                 platform=opening.platform, per_round=per_round, commits=len(path), tests=",".join(opening.keys),
+                 metric=opening.metric)
         return Decision(self._opened_line(bisection), bisection)
+
+    # -- the second trigger: a change point of a branch's history ---------------------------------
+    def checks_history(self, work: "WorkLike") -> bool:
+        """Whether the complete work item `work` is a push whose branch's history is checked."""
+        return self.history and self.max_concurrent > 0 and work.source == "push" and bool(work.branch)
+
+    def history_check(self, work: "WorkLike") -> list[int]:
+        """After a push's work item is stored: the change points of its branch's series (redline.fleet.
+        branch_history, `redline history`'s detector) not decided on at an earlier check are each
+        opened as a bisection (the push before it GOOD, the push after it BAD), or refused with one log
+        line; what was decided is recorded in the store. The bisections this check opened (now or
+        before a restart) are advanced. Idempotent. Returns the bisections it opened now."""
+        if not self.checks_history(work):
+            return []
+        seen, decided, opened = branch_history.seen(self.store), [], []
+        for found in branch_history.change_points(self.store, work, preferred=PREFERRED_METRIC, say=self.say):
+            if found.key in seen:
+                continue
+            decision = self._open_change_point(found, work.work_id)
+            decided.append({"key": found.key, "bisection": decision.bisection, "line": decision.line})
+            if decision.bisection is not None:
+                opened.append(decision.bisection)
+        branch_history.record(self.store, work.work_id, decided)
+        for bisection, state in self.states():
+            if state.get("origin", {}).get("checked_by") == work.work_id:
+                self.advance(bisection)
+        return opened
+
+    def _open_change_point(self, found: "branch_history.Found", checked_by: str) -> Decision:
+        where = {"work": checked_by, "change_point": found.key}
+        span = git_range(found.before.comparison, found.after.comparison)
+        if span is None:
+            self.say("history change point not bisected: its builds are not git commits of one repository", **where)
+            return Decision("not git commits of one repository")
+        explained = self.covering(*span)
+        if explained is not None:
+            self.say("history change point already bisected", bisection=explained, **where)
+            return Decision(f"inside the range of fleet bisection {explained}")
+        repo, good_ref, bad_ref = span
+        return self.open(Opening(repository=repo, good_ref=good_ref, bad_ref=bad_ref, keys=found.keys,
+                                 tests=found.tests, topologies=found.topologies, metric=found.metric,
+                                 platform=found.platform, work=found.after, origin=found.origin(checked_by)))
+
+    def covering(self, repository: str, good_ref: str, bad_ref: str) -> int | None:
+        """A bisection of `repository` whose range holds GOOD..BAD (the same range or inside it)."""
+        for bisection, state in self.states():
+            if state["repository"] != repository:
+                continue
+            commits = [state["good"]["sha"]] + [c["sha"] for c in state["path"]]
+            at = {ref: next((n for n, sha in enumerate(commits) if names(ref, sha)), None) for ref in (good_ref, bad_ref)}
+            if None not in at.values() and at[good_ref] < at[bad_ref]:
+                return bisection
+        return None
 
     @staticmethod
     def _opened_line(bisection: int) -> str:
@@ -422,7 +507,7 @@ class Loop:
         self._publish(state)
 
     def _comment(self, state: dict, outcome: Outcome | None) -> str:
-        head = (f"### redline: fleet bisection {state['bisection']} of work item `{state['work_id']}`\n\n"
+        head = (f"### redline: fleet bisection {state['bisection']} {triggered_by(state)}\n\n"
                 f"{len(state['path'])} commits after `{state['good']['sha'][:12]}`, on platform "
                 f"`{state['platform']}`, {state['per_round']} commit(s) per round, "
                 f"{len(state['pairs'])} pairs measured as fleet work items.\n\n")
@@ -444,6 +529,27 @@ class Loop:
         self._save(state)
 
 
+def origin_kind(state: dict) -> str:
+    """What opened a bisection: a work item's own verdict, or a change point of a branch's history."""
+    return (state.get("origin") or {}).get("kind", "verdict")
+
+
+def triggered_by(state: dict) -> str:
+    """The report heading's words for what opened the bisection."""
+    origin = state.get("origin") or {}
+    if origin_kind(state) != "history":
+        return f"of work item `{state['work_id']}`"
+    series = "; ".join(f"`{name}`" for name in origin["series"][:3]) + (
+        f" and {len(origin['series']) - 3} more" if len(origin["series"]) > 3 else "")
+    return (f"of a `redline history` change point ({origin['time']}): {series}, {origin['metric']} "
+            f"{origin['delta_pct']:+.1f}% (p {origin['p_value']:.2g}) from the push of work item `{origin['after']}`")
+
+
+def names(ref: str, sha: str) -> bool:
+    """Whether a target's reference names the commit `sha` (the sha itself, or its abbreviation)."""
+    return len(ref) >= 7 and sha.startswith(ref.lower())
+
+
 def marker(bisection: int) -> str:
     """The invisible line that identifies a bisection's comment."""
     return f"<!-- redline bisection {bisection} -->"
@@ -461,3 +567,4 @@ class WorkLike(Protocol):
     settings: dict
     bisection: str
     platforms: list[str]
+    branch: str
