@@ -1,12 +1,25 @@
-"""The closed loop (#34): a work item's regression or improvement confirmed, then bisected by the
-fleet's agents, and the culprit reported — with no one in the loop. The one place for the concept;
-the collector calls it at two moments (redline/fleet/collector.py):
+"""The closed loop (#34): a work item's regression or improvement, or a change point of a branch's
+history, confirmed, then bisected by the fleet's agents, and the culprit reported — with no one in
+the loop. The one place for the concept; the collector calls it at three moments
+(redline/fleet/collector.py):
 
   `trigger`        a work item of a push or pull request is complete and a test moved on it (after
                    false-discovery control): a bisection is opened (or refused, with one line for
                    the work item's comment: caps, a range that is not one repository's git commits)
   `work_complete`  a work item of the loop is complete (its `bisection` field names the bisection),
                    or the work item that opened one: the bisection advances
+  `history_check`  a push's work item (one with a `branch`) is stored: `redline history`'s detector
+                   runs over the branch's series of its tests in the collector's store
+                   (redline.fleet.branch_history); each change point not decided on at an earlier
+                   check whose two builds around it (the heads of the pushes before and after it)
+                   are git commits of one repository is opened as a bisection, GOOD the build before,
+                   BAD the build after, on the tests and metric that changed there — unless a
+                   bisection's range (a push's own, or another) holds it already. What each check
+                   decided is recorded in the store, so a second look or a restart opens nothing new.
+
+Both triggers open through `open` (an `Opening`: range, tests, metric, platform, the work item whose
+sides and settings the pairs take, and the origin): the cap, the ancestry path, the state and the
+report are shared; the report's heading says what opened it.
 
 **A bisection is a store session** of kind `bisect` with two documents: `bisection` (what
 `redline bisect` stores: the outcome so far and the context; the report is rendered from it by
@@ -43,8 +56,9 @@ redline.fleet.entries): the agent adds runs while the candidate's interval strad
 point, as `redline bisect` does on one machine (redline.fleet.execution.step_rule_runs). The
 confirmation and the culprit's own change follow compare's adaptive rule.
 
-What is not here (docs/fleet.md "The closed loop"): counted (--measure instructions) steps,
-`redline history` change points as a trigger.
+What is not here (docs/fleet.md "The closed loop"): counted (--measure instructions) steps; a
+wider range than the two builds around a history change point (a slow drift whose change point falls
+between two builds that differ by less than the confirmation can see is "not reproduced").
 """
 
 from __future__ import annotations
@@ -338,15 +352,15 @@ class Loop:
         before a restart) are advanced. Idempotent. Returns the bisections it opened now."""
         if not self.checks_history(work):
             return []
-        seen, decided, opened = branch_history.seen(self.store), [], []
+        seen, opened = branch_history.seen(self.store), []
         for found in branch_history.change_points(self.store, work, preferred=PREFERRED_METRIC, say=self.say):
             if found.key in seen:
                 continue
             decision = self._open_change_point(found, work.work_id)
-            decided.append({"key": found.key, "bisection": decision.bisection, "line": decision.line})
+            branch_history.record(self.store, work.work_id, [{"key": found.key, "bisection": decision.bisection,
+                                                              "line": decision.line}])
             if decision.bisection is not None:
                 opened.append(decision.bisection)
-        branch_history.record(self.store, work.work_id, decided)
         for bisection, state in self.states():
             if state.get("origin", {}).get("checked_by") == work.work_id:
                 self.advance(bisection)

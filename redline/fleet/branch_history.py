@@ -34,6 +34,7 @@ from redline.store.fleet_ledger import Ledger
 from redline.store.results import Store
 
 SEEN = "history_change_points"      # the session document recording what each check decided
+WINDOW = 100                        # the newest pushes of a branch a check looks at (older ones were checked before)
 
 
 @dataclass
@@ -101,19 +102,20 @@ def _series_label(push: entries.WorkSummary, platform: str) -> str:
 
 def change_points(store: Store, work: entries.WorkSummary, *, preferred: str,
                   p_threshold: float = history.DEFAULT_P_VALUE, say=lambda event, **fields: None) -> list[Found]:
-    """Every change point of the branch's series of the tests of `work`, grouped by the two builds
-    around it; in each, the metric followed is `preferred` when it changed there, else the first
+    """Every change point of the branch's series of the tests of `work` (over the branch's newest
+    WINDOW pushes), grouped by the two builds around it; in each, the metric followed is `preferred` when it changed there, else the first
     compared metric that did."""
     ledger = Ledger(store)
-    pushes = pushes_of(ledger, work, say)
+    pushes = pushes_of(ledger, work, say)[-WINDOW:]
     if len(pushes) < 2 * history.MIN_SESSIONS:
         return []
     order = {push.work.work_id: n for n, push in enumerate(pushes)}
     by_session = {push.session: push.work for push in pushes}
-    rows = ledger.comparison_values([p.work.work_id for p in pushes], list(COMPARED_METRICS))
-    suites = {(row["test"], row["topology"]): row["suite_file"] for row in rows if row["suite_file"]}
-    wanted = {(row["test"], row["topology"]) for row in rows      # the tests of the work item (a job can name them)
-              if row["work_id"] == work.work_id and row["suite_file"]}
+    own = ledger.comparison_values([work.work_id], list(COMPARED_METRICS))
+    wanted = {(row["test"], row["topology"]) for row in own if row["suite_file"]}   # a job can name their suite
+    rows = ledger.comparison_values([p.work.work_id for p in pushes], list(COMPARED_METRICS),
+                                    sorted({test for test, _ in wanted}))
+    suites = {(row["test"], row["topology"]): row["suite_file"] for row in own if row["suite_file"]}
     grouped: dict[str, dict] = {}
     floors = store.noise_floors()
     for metric in COMPARED_METRICS:

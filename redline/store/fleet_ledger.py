@@ -82,10 +82,10 @@ class Ledger:
         return [(work_id, session_id, json.loads(document)) for work_id, session_id, document in self.db.execute(
             "SELECT work_id, session_id, document FROM fleet_work WHERE state != 'running' ORDER BY rowid")]
 
-    def comparison_values(self, work_ids: list[str], metrics: list[str]) -> list:
-        """Every measured run of the comparison side of these work items with its value of each of
-        `metrics`: work_id, platform, session_id, test, topology, suite_file, started_at, metric, value,
-        identity, server_version (as Store.history's rows), oldest first."""
+    def comparison_values(self, work_ids: list[str], metrics: list[str], tests: list[str] | None = None) -> list:
+        """Every measured run of the comparison side of these work items (of `tests` only, when given)
+        with its value of each of `metrics`: work_id, platform, session_id, test, topology, suite_file,
+        started_at, metric, value, identity, server_version (as Store.history's rows), oldest first."""
         return self.db.execute(
             "SELECT j.work_id, j.platform, r.session_id, r.test, r.topology, r.suite_file, r.target, r.started_at, "
             "m.name AS metric, m.value, json_extract(r.facts, '$.identity') AS identity, "
@@ -94,8 +94,10 @@ class Ledger:
             "JOIN fleet_jobs j ON j.job_id = f.job_id "
             "WHERE j.status='ok' AND r.status='ok' AND r.purpose='measure' AND r.side='comparison' "
             "AND m.value IS NOT NULL AND j.work_id IN (SELECT value FROM json_each(?)) "
-            "AND m.name IN (SELECT value FROM json_each(?)) ORDER BY r.started_at",
-            (json.dumps(work_ids), json.dumps(metrics))).fetchall()
+            "AND m.name IN (SELECT value FROM json_each(?)) "
+            "AND (? IS NULL OR r.test IN (SELECT value FROM json_each(?))) ORDER BY r.started_at",
+            (json.dumps(work_ids), json.dumps(metrics), None if tests is None else 1, json.dumps(tests or []))
+        ).fetchall()
 
     # -- side effects ---------------------------------------------------------------------------
     def pending_effects(self, work_id: str | None = None) -> list[tuple[str, str, int]]:
