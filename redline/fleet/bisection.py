@@ -387,7 +387,8 @@ class Loop:
             if state["repository"] != repository:
                 continue
             commits = [state["good"]["sha"]] + [c["sha"] for c in state["path"]]
-            at = {ref: next((n for n, sha in enumerate(commits) if names(ref, sha)), None) for ref in (good_ref, bad_ref)}
+            at = {ref: next((n for n, sha in enumerate(commits) if ref_names(ref, sha)), None)
+                  for ref in (good_ref, bad_ref)}
             if None not in at.values() and at[good_ref] < at[bad_ref]:
                 return bisection
         return None
@@ -559,7 +560,7 @@ def triggered_by(state: dict) -> str:
             f"{origin['delta_pct']:+.1f}% (p {origin['p_value']:.2g}) from the push of work item `{origin['after']}`")
 
 
-def names(ref: str, sha: str) -> bool:
+def ref_names(ref: str, sha: str) -> bool:
     """Whether a target's reference names the commit `sha` (the sha itself, or its abbreviation)."""
     return len(ref) >= 7 and sha.startswith(ref.lower())
 

@@ -103,28 +103,23 @@ def _series_label(push: entries.WorkSummary, platform: str) -> str:
 def change_points(store: Store, work: entries.WorkSummary, *, preferred: str,
                   p_threshold: float = history.DEFAULT_P_VALUE, say=lambda event, **fields: None) -> list[Found]:
     """Every change point of the branch's series of the tests of `work` (over the branch's newest
-    WINDOW pushes), grouped by the two builds around it; in each, the metric followed is `preferred` when it changed there, else the first
-    compared metric that did."""
+    WINDOW pushes), grouped by the two builds around it; in each, the metric followed is `preferred`
+    when it changed there, else the first compared metric that did."""
     ledger = Ledger(store)
     pushes = pushes_of(ledger, work, say)[-WINDOW:]
     if len(pushes) < 2 * history.MIN_SESSIONS:
         return []
-    order = {push.work.work_id: n for n, push in enumerate(pushes)}
     by_session = {push.session: push.work for push in pushes}
-    own = ledger.comparison_values([work.work_id], list(COMPARED_METRICS))
-    wanted = {(row["test"], row["topology"]) for row in own if row["suite_file"]}   # a job can name their suite
+    own = [row for row in ledger.comparison_values([work.work_id], list(COMPARED_METRICS)) if row["suite_file"]]
+    suites = {(row["test"], row["topology"]): row["suite_file"] for row in own}    # a job can name their suite
     rows = ledger.comparison_values([p.work.work_id for p in pushes], list(COMPARED_METRICS),
-                                    sorted({test for test, _ in wanted}))
-    suites = {(row["test"], row["topology"]): row["suite_file"] for row in own if row["suite_file"]}
+                                    sorted({test for test, _ in suites}))
     grouped: dict[str, dict] = {}
     floors = store.noise_floors()
     for metric in COMPARED_METRICS:
-        of_metric = sorted((row for row in rows if row["metric"] == metric and (row["test"], row["topology"]) in wanted),
-                           key=lambda row: (order[row["work_id"]], row["started_at"]))
-        relabelled = [{**dict(row), "target": _series_label(by_session[row["session_id"]], row["platform"])}
-                      for row in of_metric]
-        platform_of = {row["target"]: row["platform"] for row in relabelled}
-        for series in history.analyse_all(history.load_series(relabelled, None), floors=floors, metric=metric,
+        of_metric = _rows_of_series(rows, pushes, metric, set(suites))
+        platform_of = {row["target"]: row["platform"] for row in of_metric}
+        for series in history.analyse_all(history.load_series(of_metric, None), floors=floors, metric=metric,
                                           p_threshold=p_threshold):
             for cp in series.change_points:
                 before = by_session[series.points[cp.index - 1].session]
@@ -135,6 +130,17 @@ def change_points(store: Store, work: entries.WorkSummary, *, preferred: str,
                                                  "metrics": {}})
                 group["metrics"].setdefault(metric, []).append((series, cp))
     return [_found(key, group, suites, preferred) for key, group in grouped.items()]
+
+
+def _rows_of_series(rows, pushes: list[Push], metric: str, tests: set[tuple[str, str]]) -> list[dict]:
+    """The rows of `metric` of the wanted (test, topology)s as `redline history` reads them, the target
+    being the branch's series label, in push order (a push's runs together: one point each)."""
+    order = {push.work.work_id: n for n, push in enumerate(pushes)}
+    by_session = {push.session: push.work for push in pushes}
+    chosen = sorted((row for row in rows if row["metric"] == metric and (row["test"], row["topology"]) in tests),
+                    key=lambda row: (order[row["work_id"]], row["started_at"]))
+    return [{**dict(row), "target": _series_label(by_session[row["session_id"]], row["platform"])}
+            for row in chosen]
 
 
 def _found(key: str, group: dict, suites: dict, preferred: str) -> Found:

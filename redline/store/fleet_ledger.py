@@ -93,7 +93,7 @@ class Ledger:
             "JOIN metrics m ON m.run_id = r.id JOIN fleet_runs f ON f.run_id = r.id "
             "JOIN fleet_jobs j ON j.job_id = f.job_id "
             "WHERE j.status='ok' AND r.status='ok' AND r.purpose='measure' AND r.side='comparison' "
-            "AND m.value IS NOT NULL AND j.work_id IN (SELECT value FROM json_each(?)) "
+            "AND m.value IS NOT NULL AND r.started_at IS NOT NULL AND j.work_id IN (SELECT value FROM json_each(?)) "
             "AND m.name IN (SELECT value FROM json_each(?)) "
             "AND (? IS NULL OR r.test IN (SELECT value FROM json_each(?))) ORDER BY r.started_at",
             (json.dumps(work_ids), json.dumps(metrics), None if tests is None else 1, json.dumps(tests or []))
