@@ -16,8 +16,9 @@ from redline.bisect.search import Commit
 from redline.core.errors import UsageError
 from redline.core.run import Run
 from redline.engine.job import SideSpec
-from redline.fleet import admission, bisection, entries, work
+from redline.fleet import admission, bisection, branch_history, entries, work
 from redline.output.markdown import literal
+from redline.store.fleet_ledger import Ledger
 from redline.store.results import Store
 
 REPO = "/srv/fixture"
@@ -580,6 +581,7 @@ def test_a_work_hash_with_bad_loop_fields_is_malformed():
     for name, value in (("settings", json.dumps({"runs": 0})), ("settings", json.dumps({"shell": "rm"})),
                         ("settings", json.dumps({"runs": 3, "max_runs": 2})), ("bisection", "1 2"),
                         ("source", "cron"), ("sides", json.dumps([{"name": "x", "target": "t"}])),
+                        ("branch", "main..x"), ("branch", "-x"), ("branch", "b" * 201), ("branch", "a b"),
                         ("platforms", json.dumps(["bad name"]))):
         with pytest.raises(entries.Malformed):
             entries.work_summary({**fields, name: value}, "w1")
@@ -787,3 +789,139 @@ def test_a_hostile_function_name_is_inert_in_the_comment(tmp_path):
     outside = markdown.replace(literal(hostile), "")
     for live in ("@octocat", "![x]", "](http://evil.example", "<img"):
         assert live not in outside, live
+# -- the second trigger: a change point of a branch's history (redline.fleet.branch_history) ---------
+def path_between(model: Model):
+    """The ancestry path GOOD..BAD in the model's linear history (as `git log --ancestry-path`)."""
+    def path_of(repo, good, bad):
+        return model.commits[model.index[good]], model.commits[model.index[good] + 1:model.index[bad] + 1]
+    return path_of
+
+
+def store_push(store: Store, model: Model, at: int, *, target: str = f"git:{REPO}@{{sha}}",
+               branch: str = "main") -> entries.WorkSummary:
+    """The push of commit `at` (its first parent before it) stored as the collector stores a work item:
+    its session, each job's runs through the ledger's sink, the job rows, the finished work item."""
+    before, after = model.commits[at - 1].sha, model.commits[at].sha
+    item = work.WorkItem(work_id=work.new_work_id(), source="push", branch=branch,
+                         sides=[SideSpec("baseline", target.format(sha=before), (), "libc-malloc"),
+                                SideSpec("comparison", target.format(sha=after), (), "libc-malloc")],
+                         platforms=["p"], tests=[(SUITE, TEST), (SUITE, OTHER)], topologies=["oss-standalone"],
+                         settings=work.Settings(runs=5, max_runs=5, duration_s=1.0, warmup_s=0.0))
+    ledger = Ledger(store)
+    session = ledger.session_of(item.work_id, item.summary(2))
+    for number, test in enumerate((TEST, OTHER), 1):
+        job_id = f"{item.work_id}:p:{number}"
+        sink = ledger.job_runs(session, job_id)
+        for run in model.runs(before, after, [test]):
+            run.status, run.started_at = "ok", 1_764_000_000.0 + at * 100 + run.run_index
+            sink.run_started(run)
+            sink.run_finished(run)
+        ledger.add_job(work_id=item.work_id, entry={"job_id": job_id, "platform": "p", "agent": "a", "attempt": "1"})
+    ledger.finish(item.work_id, state="done", comment="", effects=[])
+    return summary_of(item)
+
+
+def history_loop(tmp_path, model: Model, **kwargs) -> tuple[Store, FakeFleet, bisection.Loop, list[str]]:
+    store, fleet, lines = Store(tmp_path / "fleet.db"), FakeFleet(model, 1), []
+    loop = bisection.Loop(store, fleet, path_of=path_between(model),
+                          say=lambda event, **fields: lines.append(f"{event} {fields}"), **kwargs)
+    return store, fleet, loop, lines
+
+
+def test_a_step_in_a_branch_history_opens_one_bisection_from_the_builds_around_it(tmp_path):
+    """Ten pushes of one commit each; TEST's CPU per op is 6% higher from commit 6 on (OTHER never
+    moves): the check after the last push opens exactly one bisection, the push of commit 5's head
+    GOOD and commit 6 BAD, on TEST and CPU per op; its confirmation is the first pair; it reports
+    commit 6 under a heading naming the history change point."""
+    model = Model(10, {6: 1.06})
+    store, fleet, loop, lines = history_loop(tmp_path, model)
+    pushes = [store_push(store, model, at) for at in range(1, 11)]
+    opened = loop.history_check(pushes[-1])
+    assert len(opened) == 1 and len(loop.states()) == 1
+    state = loop.state(opened[0])
+    assert state["good"]["sha"] == model.commits[5].sha and [c["sha"] for c in state["path"]] == [model.commits[6].sha]
+    assert state["keys"] == [TEST] and state["metric"] == METRIC and state["tests"] == [[SUITE, TEST]]
+    assert state["origin"]["kind"] == "history" and state["origin"]["checked_by"] == pushes[-1].work_id
+    assert state["work_id"] == pushes[5].work_id and 4 < state["origin"]["delta_pct"] < 8
+    # the check advanced it: the confirmation (GOOD against BAD again) is queued as a work item
+    assert len(fleet.submitted) == 1
+    confirmation = fleet.items[fleet.submitted[0]]
+    assert [s.target for s in confirmation.sides] == [f"git:{REPO}@{model.commits[5].sha}",
+                                                      f"git:{REPO}@{model.commits[6].sha}"]
+    assert loop.of_work(pushes[5].work_id) is None        # not a work item's own verdict's bisection
+    drain(loop, fleet)
+    state = loop.state(opened[0])
+    assert state["stage"] == "reported" and state["culprit"]["sha"] == model.commits[6].sha
+    markdown = fleet.comments[-1][0]
+    assert f"fleet bisection {opened[0]} of a `redline history` change point" in markdown
+    assert f"{TEST} · oss-standalone · git:{REPO} branch main variant libc-malloc on p" in markdown
+    assert "server_cpu_us_per_op +" in markdown and pushes[5].work_id in markdown
+
+
+def test_a_flat_branch_history_opens_nothing(tmp_path):
+    model = Model(10, {})
+    store, fleet, loop, lines = history_loop(tmp_path, model)
+    pushes = [store_push(store, model, at) for at in range(1, 11)]
+    assert loop.history_check(pushes[-1]) == []
+    assert loop.states() == [] and fleet.submitted == [] and store.documents_named(branch_history.SEEN) == []
+
+
+def test_a_change_point_seen_again_opens_nothing_new(tmp_path):
+    """The same check again (a replayed effect), a later push, and a restarted coordinator over the
+    same store: the change point is decided once."""
+    model = Model(12, {6: 1.06})
+    store, fleet, loop, lines = history_loop(tmp_path, model)
+    pushes = [store_push(store, model, at) for at in range(1, 11)]
+    first = loop.history_check(pushes[-1])
+    assert len(first) == 1
+    assert loop.history_check(pushes[-1]) == []                       # the effect done again
+    pushes.append(store_push(store, model, 11))
+    assert loop.history_check(pushes[-1]) == []                       # a later push
+    store.close()
+    store2 = Store(tmp_path / "fleet.db")
+    loop2 = bisection.Loop(store2, fleet, path_of=path_between(model))
+    pushes.append(store_push(store2, model, 12))
+    assert loop2.history_check(pushes[-1]) == []                      # after a restart
+    assert [b for b, _ in loop2.states()] == first and len(fleet.submitted) == 1
+    seen = [d for _, doc in store2.documents_named(branch_history.SEEN) for d in doc["change_points"]]
+    assert len(seen) == 1 and seen[0]["bisection"] == first[0]
+
+
+def test_a_change_point_between_builds_that_are_not_git_commits_is_one_log_line(tmp_path):
+    model = Model(10, {6: 1.06})
+    store, fleet, loop, lines = history_loop(tmp_path, model)
+    pushes = [store_push(store, model, at, target="bin:/srv/redis-server") for at in range(1, 11)]
+    assert loop.history_check(pushes[-1]) == []
+    said = [line for line in lines if "not git commits" in line]
+    assert len(said) == 1 and "bin:/srv/redis-server → bin:/srv/redis-server" in said[0]
+    assert loop.states() == [] and fleet.submitted == []
+    assert loop.history_check(pushes[-1]) == [] and len([line for line in lines if "not git commits" in line]) == 1
+
+
+def test_a_change_point_inside_a_pushs_bisection_is_not_opened_twice(tmp_path):
+    """A push of commits 0..12 moved TEST and opened its own bisection; the branch's history then shows
+    the step at commit 12 between two of its pushes: inside that range, it is not opened again."""
+    model = Model(16, {12: 1.06})
+    store, fleet, loop, lines = history_loop(tmp_path, model)
+    wide = Model(12, {12: 1.06})                       # the same commits 0..12
+    own = loop.trigger(*source_work(wide))
+    assert own.bisection is not None
+    pushes = [store_push(store, model, at) for at in range(7, 17)]
+    assert loop.history_check(pushes[-1]) == []
+    assert [b for b, _ in loop.states()] == [own.bisection]
+    assert any("already bisected" in line and f"'bisection': {own.bisection}" in line for line in lines)
+    seen = [d for _, doc in store.documents_named(branch_history.SEEN) for d in doc["change_points"]]
+    assert len(seen) == 1 and seen[0]["line"] == f"inside the range of fleet bisection {own.bisection}"
+
+
+def test_the_history_trigger_is_off_with_its_flag_and_for_other_work(tmp_path):
+    model = Model(10, {6: 1.06})
+    store, fleet, loop, lines = history_loop(tmp_path, model, history=False)
+    pushes = [store_push(store, model, at) for at in range(1, 11)]
+    assert not loop.checks_history(pushes[-1]) and loop.history_check(pushes[-1]) == []
+    on = bisection.Loop(store, fleet, path_of=path_between(model))
+    assert on.checks_history(pushes[-1])
+    assert not on.checks_history(entries.work_summary({**pushes[-1].fields, "branch": ""}, pushes[-1].work_id))
+    assert not on.checks_history(entries.work_summary({**pushes[-1].fields, "source": "cli"}, pushes[-1].work_id))
+    assert not bisection.Loop(store, fleet, max_concurrent=0).checks_history(pushes[-1])
+    assert loop.states() == []

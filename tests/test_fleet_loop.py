@@ -279,3 +279,93 @@ def test_a_change_past_the_cap_is_queued_shown_by_fleet_status_and_opened_when_t
             assert [pair["agent_s"] for pair in state["pairs"].values()] == [JOB_SPAN_S] * len(state["pairs"])
         status = redline("fleet", "status", "--redis", url)
         assert status.stdout.count(f"reported: culprit {shas[12][:12]}") == 2, status.stdout
+def test_a_step_in_a_branchs_history_is_bisected_by_the_real_collector(tmp_path, repository):
+    """The second trigger through the real collector: ten pushes of one commit each to branch main,
+    GET 30% more CPU per op from commit 6 on. The push of commit 6 lost its GET job (dead on every
+    attempt: no verdict, so no bisection of its own); the branch's history (redline history's
+    detector over the collector's store) shows the step between the pushes of commits 5 and 7, and
+    the collector opens one bisection from commit 5 (GOOD) to 7 (BAD) by itself, confirms it and
+    reports commit 6. Each push's check after it does not open it again."""
+    repo, shas = repository
+    get, setter = (load_test(builtin_suites_dir() / "quick" / f"{name}.yml")
+                   for name in ("string-get-100B-pipeline-10", "string-set-100B-pipeline-10"))
+    suite_file = str(get.path)
+    stepped = lambda sha, test: 10.0 * (1.3 if test == GET and shas.index(sha) >= 6 else 1.0)   # noqa: E731
+    dead_job = {"test": GET, "commit": 6}
+    with redis_with_aof(tmp_path / "aof") as url:
+        r = client(url)
+        store, log = tmp_path / "fleet.db", tmp_path / "collector.log"
+        collector = redline_process("collector", "--redis", url, "--store", store, log=log)
+        try:
+            work.register_platform(r, "p")
+            pushes = []
+            for at in range(1, 11):
+                item = work.new_work(r, source="push", branch="main", platforms=["p"], tests=[get, setter],
+                                     topologies=None, settings=work.Settings(runs=5, max_runs=5, duration_s=1.0,
+                                                                             warmup_s=0.0),
+                                     sides=[SideSpec("baseline", f"git:{repo}@{shas[at - 1]}", (), "libc-malloc"),
+                                            SideSpec("comparison", f"git:{repo}@{shas[at]}", (), "libc-malloc")])
+                work.enqueue(r, item)
+                pushes.append(item.work_id)
+                play_branch_agent(r, shas, suite_file, stepped, dead=dead_job)
+                wait_for(lambda: r.hget(keys.WORK.key(work_id=item.work_id), "state") in ("done", "failed"),
+                         f"push {at} stored")
+            # the agents answer the bisection's work items until its report is on the comments stream
+            report = None
+            for _ in range(60):
+                play_branch_agent(r, shas, suite_file, stepped)
+                report = bisection_comment(r)
+                if report:
+                    break
+                time.sleep(0.5)
+            assert report is not None, log.read_text()[-3000:]
+        finally:
+            assert stop(collector) == 0
+        assert "of a `redline history` change point" in report["markdown"], report["markdown"]
+        assert f"culprit: {shas[6][:12]}" in report["markdown"], report["markdown"]
+        states = [json.loads(d) for d, in query(store, "SELECT document FROM session_documents "
+                                                       "WHERE name='fleet_bisection'")]
+        assert len(states) == 1, states
+        state = states[0]
+        assert state["origin"]["kind"] == "history" and state["keys"] == [GET] and state["metric"] == METRIC
+        assert state["good"]["sha"] == shas[5] and [c["sha"] for c in state["path"]] == [shas[6], shas[7]]
+        assert state["work_id"] == pushes[6] and state["stage"] == "reported"
+        assert state["pairs"][f"{shas[5]}..{shas[7]}"]["purpose"] == "confirmation"
+        decided = [c for d, in query(store, "SELECT document FROM session_documents WHERE name='history_change_points'")
+                   for c in json.loads(d)["change_points"]]
+        assert len(decided) == 1 and decided[0]["bisection"] == state["bisection"], decided
+        effects = query(store, "SELECT state, count(*) FROM fleet_effects WHERE kind='history' GROUP BY state")
+        assert effects == [("done", 10)], effects
+        assert "history check failed" not in log.read_text()
+
+
+def play_branch_agent(r, shas: list[str], suite_file: str, value_of, *, dead: dict | None = None) -> None:
+    """Every job waiting on platform p answered with runs of `value_of(sha, test)`; the job of
+    `dead["test"]` in the push of commit `dead["commit"]` published as dead (failed on every attempt)."""
+    stream = keys.JOBS.key(platform="p")
+    work.ensure_group(r, stream, keys.AGENTS_GROUP)
+    for _, found in r.xreadgroup(keys.AGENTS_GROUP, "test-agent", {stream: ">"}, count=100) or []:
+        for entry_id, fields in found:
+            job = json.loads(fields["job"])
+            baseline, comparison = (side["target"].rsplit("@", 1)[1] for side in job["sides"])
+            common = {"job_id": fields["job_id"], "work_id": fields["work_id"], "platform": "p", "agent": "test-agent",
+                      "attempt": "1", "submitted_at": fields["submitted_at"], "started_at": repr(time.time()),
+                      "finished_at": repr(time.time())}
+            if dead and job["test"] == dead["test"] and comparison == shas[dead["commit"]] and not job.get("step_rule") \
+                    and shas.index(baseline) == dead["commit"] - 1:
+                result = {**common, "kind": "dead", "error": "build failed on every attempt (test)"}
+            else:
+                runs = []
+                for index in range(job["settings"]["runs"]):
+                    for side, sha in (("baseline", baseline), ("comparison", comparison)):
+                        noise = int(hashlib.sha1(f"{job['job_id']}{side}{index}".encode()).hexdigest()[:4], 16) / 65535
+                        runs.append(Run(test=job["test"], target=f"git:x@{sha}", side=side, run_index=index,
+                                        status="ok", suite_file=suite_file, started_at=time.time(),
+                                        metrics={METRIC: value_of(sha, job["test"]) * (0.99 + 0.02 * noise),
+                                                 "ops_per_sec": 1000.0 + noise}).to_json())
+                result = {**common, "kind": "result", "runs": json.dumps(runs)}
+            with r.pipeline(transaction=True) as tx:
+                tx.xadd(keys.RESULTS.key(), result)
+                tx.xack(stream, keys.AGENTS_GROUP, entry_id)
+                tx.xdel(stream, entry_id)
+                tx.execute()

@@ -60,8 +60,11 @@ def settings(**overrides) -> api.Settings:
 def test_push_decisions():
     push = {"ref": "refs/heads/unstable", "before": "a" * 40, "after": "b" * 40,
             "repository": {"default_branch": "unstable"}}
-    assert api.push_request(push, settings()) == ("push", f"git:/srv/redis@{'a' * 40}", f"git:/srv/redis@{'b' * 40}", "")
+    assert api.push_request(push, settings()) == ("push", f"git:/srv/redis@{'a' * 40}", f"git:/srv/redis@{'b' * 40}", "",
+                                                 "unstable")
     assert "not to" in api.push_request(push, settings(branches=["7.2"]))
+    # a branch name outside the work hash's form is benchmarked without a history, never a malformed work item
+    assert api.push_request({**push, "ref": "refs/heads/a..b"}, settings(branches=["a..b"]))[4] == ""
     assert "deleted" in api.push_request({**push, "after": api.ZERO_SHA, "deleted": True}, settings())
     assert "created" in api.push_request({**push, "before": api.ZERO_SHA}, settings())
     assert "not to" in api.push_request({**push, "ref": "refs/tags/unstable"}, settings())

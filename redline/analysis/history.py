@@ -17,6 +17,7 @@ from redline.analysis.changepoint import (DEFAULT_MIN_EFFECT_PCT, MIN_SESSIONS, 
                                           analyse_sessions)
 from redline.analysis.stats import MIN_TAU_PCT
 
+DEFAULT_P_VALUE = 0.001       # `redline history --p-value`, and the closed loop's history trigger
 NEEDS = f"needs {2 * MIN_SESSIONS} sessions ({MIN_SESSIONS} on each side of a change)"
 
 
@@ -67,8 +68,13 @@ def load_series(rows, pattern: re.Pattern | None) -> list[Series]:
 def analysed_series(store, *, metric: str, pattern: re.Pattern | None, p_threshold: float) -> list[Series]:
     """Every stored series of `metric` (on this machine) whose test matches, with its change points
     (the minimum effect from the test's calibrated noise floor, where there is one)."""
-    all_series = load_series(store.history(metric), pattern)
-    floors = store.noise_floors()
+    return analyse_all(load_series(store.history(metric), pattern), floors=store.noise_floors(), metric=metric,
+                       p_threshold=p_threshold)
+
+
+def analyse_all(all_series: list[Series], *, floors: dict, metric: str, p_threshold: float) -> list[Series]:
+    """Each series analysed with its test's calibrated noise floor of `metric` (`floors`, as
+    Store.noise_floors gives them) where there is one."""
     for series in all_series:
         analyse(series, p_threshold=p_threshold, noise_floor_pct=floors.get((series.test, metric)))
     return all_series

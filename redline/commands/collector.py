@@ -25,7 +25,8 @@ def add_parser(commands) -> None:
 
 
 def add_bisect_arguments(parser) -> None:
-    """The closed loop's limits (docs/fleet.md "The closed loop"); `fleet local` passes them to its collector."""
+    """The closed loop's caps and triggers (docs/fleet.md "The closed loop"); `fleet local` passes them to its
+    collector."""
     from redline.commands.argtypes import (bisect_agent_time, bisect_max_concurrent, bisect_max_queued,
                                            bisect_max_steps, bisect_stall_after)
     from redline.fleet.admission import DEFAULT_MAX_QUEUED, DEFAULT_STALL_AFTER_S
@@ -45,6 +46,9 @@ def add_bisect_arguments(parser) -> None:
     parser.add_argument("--bisect-stall-after", type=bisect_stall_after, default=DEFAULT_STALL_AFTER_S,
                         metavar="TIME", help="a bisection whose platform has no live agent this long is stalled "
                                              f"and frees its slot (default {DEFAULT_STALL_AFTER_S / 60:g}m)")
+    parser.add_argument("--bisect-history", choices=("on", "off"), default="on",
+                        help="after each push's work item, bisect the new change points of its branch's history "
+                             "(redline history's detector over the fleet's store; default on)")
 
 
 def collector_command(args) -> int:
@@ -63,5 +67,6 @@ def collector_command(args) -> int:
     Collector(connect(args.redis, args.redis_password_file), store=store, name=args.collector_name, stopping=stopping,
               github_poster=poster, export=export, bisect_max_concurrent=args.bisect_max_concurrent,
               bisect_max_steps=args.bisect_max_steps, bisect_max_queued=args.bisect_max_queued,
-              bisect_agent_time=args.bisect_agent_time, bisect_stall_after=args.bisect_stall_after).serve()
+              bisect_agent_time=args.bisect_agent_time, bisect_stall_after=args.bisect_stall_after,
+              bisect_history=args.bisect_history == "on").serve()
     return 0

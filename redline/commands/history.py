@@ -24,9 +24,9 @@ def add_parser(commands) -> None:
                         help=f"{', '.join(m.name for m in metrics.COMPARED)} or any other stored metric "
                              f"({', '.join(m.name for m in metrics.REGISTRY if not m.compared)}); "
                              "default ops_per_sec")
-    parser.add_argument("--p-value", type=positive_float, default=0.001,
-                        help="change-point significance (default 0.001); a change also needs 2 sessions on each "
-                             "side and at least max(2%%, 2 × the calibrated noise floor), else 3%%")
+    parser.add_argument("--p-value", type=positive_float, default=history.DEFAULT_P_VALUE,
+                        help=f"change-point significance (default {history.DEFAULT_P_VALUE:g}); a change also "
+                             "needs 2 sessions on each side and at least max(2%%, 2 × the calibrated noise floor), else 3%%")
     add_store_argument(parser)
     parser.add_argument("--json", type=Path, metavar="FILE",
                         help="write the series (every session's runs and build) and change points as JSON to FILE")

@@ -57,7 +57,7 @@ class Run:
     @property
     def key(self) -> str:
         """What a result is a result of: the test, and its topology unless standalone."""
-        return self.test if self.topology == "oss-standalone" else f"{self.test}@{self.topology}"
+        return run_key(self.test, self.topology)
 
     @property
     def state(self) -> dict | None:
@@ -95,3 +95,8 @@ class Run:
             if fields.get(name) is None:
                 fields[name] = empty
         return cls(**fields)
+
+
+def run_key(test: str, topology: str) -> str:
+    """A run's key (Run.key) from its test and topology."""
+    return test if topology == "oss-standalone" else f"{test}@{topology}"

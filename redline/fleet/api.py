@@ -142,10 +142,10 @@ def make_app(client: redis.Redis, settings: Settings) -> Starlette:
 
 
 def _enqueue(client: redis.Redis, settings: Settings, source: str, baseline: str, comparison: str,
-             github: str) -> tuple[str, int]:
+             github: str, branch: str) -> tuple[str, int]:
     sides = [SideSpec("baseline", baseline, (), settings.variant), SideSpec("comparison", comparison, (), settings.variant)]
     item = work.new_work(client, source=source, sides=sides, platforms=settings.platforms, tests=settings.tests,
-                         topologies=None, settings=settings.run_settings, github=github)
+                         topologies=None, settings=settings.run_settings, github=github, branch=branch)
     return item.work_id, work.enqueue(client, item)
 
 
@@ -178,8 +178,8 @@ def _sha(document: dict, name: str, where: str) -> str:
     return value
 
 
-def push_request(payload: dict, settings: Settings) -> tuple[str, str, str, str] | str:
-    """(source, baseline, comparison, github) for a push to a benchmarked branch, else why not."""
+def push_request(payload: dict, settings: Settings) -> tuple[str, str, str, str, str] | str:
+    """(source, baseline, comparison, github, branch) for a push to a benchmarked branch, else why not."""
     ref = _text(payload, "ref")
     branch = ref.removeprefix("refs/heads/")
     wanted = settings.branches or [_text(_object(payload, "repository"), "default_branch")]
@@ -192,10 +192,11 @@ def push_request(payload: dict, settings: Settings) -> tuple[str, str, str, str]
         return f"branch {branch} created: no previous commit to compare with"
     if not after:
         raise BadPayload("push.after is missing")
-    return "push", _git(settings, before), _git(settings, after), ""
+    # the branch names the fleet's history of it (a name outside the work hash's form: no history)
+    return "push", _git(settings, before), _git(settings, after), "", branch if work.BRANCH.match(branch) else ""
 
 
-def pull_request(payload: dict, settings: Settings) -> tuple[str, str, str, str] | str:
+def pull_request(payload: dict, settings: Settings) -> tuple[str, str, str, str, str] | str:
     action = payload.get("action")
     pr = _object(payload, "pull_request")
     labels = pr.get("labels") or []
@@ -219,7 +220,7 @@ def pull_request(payload: dict, settings: Settings) -> tuple[str, str, str, str]
     if number is not None and (isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 10**9):
         raise BadPayload("number is not a pull request number")
     return ("pull_request", _git(settings, merge_base(settings.repository, base, head)), _git(settings, head),
-            f"{repository}#{number}" if repository and number else "")
+            f"{repository}#{number}" if repository and number else "", "")
 
 
 def merge_base(repository: str, base: str, head: str) -> str:

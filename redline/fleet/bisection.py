@@ -1,6 +1,7 @@
-"""The closed loop (#34): a work item's regression or improvement confirmed, then bisected by the
-fleet's agents, and the culprit reported — with no one in the loop. The one place for the concept;
-the collector calls it at three moments (redline/fleet/collector.py):
+"""The closed loop (#34): a work item's regression or improvement, or a change point of a branch's
+history, confirmed, then bisected by the fleet's agents, and the culprit reported — with no one in
+the loop. The one place for the concept; the collector calls it at four moments
+(redline/fleet/collector.py):
 
   `trigger`        a work item of a push or pull request is complete and a test moved on it (after
                    false-discovery control): a bisection is admitted (`admit`: opened, or queued,
@@ -10,6 +11,19 @@ the collector calls it at three moments (redline/fleet/collector.py):
                    or the work item that opened one: the bisection advances
   `tick`           periodically (every LOOP_TICK_S in the collector's loop, and at its start): what
                    time alone changes — stalled platforms, agent time freed, queued ones opened
+  `history_check`  a push's work item (one with a `branch`) is stored: `redline history`'s detector
+                   runs over the branch's series of its tests in the collector's store
+                   (redline.fleet.branch_history); each change point not decided on at an earlier
+                   check whose two builds around it (the heads of the pushes before and after it)
+                   are git commits of one repository is opened as a bisection, GOOD the build before,
+                   BAD the build after, on the tests and metric that changed there — unless a
+                   bisection's range (a push's own, or another) holds it already. What each check
+                   decided is recorded in the store, so a second look or a restart opens nothing new.
+
+Both triggers open through `open` (an `Opening`: range, tests, metric, platform, the work item whose
+sides and settings the pairs take, and the origin), which walks the range and calls `admit`, the one
+admission path (cap, queue, agent time: redline.fleet.admission); the state and the report are
+shared; the report's heading says what opened it.
 
 **A bisection is a store session** of kind `bisect` with two documents: `bisection` (what
 `redline bisect` stores: the outcome so far and the context; the report is rendered from it by
@@ -69,8 +83,9 @@ redline.fleet.entries): the agent adds runs while the candidate's interval strad
 point, as `redline bisect` does on one machine (redline.fleet.execution.step_rule_runs). The
 confirmation and the culprit's own change follow compare's adaptive rule.
 
-What is not here (docs/fleet.md "The closed loop"): counted (--measure instructions) steps,
-`redline history` change points as a trigger.
+What is not here (docs/fleet.md "The closed loop"): counted (--measure instructions) steps; a
+wider range than the two builds around a history change point (a slow drift whose change point falls
+between two builds that differ by less than the confirmation can see is "not reproduced").
 """
 
 from __future__ import annotations
@@ -92,7 +107,7 @@ from redline.core.errors import RunError, UsageError
 from redline.core.run import Run
 from redline.core.numbers import format_duration
 from redline.engine.job import SideSpec
-from redline.fleet import work as fleet_work
+from redline.fleet import branch_history, work as fleet_work
 from redline.fleet.admission import (DEFAULT_MAX_QUEUED, DEFAULT_STALL_AFTER_S, QUEUED, SLOT_STAGES, STALLED,
                                      WAITING, Admission, Limits, ordinal)
 from redline.output.bisect_report import report_markdown
@@ -237,6 +252,24 @@ class Decision:
 
 
 @dataclass
+class Opening:
+    """What a bisection is opened on, whichever trigger found the change: the range as the targets
+    name it, the tests and metric followed, the platform, and the work item whose sides (variant,
+    configuration) and run settings its pairs take."""
+
+    repository: str
+    good_ref: str
+    bad_ref: str
+    keys: list[str]               # test keys followed
+    tests: list[list[str]]        # [suite reference, test name] of each
+    topologies: list[str]
+    metric: str
+    platform: str
+    work: "WorkLike"
+    origin: dict                  # {"kind": "verdict"} or a history change point's (redline.fleet.branch_history)
+
+
+@dataclass
 class Moved:
     metric: str
     tests: list[str]              # test keys
@@ -285,7 +318,7 @@ class Loop:
                  agent_time_s: float | None = None, stall_after_s: float = DEFAULT_STALL_AFTER_S,
                  say: Callable[..., None] = lambda event, **fields: None,
                  path_of: Callable[[Path, str, str], tuple[Commit, list[Commit]]] | None = None,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, history: bool = True):
         if max_steps < 2:
             raise ValueError(f"max_steps must be at least 2 (the confirmation and one step), got {max_steps}")
         self.limits = Limits(max_concurrent=max_concurrent, max_queued=max_queued, agent_time_s=agent_time_s,
@@ -293,6 +326,7 @@ class Loop:
         self.admission = Admission(self.limits)
         self.store, self.fleet, self.say, self.clock = store, fleet, say, clock
         self.max_concurrent, self.max_steps = max_concurrent, max_steps
+        self.history = history            # `redline history` change points of a push's branch trigger it too
         self.path_of = path_of or (lambda repo, good, bad: search.ancestry_path(repo, good, bad))
 
     # -- state ------------------------------------------------------------------------------
@@ -311,12 +345,13 @@ class Loop:
         self.fleet.mirror(state)
 
     def of_work(self, work_id: str) -> int | None:
-        """The bisection opened by the work item `work_id`."""
-        return next((bisection for bisection, state in self.states() if state["work_id"] == work_id), None)
+        """The bisection opened by the work item `work_id`'s own verdict."""
+        return next((bisection for bisection, state in self.states()
+                     if state["work_id"] == work_id and origin_kind(state) == "verdict"), None)
 
     # -- opening ----------------------------------------------------------------------------
     def trigger(self, work: "WorkLike", comparisons: list[TestComparison], records: list[Run]) -> Decision:
-        """A complete work item: a bisection through `admit` (opened, queued or refused) when a push's
+        """A complete work item: a bisection through `open` (opened, queued or refused) when a push's
         or pull request's change moved a test and it names a git range; idempotent (the same work
         item again: the same bisection)."""
         if work.source not in ("push", "pull_request"):
@@ -333,24 +368,34 @@ class Loop:
         if found is None:
             return Decision("Not bisected: the two sides are not git commits of one repository.")
         repo, good_ref, bad_ref = found
-        try:
-            good, path = self.path_of(Path(repo).expanduser(), good_ref, bad_ref)
-        except UsageError as exc:
-            self.say("bisection not opened", work=work.work_id, reason=str(exc))
-            return Decision(f"Not bisected: {exc}.")
         suites = {run.key: (fleet_work.suite_of(run), run.topology) for run in records if run.suite_file}
         tests = [[suites[key][0], key.split("@", 1)[0]] for key in moved.tests if key in suites]
         if not tests:
             return Decision("Not bisected: the stored runs of the moved tests do not name their suite files.")
         topologies = sorted({suites[key][1] for key in moved.tests if key in suites}) or ["oss-standalone"]
+        return self.open(Opening(repository=repo, good_ref=good_ref, bad_ref=bad_ref, keys=moved.tests, tests=tests,
+                                 topologies=topologies, metric=moved.metric, platform=moved.platform, work=work,
+                                 origin={"kind": "verdict"}))
+
+    def open(self, opening: Opening) -> Decision:
+        """A bisection on `opening`, whichever trigger found the change: the range's ancestry path,
+        then `admit` (opened now, queued, or refused with one line). Its confirmation (GOOD against
+        BAD again) is the first pair `advance` asks for: only a confirmed change goes on."""
+        work, repo = opening.work, opening.repository
+        try:
+            good, path = self.path_of(Path(repo).expanduser(), opening.good_ref, opening.bad_ref)
+        except UsageError as exc:
+            self.say("bisection not opened", work=work.work_id, reason=str(exc))
+            return Decision(f"Not bisected: {exc}.")
         sides = {side.name: side for side in work.sides}
         return self.admit({
             "format": 1, "work_id": work.work_id, "repository": repo,
-            "github": work.github, "platform": moved.platform, "metric": moved.metric, "keys": moved.tests,
-            "tests": tests, "topologies": topologies,
+            "github": work.github, "platform": opening.platform, "metric": opening.metric, "keys": opening.keys,
+            "tests": opening.tests, "topologies": opening.topologies,
             "sides": {name: side.to_json() for name, side in sides.items()},
             "settings": dict(work.settings) or {"runs": work.runs, "max_runs": work.max_runs},
-            "good": asdict(good), "path": [asdict(c) for c in path], "good_ref": good_ref, "bad_ref": bad_ref,
+            "good": asdict(good), "path": [asdict(c) for c in path], "good_ref": opening.good_ref,
+            "bad_ref": opening.bad_ref, "origin": opening.origin,
         })
 
     def admit(self, state: dict) -> Decision:
@@ -359,7 +404,7 @@ class Loop:
         agent time (redline.fleet.admission): opened now, queued (a store session whose stage is
         `queued`, opened in arrival order when a slot frees), or refused with one line and nothing
         stored. The collector starts an opened one with `work_complete` of the work item that
-        opened it; a queued one starts when it is opened."""
+        opened it (the history check: at once); a queued one starts when it is opened."""
         now = self.clock()
         admitted = self.admission.admit([s for _, s in self.states()], state["repository"], now)
         if admitted.verdict == "refuse":
@@ -391,9 +436,9 @@ class Loop:
         state.update(stage="confirming", note=None, position=0, queue_length=0, opened_at=self.clock())
         self.store.save_session_document(state["bisection"], DOCUMENT, self._context(state))
         self._save(state)
-        self.say("bisection opened", bisection=state["bisection"], work=state["work_id"], platform=state["platform"],
-                 per_round=state["per_round"], commits=len(state["path"]), tests=",".join(state["keys"]),
-                 metric=state["metric"])
+        self.say("bisection opened", bisection=state["bisection"], work=state["work_id"], origin=origin_kind(state),
+                 platform=state["platform"], per_round=state["per_round"], commits=len(state["path"]),
+                 tests=",".join(state["keys"]), metric=state["metric"])
 
     def _open_queued(self, repository: str) -> None:
         """The repository's oldest queued bisections opened and started while a slot and agent time
@@ -425,6 +470,60 @@ class Loop:
                 f"{ordinal(state['position'])} of {state['queue_length']} waiting for this repository: "
                 f"{state['note']}); it opens when a slot frees, its stage in `redline fleet status`; the culprit "
                 f"comes as a comment marked `redline bisection {bisection}`.")
+
+    # -- the second trigger: a change point of a branch's history ---------------------------------
+    def checks_history(self, work: "WorkLike") -> bool:
+        """Whether the complete work item `work` is a push whose branch's history is checked."""
+        return self.history and self.max_concurrent > 0 and work.source == "push" and bool(work.branch)
+
+    def history_check(self, work: "WorkLike") -> list[int]:
+        """After a push's work item is stored: the change points of its branch's series (redline.fleet.
+        branch_history, `redline history`'s detector) not decided on at an earlier check are each
+        opened as a bisection (the push before it GOOD, the push after it BAD), or refused with one log
+        line; what was decided is recorded in the store. The bisections this check opened (now or
+        before a restart) are advanced. Idempotent. Returns the bisections it opened now."""
+        if not self.checks_history(work):
+            return []
+        seen, opened = branch_history.seen(self.store), []
+        for found in branch_history.change_points(self.store, work, preferred=PREFERRED_METRIC, say=self.say):
+            if found.key in seen:
+                continue
+            decision = self._open_change_point(found, work.work_id)
+            branch_history.record(self.store, work.work_id, [{"key": found.key, "bisection": decision.bisection,
+                                                              "line": decision.line}])
+            if decision.bisection is not None:
+                opened.append(decision.bisection)
+        for bisection, state in self.states():
+            if state.get("origin", {}).get("checked_by") == work.work_id:
+                self.advance(bisection)
+        return opened
+
+    def _open_change_point(self, found: "branch_history.Found", checked_by: str) -> Decision:
+        where = {"work": checked_by, "change_point": found.key}
+        span = git_range(found.before.comparison, found.after.comparison)
+        if span is None:
+            self.say("history change point not bisected: its builds are not git commits of one repository", **where)
+            return Decision("not git commits of one repository")
+        explained = self.covering(*span)
+        if explained is not None:
+            self.say("history change point already bisected", bisection=explained, **where)
+            return Decision(f"inside the range of fleet bisection {explained}")
+        repo, good_ref, bad_ref = span
+        return self.open(Opening(repository=repo, good_ref=good_ref, bad_ref=bad_ref, keys=found.keys,
+                                 tests=found.tests, topologies=found.topologies, metric=found.metric,
+                                 platform=found.platform, work=found.after, origin=found.origin(checked_by)))
+
+    def covering(self, repository: str, good_ref: str, bad_ref: str) -> int | None:
+        """A bisection of `repository` whose range holds GOOD..BAD (the same range or inside it)."""
+        for bisection, state in self.states():
+            if state["repository"] != repository:
+                continue
+            commits = [state["good"]["sha"]] + [c["sha"] for c in state["path"]]
+            at = {ref: next((n for n, sha in enumerate(commits) if ref_names(ref, sha)), None)
+                  for ref in (good_ref, bad_ref)}
+            if None not in at.values() and at[good_ref] < at[bad_ref]:
+                return bisection
+        return None
 
     @staticmethod
     def _opened_line(bisection: int) -> str:
@@ -628,7 +727,7 @@ class Loop:
             self._open_queued(state["repository"])        # it holds no slot
 
     def _comment(self, state: dict, outcome: Outcome | None) -> str:
-        head = (f"### redline: fleet bisection {state['bisection']} of work item `{state['work_id']}`\n\n"
+        head = (f"### redline: fleet bisection {state['bisection']} {triggered_by(state)}\n\n"
                 f"{len(state['path'])} commits after `{state['good']['sha'][:12]}`, on platform "
                 f"`{state['platform']}`, {state['per_round']} commit(s) per round, "
                 f"{len(state['pairs'])} pairs measured as fleet work items.\n\n")
@@ -689,6 +788,25 @@ def without_profiles(document: dict) -> dict:
     changes = {test: {**change, "moved_symbols": None, "diff_flamegraph": None}
                for test, change in (remainder.get("changes") or {}).items()}
     return {**document, "remainder": {**remainder, "changes": changes}}
+def origin_kind(state: dict) -> str:
+    """What opened a bisection: a work item's own verdict, or a change point of a branch's history."""
+    return (state.get("origin") or {}).get("kind", "verdict")
+
+
+def triggered_by(state: dict) -> str:
+    """The report heading's words for what opened the bisection."""
+    origin = state.get("origin") or {}
+    if origin_kind(state) != "history":
+        return f"of work item `{state['work_id']}`"
+    series = "; ".join(f"`{name}`" for name in origin["series"][:3]) + (
+        f" and {len(origin['series']) - 3} more" if len(origin["series"]) > 3 else "")
+    return (f"of a `redline history` change point ({origin['time']}): {series}, {origin['metric']} "
+            f"{origin['delta_pct']:+.1f}% (p {origin['p_value']:.2g}) from the push of work item `{origin['after']}`")
+
+
+def ref_names(ref: str, sha: str) -> bool:
+    """Whether a target's reference names the commit `sha` (the sha itself, or its abbreviation)."""
+    return len(ref) >= 7 and sha.startswith(ref.lower())
 
 
 def marker(bisection: int) -> str:
@@ -708,3 +826,4 @@ class WorkLike(Protocol):
     settings: dict
     bisection: str
     platforms: list[str]
+    branch: str

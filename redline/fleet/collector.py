@@ -46,16 +46,17 @@ class Collector:
                  github_poster: github.Poster | None = None, export: FleetExport | None = None,
                  bisect_max_concurrent: int = DEFAULT_MAX_CONCURRENT, bisect_max_steps: int = DEFAULT_MAX_STEPS,
                  bisect_max_queued: int = DEFAULT_MAX_QUEUED, bisect_agent_time: float | None = None,
-                 bisect_stall_after: float = DEFAULT_STALL_AFTER_S):
+                 bisect_stall_after: float = DEFAULT_STALL_AFTER_S, bisect_history: bool = True):
         self.client, self.store, self.name, self.stopping = client, store, name, stopping
         self.ledger = Ledger(store)
         self.github = github_poster
         self.export = export
         self.stream = keys.RESULTS.key()
-        # the closed loop (redline.fleet.bisection): confirmation and bisection of a moved work item
+        # the closed loop (redline.fleet.bisection): confirmation and bisection of a moved work item,
+        # and of a change point of a push's branch history
         self.loop = Loop(store, CollectorFleet(self), max_concurrent=bisect_max_concurrent,
                          max_steps=bisect_max_steps, max_queued=bisect_max_queued, agent_time_s=bisect_agent_time,
-                         stall_after_s=bisect_stall_after, say=self.say)
+                         stall_after_s=bisect_stall_after, say=self.say, history=bisect_history)
         self.next_tick = 0.0                 # the loop's periodic check (monotonic): at the start, then every LOOP_TICK_S
         self.tick_failure: str | None = None
 
@@ -258,7 +259,8 @@ class Collector:
             if decision is not None and decision.line:
                 comment += f"\n{decision.line}\n"
             effects = export + ["comments"] + (["github"] if work.github and self.github else []) + (
-                ["bisection"] if decision is not None and decision.bisection is not None else [])
+                ["bisection"] if decision is not None and decision.bisection is not None else []) + (
+                ["history"] if self.loop.checks_history(work) else [])
         comment += f"\n{marker(work.work_id)}\n"
         self.ledger.finish(work.work_id, state=state, comment=comment, effects=effects)
         self.store.finish_session(session_id, "finished" if state == "done" else "failed")
@@ -305,6 +307,19 @@ class Collector:
             self.say("bisection failed to advance", work=work_id, error=f"{type(exc).__name__}: {exc}")
             return "failed", shortened(f"{type(exc).__name__}: {exc}")
         return "done", None
+
+    def _effect_history(self, work_id: str, *, again: bool) -> tuple[str, str | None]:
+        """The closed loop's second trigger: the change points of the push's branch history, each
+        bisected once (redline.fleet.bisection `history_check`, idempotent: what it decided is in the
+        store). A failure is one log line and is not retried."""
+        try:
+            opened = self.loop.history_check(entries.work_summary(self.ledger.document(work_id), work_id))
+        except (redis.ConnectionError, redis.TimeoutError, StoreError, KeyboardInterrupt):
+            raise
+        except Exception as exc:        # noqa: BLE001 — a history check cannot stop the collector
+            self.say("history check failed", work=work_id, error=f"{type(exc).__name__}: {exc}")
+            return "failed", shortened(f"{type(exc).__name__}: {exc}")
+        return "done", f"{len(opened)} bisection(s) opened" if opened else None
 
     def _effect_comments(self, work_id: str, *, again: bool) -> tuple[str, str | None]:
         """The comment on the comments stream; tried before, it is looked for first."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from redline.core.run import PURPOSES, RUN_FORMAT, STATUSES, Run
 from redline.engine.job import JOB_FORMAT, SETTINGS, Job, SideSpec
 from redline.fleet import keys
-from redline.fleet.work import PLATFORM_NAME
+from redline.fleet.work import BRANCH, PLATFORM_NAME
 from redline.profile.folding import StackBounds
 
 IDENTIFIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,199}$")   # job ids, work ids, agent names
@@ -395,6 +395,7 @@ class WorkSummary:
     settings: dict = field(default_factory=dict)            # redline.fleet.work.Settings as enqueued, checked
     bisection: str = ""                                     # the fleet bisection it is a step of, if any
     platforms: list[str] = field(default_factory=list)
+    branch: str = ""                                        # a push's branch (its history: redline.fleet.branch_history)
 
 
 SOURCES = ("cli", "push", "pull_request", "bisect")
@@ -438,4 +439,5 @@ def work_summary(fields: dict, work_id: str) -> WorkSummary:
                        source=source, sides=[side_document(side, f"work.sides[{n}]") for n, side in enumerate(sides)],
                        settings=work_settings(fields["settings"]) if fields.get("settings") else {},
                        bisection=text(fields.get("bisection", ""), "work.bisection", pattern=IDENTIFIER, empty=True),
-                       platforms=[text(p, "work.platforms[]", pattern=PLATFORM_NAME) for p in platforms])
+                       platforms=[text(p, "work.platforms[]", pattern=PLATFORM_NAME) for p in platforms],
+                       branch=text(fields.get("branch", ""), "work.branch", pattern=BRANCH, limit=200, empty=True))

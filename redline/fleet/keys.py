@@ -43,7 +43,7 @@ WORK = Name(f"{PREFIX}:work:{{work_id}}", "hash", "", "submit/api, agent, collec
             "(JSON list), jobs_total, jobs_done, jobs_dead, state (queued, running, done or "
             "failed), started_at (first job start), github (repository#number or ''), session_id (the collector's store session), "
             "sides (JSON list of the two sides), settings (JSON: runs, max_runs, duration_s, warmup_s, scale, profile, "
-            "snapshots), bisection (the fleet bisection it is a step of, or '')")
+            "snapshots), bisection (the fleet bisection it is a step of, or ''), branch (the branch a push went to, or '')")
 WORKS = Name(f"{PREFIX}:works", "zset", "", "submit/api, collector (bisection)", "work_id scored by created_at")
 PLATFORMS = Name(f"{PREFIX}:platforms", "set", "", "agent, fleet local", "platform names that have a jobs stream")
 PLATFORM = Name(f"{PREFIX}:platform:{{platform}}", "string (TTL)", "", "agent, fleet local",

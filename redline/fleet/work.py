@@ -24,6 +24,7 @@ from redline.engine.job import Job, SideSpec, suite_reference
 from redline.fleet import keys
 
 PLATFORM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+BRANCH = re.compile(r"^(?!.*\.\.)[A-Za-z0-9_][A-Za-z0-9_./+-]{0,199}$")    # a push's branch in a work hash
 
 
 @dataclass
@@ -50,6 +51,7 @@ class WorkItem:
     created_at: float = field(default_factory=time.time)
     bisection: str = ""                      # the fleet bisection this item is a step of (redline.fleet.bisection)
     step_rule: dict | None = None            # a bisection step's rule, carried by each of its jobs
+    branch: str = ""                         # the branch a push went to: the fleet's history of it (closed loop)
 
     def job_documents(self) -> list[tuple[str, dict]]:
         """(platform, job document) for every test × topology × platform. The document is the
@@ -80,11 +82,12 @@ class WorkItem:
                 "jobs_done": "0", "jobs_dead": "0", "state": "queued", "github": self.github,
                 "runs": str(self.settings.runs), "max_runs": str(self.settings.max_runs),
                 "sides": json.dumps([side.to_json() for side in self.sides]),
-                "settings": json.dumps(asdict(self.settings)), "bisection": self.bisection}
+                "settings": json.dumps(asdict(self.settings)), "bisection": self.bisection,
+                "branch": self.branch}
 
 
 def new_work(client: redis.Redis, *, source: str, sides: list[SideSpec], platforms: list[str] | None, tests: list,
-             topologies: list[str] | None, settings: Settings, github: str = "") -> WorkItem:
+             topologies: list[str] | None, settings: Settings, github: str = "", branch: str = "") -> WorkItem:
     """A work item over `tests` (TestSpecs) on the platforms named, else every live one; a platform
     no agent registered recently is refused (a mistyped name would hold the work item open forever)."""
     live = live_platforms(client)
@@ -98,7 +101,8 @@ def new_work(client: redis.Redis, *, source: str, sides: list[SideSpec], platfor
                          "start one (redline agent, or redline fleet local) first")
     return WorkItem(work_id=new_work_id(), source=source, sides=sides, platforms=platforms,
                     tests=[(suite_reference(t.path), t.name) for t in tests],
-                    topologies=topologies or ["oss-standalone"], settings=settings, github=github)
+                    topologies=topologies or ["oss-standalone"], settings=settings, github=github,
+                    branch=branch)
 
 
 def suite_of(run) -> str:

@@ -78,6 +78,29 @@ class Ledger:
         return self.db.execute("SELECT job_id, platform, error FROM fleet_jobs WHERE work_id=? AND status='dead' "
                                "ORDER BY job_id", (work_id,)).fetchall()
 
+    def finished_work(self) -> list[tuple[str, int, dict]]:
+        """(work_id, session, work hash as it came in) of every finished work item, in the order their
+        first result came in; the hash is as untrusted as when it was read from Redis."""
+        return [(work_id, session_id, json.loads(document)) for work_id, session_id, document in self.db.execute(
+            "SELECT work_id, session_id, document FROM fleet_work WHERE state != 'running' ORDER BY rowid")]
+
+    def comparison_values(self, work_ids: list[str], metrics: list[str], tests: list[str] | None = None) -> list:
+        """Every measured run of the comparison side of these work items (of `tests` only, when given)
+        with its value of each of `metrics`: work_id, platform, session_id, test, topology, suite_file,
+        started_at, metric, value, identity, server_version (as Store.history's rows), oldest first."""
+        return self.db.execute(
+            "SELECT j.work_id, j.platform, r.session_id, r.test, r.topology, r.suite_file, r.target, r.started_at, "
+            "m.name AS metric, m.value, json_extract(r.facts, '$.identity') AS identity, "
+            "json_extract(r.facts, '$.server_version') AS server_version FROM runs r "
+            "JOIN metrics m ON m.run_id = r.id JOIN fleet_runs f ON f.run_id = r.id "
+            "JOIN fleet_jobs j ON j.job_id = f.job_id "
+            "WHERE j.status='ok' AND r.status='ok' AND r.purpose='measure' AND r.side='comparison' "
+            "AND m.value IS NOT NULL AND r.started_at IS NOT NULL AND j.work_id IN (SELECT value FROM json_each(?)) "
+            "AND m.name IN (SELECT value FROM json_each(?)) "
+            "AND (? IS NULL OR r.test IN (SELECT value FROM json_each(?))) ORDER BY r.started_at",
+            (json.dumps(work_ids), json.dumps(metrics), None if tests is None else 1, json.dumps(tests or []))
+        ).fetchall()
+
     # -- side effects ---------------------------------------------------------------------------
     def pending_effects(self, work_id: str | None = None) -> list[tuple[str, str, int]]:
         """(work_id, kind, attempts so far) of every effect not done yet, in the order recorded."""
