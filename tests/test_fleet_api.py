@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import hmac
+import contextlib
 import json
 import socket
 import subprocess
@@ -50,6 +51,13 @@ def repository(tmp_path):
 
 @pytest.fixture
 def api(tmp_path, repository):
+    with serving(tmp_path, repository) as endpoint:
+        yield endpoint
+
+
+@contextlib.contextmanager
+def serving(tmp_path, repository, *extra):
+    """A real `redline api` over a real Redis: (endpoint, Redis client, commits, log)."""
     repo, commits = repository
     http_port = free_port()
     secret = tmp_path / "secret"
@@ -59,7 +67,7 @@ def api(tmp_path, repository):
         work.register_platform(client(url), "ci")        # as an agent of the platform does
         process = redline_process("api", "--redis", url, "--port", http_port, "--secret-file", secret,
                                   "--repository", repo, "--branch", "main", "--platform", "ci", "--suite", "quick",
-                                  "--name", "set-sadd", "--runs", 3, log=log)
+                                  "--name", "set-sadd", "--runs", 3, *extra, log=log)
 
         def listening():
             with socket.socket() as sock:
@@ -183,6 +191,30 @@ def test_malformed_events_are_400_and_a_lost_redis_is_503_never_a_500(api):
     status, body = post(endpoint, "push", push_event(commits))
     assert status == 503 and body["message"].startswith("Redis unavailable: ")
     assert "Traceback" not in log.read_text() and "status=500" not in log.read_text()
+
+
+def test_an_event_of_another_repository_or_of_commits_it_does_not_hold_is_422_in_one_line(tmp_path, repository):
+    """Pointed at the wrong endpoint, a webhook's events fail on GitHub's side (422 with the reason,
+    one log line) instead of becoming jobs no agent can build: commits the repository does not hold,
+    and with --github-repository, another repository's events."""
+    with serving(tmp_path, repository, "--github-repository", "redis/redis") as (endpoint, r, commits, log):
+        foreign = {**push_event(commits), "repository": {"full_name": "valkey-io/valkey", "default_branch": "main"}}
+        status, body = post(endpoint, "push", foreign)
+        assert (status, body["message"]) == (422, "not benchmarked here: an event of valkey-io/valkey; this endpoint "
+                                                  "benchmarks redis/redis")
+        status, body = post(endpoint, "pull_request", {**pr_event(commits), "repository": foreign["repository"]})
+        assert status == 422 and "valkey-io/valkey" in body["message"]
+        unknown = "f" * 40
+        status, body = post(endpoint, "push", {**push_event(commits), "after": unknown})
+        assert status == 422 and body["message"] == (
+            f"not benchmarked here: commit {unknown[:12]} is not in {repository[0]} (an event of another "
+            "repository, or a clone that has not fetched it yet)")
+        status, body = post(endpoint, "pull_request", {**pr_event(commits), "pull_request": {
+            **pr_event(commits)["pull_request"], "head": {"sha": unknown}}})
+        assert status == 422 and unknown[:12] in body["message"]
+        assert r.zcard(keys.WORKS.key()) == 0 and r.xlen(keys.JOBS.key(platform="ci")) == 0
+        assert post(endpoint, "push", push_event(commits))[0] == 202           # its own repository's push
+        assert log.read_text().count("not benchmarked here") == 4
 
 
 def test_a_busy_port_is_refused_in_one_line_before_listening(tmp_path, repository):

@@ -153,6 +153,8 @@ def _malformed(tmp: Path) -> list[tuple[list[str], str]]:
           "--redis-password-file", tmp / "none"], f"--redis-password-file {tmp}/none: No such file"),
         (["api", "--secret-file", tmp / "none", "--repository", tmp], f"--secret-file {tmp}/none: No such file"),
         (["api", "--port", "70000", "--secret-file", "s", "--repository", tmp], "'70000' is not a port"),
+        (["api", "--github-repository", "redis", "--secret-file", "s", "--repository", tmp],
+         "'redis' is not OWNER/NAME"),
         (["agent", "--platform", "p", "--claim-idle", "0s"], "'0s' is shorter than 2s, the shortest allowed"),
         (["agent", "--platform", "p", "--heartbeat", "0s"], "'0s' is shorter than 0.1s, the shortest allowed"),
         (["agent", "--platform", "p", "--claim-idle", "4s", "--heartbeat", "3s"],

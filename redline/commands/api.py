@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from redline.commands.argtypes import duration, port_number, positive_int, regex, whole_seconds
+from redline.commands.argtypes import duration, github_repository, port_number, positive_int, regex, whole_seconds
 from redline.commands.arguments import add_redis_argument, add_scale_argument, platform_name
 
 
@@ -16,6 +16,9 @@ def add_parser(commands) -> None:
     parser.add_argument("--secret-file", type=Path, required=True, metavar="FILE", help="the webhook secret")
     parser.add_argument("--repository", required=True, metavar="PATH",
                         help="the git repository the agents build from (their path; git:PATH@COMMIT targets)")
+    parser.add_argument("--github-repository", type=github_repository, metavar="OWNER/NAME",
+                        help="take only this repository's events; another's are refused (422) in one line "
+                             "(default: any repository whose commits --repository holds)")
     parser.add_argument("--branch", action="append", metavar="NAME",
                         help="branches whose pushes are benchmarked (repeatable; default: the repository's default branch)")
     parser.add_argument("--label", default="action run:benchmarks",
@@ -52,6 +55,7 @@ def api_command(args) -> int:
     client = connect(args.redis, args.redis_password_file)
     settings = Settings(secret=secret, repository=str(Path(args.repository).expanduser()), branches=args.branch,
                         label=args.label, platforms=args.platform, tests=tests, variant=args.variant,
+                        github_repository=args.github_repository,
                         run_settings=work.Settings(runs=args.runs, max_runs=args.max_runs, duration_s=args.duration,
                                                    warmup_s=args.warmup, scale=args.scale))
     listening = listen(args.host, args.port)      # a busy port is refused here, before "listening"

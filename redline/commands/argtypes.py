@@ -124,3 +124,11 @@ bisect_max_queued = bounded_int(0, 1000, "0: no queue, a change past the cap is 
 # agent time per repository per rolling 24 hours; at most 24h (the duration type's bound: one agent all day)
 bisect_agent_time = bounded_duration(60.0, LONGEST_S, "agent time per repository in any 24 hours")
 bisect_stall_after = bounded_duration(30.0, LONGEST_S, "an agent's restart or a short outage must not stall a bisection")
+
+
+def github_repository(text: str) -> str:
+    """OWNER/NAME as GitHub spells a repository (the webhook endpoint's form of it)."""
+    from redline.fleet.api import REPOSITORY
+    if not REPOSITORY.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not OWNER/NAME (e.g. redis/redis)")
+    return text

@@ -25,6 +25,7 @@ import json
 import re
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 import redis
 from starlette.applications import Starlette
@@ -54,6 +55,7 @@ class Settings:
     tests: list                      # TestSpecs, selected once at start
     run_settings: work.Settings
     variant: str | None
+    github_repository: str | None = None     # OWNER/NAME whose events this endpoint takes (None: any)
 
 
 def signature_ok(secret: bytes, body: bytes, header: str | None) -> bool:
@@ -87,6 +89,12 @@ async def read_body(request: Request) -> bytes | None:
 
 class BadPayload(ValueError):
     """The event's fields do not have GitHub's shape: 400 with the reason."""
+
+
+class NotOurs(ValueError):
+    """A well-formed event this endpoint cannot benchmark — another repository's, or commits its
+    repository does not hold: 422 with the reason, one log line, no work item (a webhook pointed at
+    the wrong endpoint shows as failed deliveries on GitHub instead of dead jobs on the fleet)."""
 
 
 def make_app(client: redis.Redis, settings: Settings) -> Starlette:
@@ -123,9 +131,11 @@ def make_app(client: redis.Redis, settings: Settings) -> Starlette:
         if event not in ("push", "pull_request"):
             return answer(422, f"event {event!r} is not handled (push, pull_request)", delivery)
         try:
-            wanted = push_request(payload, settings) if event == "push" else pull_request(payload, settings)
+            wanted = await run_in_threadpool(push_request if event == "push" else pull_request, payload, settings)
         except BadPayload as exc:
             return answer(400, f"not a GitHub {event} event: {exc}", delivery)
+        except NotOurs as exc:
+            return answer(422, f"not benchmarked here: {exc}", delivery)
         if isinstance(wanted, str):
             return answer(200, f"nothing to do: {wanted}", delivery)
         try:
@@ -150,7 +160,7 @@ def _enqueue(client: redis.Redis, settings: Settings, source: str, baseline: str
 
 
 SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
-REPOSITORY = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+REPOSITORY = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")       # OWNER/NAME as GitHub spells a repository
 
 
 def _object(document: dict, name: str) -> dict:
@@ -178,8 +188,39 @@ def _sha(document: dict, name: str, where: str) -> str:
     return value
 
 
+def repository_of(payload: dict, settings: Settings) -> str:
+    """The event's repository (OWNER/NAME, or "" when it names none); NotOurs when the endpoint takes
+    another repository's events (`--github-repository`)."""
+    name = _text(_object(payload, "repository"), "full_name")
+    if name and not REPOSITORY.match(name):
+        raise BadPayload("repository.full_name is not OWNER/NAME")
+    wanted = settings.github_repository
+    if wanted and name.lower() != wanted.lower():
+        raise NotOurs(f"an event of {name or 'an unnamed repository'}; this endpoint benchmarks {wanted}")
+    return name
+
+
+def check_commits(settings: Settings, *shas: str) -> None:
+    """NotOurs when the repository is on this machine and lacks one of the commits: the agents could
+    not build it (they build from that repository and fetch nothing). A repository that is not here
+    (the agents' path on other machines) is not checked."""
+    where = Path(settings.repository)
+    if not where.is_dir():
+        return
+    for sha in shas:
+        try:
+            found = subprocess.run(["git", "-C", str(where), "cat-file", "-e", f"{sha}^{{commit}}"],
+                                   capture_output=True, timeout=60, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return
+        if found.returncode != 0:
+            raise NotOurs(f"commit {sha[:12]} is not in {settings.repository} (an event of another repository, "
+                          "or a clone that has not fetched it yet)")
+
+
 def push_request(payload: dict, settings: Settings) -> tuple[str, str, str, str, str] | str:
     """(source, baseline, comparison, github, branch) for a push to a benchmarked branch, else why not."""
+    repository_of(payload, settings)
     ref = _text(payload, "ref")
     branch = ref.removeprefix("refs/heads/")
     wanted = settings.branches or [_text(_object(payload, "repository"), "default_branch")]
@@ -192,6 +233,7 @@ def push_request(payload: dict, settings: Settings) -> tuple[str, str, str, str,
         return f"branch {branch} created: no previous commit to compare with"
     if not after:
         raise BadPayload("push.after is missing")
+    check_commits(settings, before, after)
     # the branch names the fleet's history of it (a name outside the work hash's form: no history)
     return "push", _git(settings, before), _git(settings, after), "", branch if work.BRANCH.match(branch) else ""
 
@@ -213,12 +255,11 @@ def pull_request(payload: dict, settings: Settings) -> tuple[str, str, str, str,
     base = _sha(_object(pr, "base"), "sha", "pull_request.base")
     if not head or not base:
         return "pull request without head and base commits"
-    repository = _text(_object(payload, "repository"), "full_name")
-    if repository and not REPOSITORY.match(repository):
-        raise BadPayload("repository.full_name is not OWNER/NAME")
+    repository = repository_of(payload, settings)
     number = payload.get("number") or pr.get("number")
     if number is not None and (isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 10**9):
         raise BadPayload("number is not a pull request number")
+    check_commits(settings, base, head)
     return ("pull_request", _git(settings, merge_base(settings.repository, base, head)), _git(settings, head),
             f"{repository}#{number}" if repository and number else "", "")
 
