@@ -29,7 +29,7 @@ def session_verdicts(session: Session, plan: SessionPlan) -> list[TestComparison
                    for c in compare_test(test, records, plan.floors, confidence=confidence)]
     apply_false_discovery_control(comparisons, q=FDR_Q)
     if plan.settings.profile:
-        artifacts = session.store.path.with_name(session.store.path.stem + "-artifacts") / f"compare-{session.session_id}"
+        artifacts = session.store.artifacts(f"compare-{session.session_id}")
         attach_profiles(comparisons, session.records, artifacts)
     session.store.save_comparisons(session.session_id, [c.as_json() for c in comparisons])
     return comparisons

@@ -209,7 +209,7 @@ class Gate:
             e.timed = runs
         elif stage == PROFILE:
             e.profiles = runs
-            artifacts = self.store.path.with_name(self.store.path.stem + "-artifacts") / f"gate-{self.session_id}"
+            artifacts = self.store.artifacts(f"gate-{self.session_id}")
             diffs = profile_differences(runs, artifacts)
             e.profile_diff = diffs.get(key)
 
