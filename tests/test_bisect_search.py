@@ -579,3 +579,20 @@ def test_the_planner_continues_from_stored_steps():
         expected = [index[s.candidate] for s in outcome.steps if s.round == done + 1]
         assert [i for i, _ in planner.plan(marks).round] == expected
     assert planner.plan({index[s.candidate]: Mark(s.places) for s in outcome.steps}).over
+
+
+def test_the_markdown_report_writes_moved_function_names_as_literals_and_the_terminal_as_they_are():
+    # a fleet bisection's functions come from an agent's profile: untrusted text in a posted comment
+    from redline.output.bisect_report import report_lines, report_markdown
+    from redline.output.markdown import literal
+    good, path = line(15)
+    outcome = bisect(FakeComparer(path, good, culprit=10), good, path, ["a"])
+    hostile = "@octocat ![x](http://evil.example/x.png)"
+    doc = {"repository": "/r", "metric": "server_cpu_us_per_op", "variant": "libc-malloc", "tests": ["a"],
+           "selection": ["--name", "a"], "session": 1, **outcome.as_json()}
+    doc["remainder"]["changes"]["a"]["moved_symbols"] = [{"symbol": hostile, "baseline_share": 0.1,
+                                                          "comparison_share": 0.5}]
+    markdown = report_markdown(doc)
+    assert f"moved: {literal(hostile)} 10% → 50%" in markdown
+    assert "@octocat" not in markdown.replace(literal(hostile), "")
+    assert f"moved: {hostile} 10% → 50%" in "\n".join(report_lines(doc))

@@ -66,7 +66,7 @@ def _rest(doc: dict, remainder: dict) -> list[str]:
     return lines
 
 
-def _own_change(doc: dict, remainder: dict) -> list[str]:
+def _own_change(doc: dict, remainder: dict, quote=str) -> list[str]:
     """A commit's own change against the commit before it, per test, with its share."""
     lines = []
     for test, change in remainder["changes"].items():
@@ -77,7 +77,7 @@ def _own_change(doc: dict, remainder: dict) -> list[str]:
         lines.append(f"  {test}: {_interval(change)} against {remainder['before']['sha'][:12]}"
                      + (f", {share:.0%} of the good→bad change" if share is not None else "") + bounds)
         if change.get("moved_symbols"):
-            lines.append("    moved: " + ", ".join(describe_move(m) for m in change["moved_symbols"]))
+            lines.append("    moved: " + ", ".join(describe_move(m, quote) for m in change["moved_symbols"]))
         if change.get("diff_flamegraph"):
             lines.append(f"    differential flame graph: {change['diff_flamegraph']}")
     return lines
@@ -127,8 +127,9 @@ def _too_close(doc: dict) -> list[str]:
     return lines
 
 
-def summary(doc: dict) -> list[str]:
-    """The answer in sentences: no change, the culprit and what it explains, or the candidates."""
+def summary(doc: dict, quote=str) -> list[str]:
+    """The answer in sentences: no change, the culprit and what it explains, or the candidates.
+    `quote`: how a profile's function names are written (markdown: as literals, an agent's text)."""
     metric, endpoints = doc["metric"], doc["endpoints"]
     ends = f"{endpoints['good']['sha'][:12]} (good) → {endpoints['bad']['sha'][:12]} (bad)"
     lines = []
@@ -163,7 +164,7 @@ def summary(doc: dict) -> list[str]:
         largest = " (the largest step found)" if doc.get("each_step") and len(doc.get("found") or []) > 1 else ""
         lines.append(f"culprit{largest}: {_commit(doc['culprit'])}")
         if remainder:
-            lines += _own_change(doc, remainder)
+            lines += _own_change(doc, remainder, quote)
             if remainder["large"] and doc.get("each_step"):
                 lines += _accounted(doc)
             elif remainder["large"]:
@@ -172,7 +173,7 @@ def summary(doc: dict) -> list[str]:
     elif doc.get("unresolved"):
         lines.append(f"no culprit named: {doc['unresolved']}")
         if doc.get("remainder"):
-            lines += _own_change(doc, doc["remainder"])
+            lines += _own_change(doc, doc["remainder"], quote)
     elif doc["candidates"]:
         lines.append("the first bad commit is one of these (commits that could not be decided are in the way):")
         lines += [f"  {_commit(c)}" for c in doc["candidates"]]
@@ -225,10 +226,11 @@ def _cell(text: str) -> str:
 
 
 def report_markdown(doc: dict) -> str:
+    from redline.output.markdown import literal      # markdown.py renders bisections with this module
     out = [f"## redline bisect: {doc['metric']}", ""]
     if doc.get("measure") == "instructions":
         out += ["Counted under callgrind: the endpoints by interleaved runs, every other commit by one run.", ""]
-    out += [f"    {line}" if line.startswith("    redline") else line for line in summary(doc)]
+    out += [f"    {line}" if line.startswith("    redline") else line for line in summary(doc, literal)]
     out.append("")
     rows = step_rows(doc)
     if rows:

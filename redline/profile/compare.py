@@ -33,6 +33,7 @@ def moved_symbols(baseline: _HasFolded | Path, comparison: _HasFolded | Path, to
             for s in ranked[:top] if comp.get(s, 0.0) != base.get(s, 0.0)]
 
 
-def describe_move(move: dict) -> str:
-    """'geohashGetDistanceIfInRectangle 48% → 12%' for terminal and markdown output."""
-    return f"{move['symbol']} {move['baseline_share']:.0%} → {move['comparison_share']:.0%}"
+def describe_move(move: dict, quote=str) -> str:
+    """'geohashGetDistanceIfInRectangle 48% → 12%' for terminal and markdown output; `quote` the
+    symbol where it is untrusted text in markdown (a profile an agent sent)."""
+    return f"{quote(move['symbol'])} {move['baseline_share']:.0%} → {move['comparison_share']:.0%}"
