@@ -25,15 +25,21 @@ def add_parser(commands) -> None:
 
 
 def add_bisect_arguments(parser) -> None:
-    """The closed loop's caps (docs/fleet.md "The closed loop"); `fleet local` passes them to its collector."""
+    """The closed loop's caps and how it measures (docs/fleet.md "The closed loop"); `fleet local` passes
+    them to its collector."""
     from redline.commands.argtypes import bisect_max_concurrent, bisect_max_steps
-    from redline.fleet.bisection import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_STEPS
+    from redline.fleet.bisection import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_STEPS, DEFAULT_MEASURE, MEASURES
     parser.add_argument("--bisect-max-concurrent", type=bisect_max_concurrent, default=DEFAULT_MAX_CONCURRENT,
                         metavar="N", help="open fleet bisections per repository at most (0: the loop is off; "
                                           f"default {DEFAULT_MAX_CONCURRENT})")
     parser.add_argument("--bisect-max-steps", type=bisect_max_steps, default=DEFAULT_MAX_STEPS, metavar="N",
                         help=f"pairs of commits one bisection measures at most, its confirmation included "
                              f"(default {DEFAULT_MAX_STEPS})")
+    parser.add_argument("--bisect-measure", choices=MEASURES, default=DEFAULT_MEASURE,
+                        help="how a bisection measures: auto (default) counts instructions under callgrind when "
+                             "every followed test can be counted, and goes on by time when the counted "
+                             "confirmation does not see the change; instructions: counted where it can be, a "
+                             "change counts do not see is not bisected; time: always timed")
 
 
 def collector_command(args) -> int:
@@ -51,5 +57,5 @@ def collector_command(args) -> int:
     store = Store(args.store)
     Collector(connect(args.redis, args.redis_password_file), store=store, name=args.collector_name, stopping=stopping,
               github_poster=poster, export=export, bisect_max_concurrent=args.bisect_max_concurrent,
-              bisect_max_steps=args.bisect_max_steps).serve()
+              bisect_max_steps=args.bisect_max_steps, bisect_measure=args.bisect_measure).serve()
     return 0

@@ -23,7 +23,7 @@ import redis
 
 from redline.analysis.comparison import FDR_Q, apply_false_discovery_control, compare_test, looks_confidence
 from redline.fleet import entries, github, keys, work as fleet_work
-from redline.fleet.bisection import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_STEPS, Decision, Loop
+from redline.fleet.bisection import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_STEPS, DEFAULT_MEASURE, Decision, Loop
 from redline.fleet.bisection import marker as bisection_marker
 from redline.fleet.export import FleetExport
 from redline.store.fleet_ledger import Ledger
@@ -40,7 +40,8 @@ ERROR_SHOWN = 300            # characters of a dead job's error in the comment
 class Collector:
     def __init__(self, client: redis.Redis, *, store: Store, name: str, stopping: Stopping,
                  github_poster: github.Poster | None = None, export: FleetExport | None = None,
-                 bisect_max_concurrent: int = DEFAULT_MAX_CONCURRENT, bisect_max_steps: int = DEFAULT_MAX_STEPS):
+                 bisect_max_concurrent: int = DEFAULT_MAX_CONCURRENT, bisect_max_steps: int = DEFAULT_MAX_STEPS,
+                 bisect_measure: str = DEFAULT_MEASURE):
         self.client, self.store, self.name, self.stopping = client, store, name, stopping
         self.ledger = Ledger(store)
         self.github = github_poster
@@ -48,7 +49,7 @@ class Collector:
         self.stream = keys.RESULTS.key()
         # the closed loop (redline.fleet.bisection): confirmation and bisection of a moved work item
         self.loop = Loop(store, CollectorFleet(self), max_concurrent=bisect_max_concurrent,
-                         max_steps=bisect_max_steps, say=self.say)
+                         max_steps=bisect_max_steps, say=self.say, measure=bisect_measure)
 
     def say(self, event: str, **fields) -> None:
         log(f"collector {self.name}", event, **fields)

@@ -131,7 +131,7 @@ class Supervisor:
         redis_arguments = ("--redis", self.url, "--redis-password-file", str(self.password_file))
         if label == "collector":
             placement, environment = export_argv(self.args)
-            loop = [argument for flag in ("bisect_max_concurrent", "bisect_max_steps")
+            loop = [argument for flag in ("bisect_max_concurrent", "bisect_max_steps", "bisect_measure")
                     if getattr(self.args, flag, None) is not None
                     for argument in ("--" + flag.replace("_", "-"), str(getattr(self.args, flag)))]
             self.children[label] = redline_child("collector", *redis_arguments, "--store", str(self.args.store),
