@@ -1,8 +1,9 @@
 """The closed loop's coordinator (redline/fleet/bisection.py) on in-process fakes: a fake fleet whose
 "agents" answer each queued work item with runs made from a model of the repository (the metric's
-value at each commit), a real SQLite store. What is tested is the real coordinator — the trigger
-on real verdicts, work items through the work hash's own check (entries.work_summary), the search
-replayed over stored answers, the store as the only state — not timing."""
+value at each commit; under callgrind, its count), a real SQLite store. What is tested is the real
+coordinator — the trigger on real verdicts, work items through the work hash's own check
+(entries.work_summary), the search replayed over stored answers (timed pairs, or counts through the
+real CountedComparer), the store as the only state — not timing."""
 
 from __future__ import annotations
 
@@ -20,11 +21,19 @@ from redline.fleet import admission, bisection, branch_history, entries, work
 from redline.output.markdown import literal
 from redline.store.fleet_ledger import Ledger
 from redline.store.results import Store
+from redline.suites.discovery import builtin_suites_dir
 
 REPO = "/srv/fixture"
 TEST, OTHER = "quick-string-get-100B-pipeline-10", "quick-string-set-100B-pipeline-10"
 SUITE = "/srv/suites/quick/string.yml"
 METRIC = "server_cpu_us_per_op"
+COUNTED_METRIC = "instructions_per_op"
+# tests counts can see (pipeline 1), from redline's built-in suites: the loop reads them to decide
+GET1, SET1 = "quick-string-get-100B-pipeline-1", "quick-string-set-100B-pipeline-1"
+GET10 = "quick-string-get-100B-pipeline-10"
+BUILTIN = {name: str(builtin_suites_dir() / "quick" / f"{name.removeprefix('quick-')}.yml")
+           for name in (GET1, SET1, GET10)}
+REQUESTS = 1234             # the request count per connection the counted "runner" chooses
 
 
 def commits(n: int) -> list[Commit]:
@@ -33,17 +42,21 @@ def commits(n: int) -> list[Commit]:
 
 
 class Model:
-    """The repository: commit 0 is GOOD, 1..n the path; the metric of TEST multiplied by `steps`
-    (commit index → factor) from that commit on; OTHER never moves."""
+    """The repository: commit 0 is GOOD, 1..n the path; the metric of `test` (TEST) multiplied by
+    `steps` (commit index → factor) from that commit on, its count under callgrind by `counted`
+    (default: the same steps); the other tests never move."""
 
-    def __init__(self, n: int, steps: dict[int, float], unbuildable: set[int] = frozenset()):
+    def __init__(self, n: int, steps: dict[int, float], unbuildable: set[int] = frozenset(), *, test: str = TEST,
+                 counted: dict[int, float] | None = None, suites: dict[str, str] | None = None):
         self.commits, self.steps, self.unbuildable = commits(n), steps, set(unbuildable)
+        self.test, self.counted = test, steps if counted is None else counted
+        self.suites = suites or {}            # test → its suite file (default SUITE)
         self.index = {c.sha: i for i, c in enumerate(self.commits)}
 
-    def value(self, sha: str, test: str) -> float:
+    def value(self, sha: str, test: str, steps: dict[int, float] | None = None) -> float:
         value = 10.0
-        if test == TEST:
-            for at, factor in self.steps.items():
+        if test == self.test:
+            for at, factor in (self.steps if steps is None else steps).items():
                 if self.index[sha] >= at:
                     value *= factor
         return value
@@ -55,9 +68,28 @@ class Model:
                 for side, sha in (("baseline", baseline), ("comparison", comparison)):
                     noise = int(hashlib.sha1(f"{sha}{test}{side}{index}".encode()).hexdigest()[:4], 16) / 65535
                     out.append(Run(test=test, target=f"git:{REPO}@{sha}", side=side, run_index=index, status="ok",
-                                   suite_file=SUITE,
+                                   suite_file=self.suites.get(test, SUITE),
                                    metrics={METRIC: self.value(sha, test) * (0.99 + 0.02 * noise),
                                             "ops_per_sec": 1000.0}))
+        return out
+
+    def counted_runs(self, item: work.WorkItem) -> list[Run]:
+        """A counted work item's runs as an agent under callgrind gives them: each job's sides (one
+        or two) by its runs, the count within ±0.05%, the request count per connection the job was
+        given (else the runner's own choice)."""
+        out = []
+        for _, job in item.job_documents():
+            requests = job["settings"].get("window_requests") or REQUESTS
+            for index in range(job["settings"]["runs"]):
+                for side in job["sides"]:
+                    sha = side["target"].rsplit("@", 1)[1]
+                    noise = int(hashlib.sha1(f"{sha}{job['test']}{side['name']}{index}".encode()).hexdigest()[:4],
+                                16) / 65535
+                    out.append(Run(test=job["test"], target=side["target"], side=side["name"], run_index=index,
+                                   status="ok", suite_file=self.suites.get(job["test"], SUITE),
+                                   metrics={COUNTED_METRIC: 250 * self.value(sha, job["test"], self.counted)
+                                            * (0.9995 + 0.001 * noise)},
+                                   facts={"instructions": {"requests_per_connection": requests}}))
         return out
 
 
@@ -66,8 +98,9 @@ class FakeFleet:
     answered from the model when an agent "takes" it. With `profiles` (a Profiles), a profiled work
     item's answer also holds a profiled run per test and side, through the fleet's real path."""
 
-    def __init__(self, model: Model, agents: int = 1, profiles: "Profiles | None" = None):
-        self.model, self.agents, self.profiles = model, agents, profiles
+    def __init__(self, model: Model, agents: int = 1, profiles: "Profiles | None" = None, *,
+                 counts_die: bool = False):
+        self.model, self.agents, self.profiles, self.counts_die = model, agents, profiles, counts_die
         self.items: dict[str, work.WorkItem] = {}
         self.submitted: list[str] = []
         self.complete: list[str] = []
@@ -95,7 +128,12 @@ class FakeFleet:
         if broken:
             return [], [(f"{work_id}:p:1", "p", f"build of {broken[0][:12]} failed: #error fixture")]
         tests = [name for _, name in item.tests]
-        runs = self.model.runs(shas[0], shas[1], tests)
+        if item.settings.measure == "instructions":
+            if self.counts_die:
+                return [], [(f"{work_id}:p:1", "p", "valgrind: not found (install valgrind)")]
+            runs = self.model.counted_runs(item)
+        else:
+            runs = self.model.runs(shas[0], shas[1], tests)
         if item.settings.profile and self.profiles is not None:
             runs += self.profiles.runs(self.model, shas, tests)
         return runs, []
@@ -117,16 +155,18 @@ def summary_of(item: work.WorkItem) -> entries.WorkSummary:
     return entries.work_summary(item.summary(len(item.job_documents())), item.work_id)
 
 
-def source_work(model: Model, *, moved: bool = True) -> tuple[entries.WorkSummary, list, list[Run]]:
+def source_work(model: Model, *, moved: bool = True, tests: tuple[str, str] = (TEST, OTHER),
+                runs: int = 5) -> tuple[entries.WorkSummary, list, list[Run]]:
     """A push work item GOOD → BAD with its verdicts (real compare + FDR on model runs)."""
     good, bad = model.commits[0].sha, model.commits[-1].sha
     item = work.WorkItem(work_id=work.new_work_id(), source="push",
                          sides=[SideSpec("baseline", f"git:{REPO}@{good}", (), "libc-malloc"),
                                 SideSpec("comparison", f"git:{REPO}@{bad}", (), "libc-malloc")],
-                         platforms=["p"], tests=[(SUITE, TEST), (SUITE, OTHER)], topologies=["oss-standalone"],
-                         settings=work.Settings(runs=5, max_runs=5, duration_s=1.0, warmup_s=0.0))
-    records = model.runs(good, bad if moved else good, [TEST, OTHER])
-    comparisons = [c for test in (TEST, OTHER) for c in compare_test(test, [r for r in records if r.test == test], {})]
+                         platforms=["p"], tests=[(model.suites.get(test, SUITE), test) for test in tests],
+                         topologies=["oss-standalone"],
+                         settings=work.Settings(runs=runs, max_runs=max(runs, 5), duration_s=1.0, warmup_s=0.0))
+    records = model.runs(good, bad if moved else good, list(tests))
+    comparisons = [c for test in tests for c in compare_test(test, [r for r in records if r.test == test], {})]
     apply_false_discovery_control(comparisons, q=FDR_Q)
     return summary_of(item), comparisons, records
 
@@ -149,10 +189,11 @@ def drain(loop: bisection.Loop, fleet: FakeFleet, *, reverse: bool = False, limi
     raise AssertionError("the bisection never ended")
 
 
-def run_loop(tmp_path, model: Model, agents: int = 1, **kwargs):
-    store, fleet = Store(tmp_path / "fleet.db"), FakeFleet(model, agents)
+def run_loop(tmp_path, model: Model, agents: int = 1, *, tests: tuple[str, str] = (TEST, OTHER),
+             counts_die: bool = False, **kwargs):
+    store, fleet = Store(tmp_path / "fleet.db"), FakeFleet(model, agents, counts_die=counts_die)
     loop = make_loop(store, fleet, **kwargs)
-    summary, comparisons, records = source_work(model)
+    summary, comparisons, records = source_work(model, tests=tests)
     decision = loop.trigger(summary, comparisons, records)
     assert decision.bisection is not None, decision.line
     loop.work_complete(summary)              # the effect after the work item's own comment
@@ -696,11 +737,11 @@ class Profiles:
         return out
 
 
-def profiled_loop(tmp_path, model: Model, agents: int = 2, **options):
+def profiled_loop(tmp_path, model: Model, agents: int = 2, *, tests: tuple[str, str] = (TEST, OTHER), **options):
     store = Store(tmp_path / "fleet.db")
     fleet = FakeFleet(model, agents, Profiles(tmp_path, store, **options))
     loop = make_loop(store, fleet)
-    summary, comparisons, records = source_work(model)
+    summary, comparisons, records = source_work(model, tests=tests)
     decision = loop.trigger(summary, comparisons, records)
     loop.work_complete(summary)
     drain(loop, fleet)
@@ -925,3 +966,206 @@ def test_the_history_trigger_is_off_with_its_flag_and_for_other_work(tmp_path):
     assert not on.checks_history(entries.work_summary({**pushes[-1].fields, "source": "cli"}, pushes[-1].work_id))
     assert not bisection.Loop(store, fleet, max_concurrent=0).checks_history(pushes[-1])
     assert loop.states() == []
+# -- counted: the confirmation, the steps and the culprit's own change under callgrind ------------
+def counted_model(n: int, steps: dict[int, float], **kwargs) -> Model:
+    return Model(n, steps, test=GET1, suites=BUILTIN, **kwargs)
+
+
+def items_of(fleet: FakeFleet, state: dict, purpose: str) -> list[work.WorkItem]:
+    return [fleet.items[p["work_id"]] for p in state["pairs"].values() if p["purpose"] == purpose]
+
+
+def assert_counted_throughout(fleet: FakeFleet, state: dict, model: Model) -> None:
+    """The confirmation: GOOD and BAD interleaved by the endpoints' runs in one work item (its jobs
+    choose their request count); every other commit counted once, alone, by one run, its jobs sending
+    the confirmation's request count; every job document is one an agent accepts."""
+    good, bad = model.commits[0].sha, model.commits[-1].sha
+    assert all(key.startswith(bisection.COUNTED) for key in state["pairs"])         # no timed pair at all
+    confirmation, = items_of(fleet, state, "confirmation")
+    assert [s.target for s in confirmation.sides] == [f"git:{REPO}@{good}", f"git:{REPO}@{bad}"]
+    assert confirmation.settings.measure == "instructions" and confirmation.settings.runs == state["endpoint_runs"] == 5
+    assert confirmation.settings.window_requests == {}
+    steps = items_of(fleet, state, "step")
+    assert steps
+    for item in steps:
+        side, = item.sides
+        assert side.name is None and side.variant == "libc-malloc" and item.settings.runs == item.settings.max_runs == 1
+        assert item.settings.window_requests == {GET1: REQUESTS}
+        documents = [entries.job_document(json.loads(json.dumps(d))) for _, d in item.job_documents()]
+        assert [(d.test, d.settings["measure"], d.settings["window_requests"]) for d in documents] == \
+            [(GET1, "instructions", REQUESTS)]
+        assert summary_of(item).settings["window_requests"] == {GET1: REQUESTS}       # the work hash's own check
+    counted = [item.sides[0].target for item in steps]
+    assert len(counted) == len(set(counted))                                        # each commit once
+    assert not {f"git:{REPO}@{good}", f"git:{REPO}@{bad}"} & set(counted)           # the ends: by the confirmation
+
+
+@pytest.mark.parametrize("agents", [1, 2])
+def test_a_counted_bisection_finds_one_step_counting_each_commit_once(tmp_path, agents):
+    model = counted_model(16, {12: 5.0})
+    store, fleet, loop, state, _ = run_loop(tmp_path, model, agents, tests=(GET1, SET1))
+    assert state["stage"] == "reported" and state["culprit"]["sha"] == model.commits[12].sha, state["note"]
+    assert state["measure"] == "instructions" and state["metric"] == COUNTED_METRIC and state["timed_because"] is None
+    assert_counted_throughout(fleet, state, model)
+    own, = items_of(fleet, state, "own change")          # the culprit's own change: once more, with its profile
+    assert len(own.sides) == 2 and own.settings.profile and own.settings.runs == 1
+    document = store.session_document(state["bisection"], "bisection")
+    assert document["measure"] == "instructions" and list(document["endpoints"]["moved"]) == [GET1]
+    measured = [step for step in document["steps"] if step["outcome"] in ("good", "bad")]
+    assert measured and all(step["changes"][GET1]["runs"] == 1 and step["changes"][GET1]["step_tolerance_pct"]
+                            for step in measured)
+    assert document["remainder"]["explained"][GET1] > 0.95
+    per_round = rounds_of(state)
+    assert per_round[0] == 1 and max(n for r, n in per_round.items() if r > 0) <= agents
+    markdown = fleet.comments[-1][0]
+    assert f"culprit: {model.commits[12].sha[:12]}" in markdown
+    assert "Counted under callgrind: the endpoints by interleaved runs, every other commit by one run." in markdown
+    assert "Measured by time" not in markdown
+
+
+@pytest.mark.parametrize("agents", [1, 2])
+def test_a_counted_bisection_names_the_larger_of_two_unequal_steps(tmp_path, agents):
+    model = counted_model(16, {5: 1.5, 12: 3.0})
+    store, fleet, loop, state, _ = run_loop(tmp_path, model, agents, tests=(GET1, SET1))
+    assert state["measure"] == "instructions" and state["culprit"]["sha"] == model.commits[12].sha
+    assert_counted_throughout(fleet, state, model)
+    document = store.session_document(state["bisection"], "bisection")
+    share = document["remainder"]["explained"][GET1]
+    assert 0.6 < share < 0.85 and document["remainder"]["large"]       # log 3 / log 4.5 = 0.73
+
+
+@pytest.mark.parametrize("counted, why", [
+    ({}, "the counted confirmation did not see the change (instructions_per_op: quick-string-get-100B-pipeline-1 "
+         "no_change"),
+    ({12: 1.05}, "the counted confirmation saw it move too little to follow by one counted run per commit"),
+])
+def test_a_change_counts_do_not_see_is_bisected_by_time(tmp_path, counted, why):
+    """The work item's timed change is not in the counts (it lives in system calls, say), or is too
+    small there for one-run steps (+5%: they follow 8.2% and more): the bisection goes on timed from
+    a timed confirmation, as the loop without counts does; the comment says so in one line."""
+    model = counted_model(16, {12: 5.0}, counted=counted)
+    store, fleet, loop, state, _ = run_loop(tmp_path, model, 2, tests=(GET1, SET1))
+    assert state["stage"] == "reported" and state["culprit"]["sha"] == model.commits[12].sha
+    assert state["measure"] == "time" and state["metric"] == METRIC
+    assert state["timed_because"].startswith(why), state["timed_because"]
+    good, bad = model.commits[0].sha, model.commits[-1].sha
+    counted = [key for key in state["pairs"] if key.startswith(bisection.COUNTED)]
+    assert counted == [f"{bisection.COUNTED}{good}..{bad}"]                 # the counted confirmation alone
+    assert state["pairs"][f"{good}..{bad}"]["purpose"] == "confirmation"    # then the timed one
+    assert all(fleet.items[p["work_id"]].settings.measure is None for k, p in state["pairs"].items()
+               if not k.startswith(bisection.COUNTED))
+    document = store.session_document(state["bisection"], "bisection")
+    assert document["measure"] == "time" and document["metric"] == METRIC
+    markdown = fleet.comments[-1][0]
+    line, = [line for line in markdown.splitlines() if line.startswith("Measured by time: ")]
+    assert why in line and "Counted under callgrind" not in markdown
+    assert f"culprit: {model.commits[12].sha[:12]}" in markdown
+
+
+def test_counts_that_do_not_run_leave_the_bisection_to_time(tmp_path):
+    """The counted confirmation's jobs died (valgrind missing on the agents): timed from there on."""
+    model = counted_model(8, {4: 5.0})
+    store, fleet, loop, state, _ = run_loop(tmp_path, model, 1, tests=(GET1, SET1), counts_die=True)
+    assert state["stage"] == "reported" and state["culprit"]["sha"] == model.commits[4].sha
+    assert state["measure"] == "time" and "the counted confirmation did not count" in state["timed_because"]
+    assert "valgrind: not found" in state["timed_because"]
+
+
+def test_with_bisect_measure_instructions_a_change_counts_do_not_see_is_not_bisected(tmp_path):
+    model = counted_model(8, {4: 5.0}, counted={})
+    store, fleet, loop, state, _ = run_loop(tmp_path, model, 1, tests=(GET1, SET1), measure="instructions")
+    assert state["stage"] == "not reproduced" and len(state["pairs"]) == 1
+    assert state["note"].startswith("the counted confirmation did not see the change (instructions_per_op: ")
+    assert state["note"].endswith("not bisected (--bisect-measure instructions)") and "\n" not in state["note"]
+
+
+def test_a_test_counts_cannot_see_is_bisected_by_time_from_the_start(tmp_path):
+    """Pipelining (GET with pipeline 10) saves system calls, which callgrind does not count: the
+    bisection is timed from its confirmation on, its comment says why; --bisect-measure time times
+    a test counts could see, and says nothing."""
+    model = Model(8, {4: 5.0}, test=GET10, suites=BUILTIN)
+    store, fleet, loop, state, _ = run_loop(tmp_path, model, 1, tests=(GET10, SET1))
+    assert state["measure"] == "time" and state["culprit"]["sha"] == model.commits[4].sha
+    assert not any(key.startswith(bisection.COUNTED) for key in state["pairs"])
+    assert "counts cannot see quick-string-get-100B-pipeline-10 (pipeline 10: " in state["timed_because"]
+    assert "Measured by time: counts cannot see" in fleet.comments[-1][0]
+    model = counted_model(8, {4: 5.0})
+    store, fleet, loop, state, _ = run_loop(tmp_path / "time", model, 1, tests=(GET1, SET1), measure="time")
+    assert state["measure"] == "time" and state["timed_because"] is None and state["culprit"]
+    assert not any(key.startswith(bisection.COUNTED) for key in state["pairs"])
+    assert "Measured by time" not in fleet.comments[-1][0]
+    with pytest.raises(ValueError):
+        make_loop(store, fleet, measure="cycles")
+
+
+def test_a_counted_bisection_replayed_and_restarted_changes_nothing(tmp_path):
+    """Counted work completed twice, a restarted coordinator over the same store, a count's work id
+    recorded but lost by Redis: the same work ids, each commit counted once, the same culprit."""
+    model = counted_model(16, {12: 5.0})
+    store, fleet = Store(tmp_path / "fleet.db"), FakeFleet(model, 2)
+    loop = make_loop(store, fleet)
+    summary, comparisons, records = source_work(model, tests=(GET1, SET1))
+    decision = loop.trigger(summary, comparisons, records)
+    loop.work_complete(summary)
+    loop.work_complete(summary)
+    confirmation, = fleet.submitted
+    fleet.complete.append(confirmation)
+    loop.work_complete(summary_of(fleet.items[confirmation]))
+    first_round = fleet.waiting()
+    assert len(first_round) == 2 and all(len(fleet.items[w].sides) == 1 for w in first_round)
+    loop.work_complete(summary_of(fleet.items[confirmation]))            # again: nothing new
+    assert fleet.waiting() == first_round
+    fleet.complete.append(first_round[1])                                # half a round answered, twice
+    loop.work_complete(summary_of(fleet.items[first_round[1]]))
+    loop.work_complete(summary_of(fleet.items[first_round[1]]))
+    assert fleet.waiting() == first_round[:1]
+    lost = first_round[0]                                                # Redis lost the other
+    del fleet.items[lost]
+    fleet.submitted.remove(lost)
+    store.close()
+    store2 = Store(tmp_path / "fleet.db")
+    loop2 = make_loop(store2, fleet)
+    loop2.advance(decision.bisection)
+    assert lost in fleet.items and fleet.waiting() == [lost]             # the same work id again
+    drain(loop2, fleet, reverse=True)
+    state = loop2.state(decision.bisection)
+    assert state["culprit"]["sha"] == model.commits[12].sha and state["measure"] == "instructions"
+    assert len({p["work_id"] for p in state["pairs"].values()}) == len(state["pairs"]) == len(state["answers"])
+    assert_counted_throughout(fleet, state, model)
+    assert len(fleet.comments) == 1
+
+
+def test_a_work_hash_with_bad_counted_settings_is_malformed():
+    item = work.WorkItem(work_id="w1", source="bisect", sides=[SideSpec(None, "git:/r@a")], platforms=["p"],
+                         tests=[(SUITE, TEST)], topologies=["oss-standalone"],
+                         settings=work.Settings(measure="instructions", window_requests={TEST: 500}))
+    fields = item.summary(1)
+    assert fields["baseline"] == "" and fields["comparison"] == "git:/r@a"     # a commit counted alone
+    checked = entries.work_summary(fields, "w1").settings
+    assert checked["measure"] == "instructions" and checked["window_requests"] == {TEST: 500}
+    document = item.job_documents()[0][1]
+    assert document["settings"]["measure"] == "instructions" and document["settings"]["window_requests"] == 500
+    assert "window_requests" not in work.WorkItem(**{**item.__dict__, "tests": [(SUITE, OTHER)]}).job_documents()[0][1][
+        "settings"]
+    for value in ({"measure": "cycles"}, {"window_requests": {TEST: 0}}, {"window_requests": [500]},
+                  {"window_requests": {TEST: "many"}}, {"window_instructions": -1}):
+        with pytest.raises(entries.Malformed):
+            entries.work_summary({**fields, "settings": json.dumps({**json.loads(fields["settings"]), **value})}, "w1")
+
+
+def test_a_counted_bisection_profiles_the_culprits_own_change_too(tmp_path):
+    """Counted: the culprit's own change is one more counted work item, the commit before it and the
+    culprit interleaved by one run each, profiled (callgrind's call graph, shipped as folded stacks
+    like perf's), sending the confirmation's request count; the report names the moved function."""
+    model = counted_model(16, {12: 5.0})
+    store, fleet, state = profiled_loop(tmp_path, model, tests=(GET1, SET1))
+    assert state["measure"] == "instructions" and state["culprit"]["sha"] == model.commits[12].sha
+    own, = items_of(fleet, state, "own change")
+    assert [s.target for s in own.sides] == [f"git:{REPO}@{model.commits[11].sha}",
+                                             f"git:{REPO}@{model.commits[12].sha}"]
+    assert own.settings.profile and own.settings.measure == "instructions" and own.settings.runs == 1
+    assert own.settings.window_requests == {GET1: REQUESTS}
+    change = store.session_document(state["bisection"], "bisection")["remainder"]["changes"][GET1]
+    assert change["moved_symbols"][0]["symbol"] == GET_CODE_PATH and change["diff_flamegraph"]
+    markdown = fleet.comments[-1][0]
+    assert f"| {literal(GET1)} | {literal(GET_CODE_PATH)} |" in markdown, markdown

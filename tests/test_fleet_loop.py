@@ -6,7 +6,9 @@ of the repository (GET's server CPU per op 5x from commit 12 of 16), and publish
 agent does. What is checked: a push work item's regression opens a bisection (its comment says so),
 the confirmation and k = 2 commits per round are queued as work items, a result published twice and
 a collector restarted mid-bisection change nothing, the report names commit 12 on the comments
-stream, `fleet status` shows the stages. Timing is never asserted."""
+stream, `fleet status` shows the stages; and the same loop counted (GET with pipeline 1, which counts
+can see): a counted confirmation, then each commit counted alone by one run with the confirmation's
+request count. Timing is never asserted."""
 
 from __future__ import annotations
 
@@ -26,7 +28,10 @@ from tests.fleet_helpers import client, query, redis_with_aof, redline, redline_
 
 GET = "quick-string-get-100B-pipeline-10"
 SET = "quick-string-set-100B-pipeline-10"
+GET1, SET1 = "quick-string-get-100B-pipeline-1", "quick-string-set-100B-pipeline-1"     # counts can see them
 METRIC = "server_cpu_us_per_op"
+COUNTED_METRIC = "instructions_per_op"
+REQUESTS = 777              # the request count per connection the played agents' counted runs choose
 
 
 @pytest.fixture
@@ -48,13 +53,15 @@ def repository(tmp_path):
 
 
 def value(shas: list[str], sha: str, test: str) -> float:
-    return 10.0 * (5.0 if test == GET and shas.index(sha) >= 12 else 1.0)
+    return 10.0 * (5.0 if test in (GET, GET1) and shas.index(sha) >= 12 else 1.0)
 
 
 JOB_SPAN_S = 7.0       # each played job: its last run ends this long after the job started (its agent time)
 
 
 def runs_for(shas: list[str], job: dict, suite_file: str, started_at: float) -> list[dict]:
+    if job["settings"].get("measure") == "instructions":
+        return counted_runs_for(shas, job, suite_file, started_at)
     baseline, comparison = (side["target"].rsplit("@", 1)[1] for side in job["sides"])
     out = []
     for index in range(job["settings"]["runs"]):
@@ -67,8 +74,27 @@ def runs_for(shas: list[str], job: dict, suite_file: str, started_at: float) -> 
     return out
 
 
-def play_agent(r, shas: list[str], suite_file: str, *, publish_twice: set[str] = frozenset()) -> list[dict]:
-    """Every job waiting on platform p, answered and published as an agent does; the jobs taken."""
+def counted_runs_for(shas: list[str], job: dict, suite_file: str, started_at: float) -> list[dict]:
+    """A counted job's runs as callgrind gives them: its one or two sides, the count within ±0.05%,
+    the request count per connection it was given, else its own choice."""
+    requests = job["settings"].get("window_requests") or REQUESTS
+    out = []
+    for index in range(job["settings"]["runs"]):
+        for side in job["sides"]:
+            sha = side["target"].rsplit("@", 1)[1]
+            noise = int(hashlib.sha1(f"{job['job_id']}{side['name']}{index}".encode()).hexdigest()[:4], 16) / 65535
+            out.append(Run(test=job["test"], target=f"git:x@{sha}", side=side["name"], run_index=index, status="ok",
+                           suite_file=suite_file,
+                           metrics={COUNTED_METRIC: 250 * value(shas, sha, job["test"]) * (0.9995 + 0.001 * noise)},
+                           facts={"instructions": {"requests_per_connection": requests}},
+                           started_at=started_at + 1.0, finished_at=started_at + JOB_SPAN_S).to_json())
+    return out
+
+
+def play_agent(r, shas: list[str], suite_file: str | dict[str, str], *,
+               publish_twice: set[str] = frozenset()) -> list[dict]:
+    """Every job waiting on platform p, answered and published as an agent does; the jobs taken.
+    `suite_file`: the one suite file of every job's runs, or each test's."""
     stream = keys.JOBS.key(platform="p")
     work.ensure_group(r, stream, keys.AGENTS_GROUP)
     taken = []
@@ -78,7 +104,8 @@ def play_agent(r, shas: list[str], suite_file: str, *, publish_twice: set[str] =
             result = {"kind": "result", "job_id": fields["job_id"], "work_id": fields["work_id"], "platform": "p",
                       "agent": "test-agent", "attempt": "1", "submitted_at": fields["submitted_at"],
                       "started_at": repr(started_at), "finished_at": repr(started_at + JOB_SPAN_S),
-                      "runs": json.dumps(runs_for(shas, job, suite_file, started_at))}
+                      "runs": json.dumps(runs_for(shas, job, suite_file[job["test"]] if isinstance(suite_file, dict)
+                                                  else suite_file, started_at))}
             with r.pipeline(transaction=True) as tx:
                 tx.xadd(keys.RESULTS.key(), result)
                 if fields["work_id"] in publish_twice:
@@ -369,3 +396,60 @@ def play_branch_agent(r, shas: list[str], suite_file: str, value_of, *, dead: di
                 tx.xack(stream, keys.AGENTS_GROUP, entry_id)
                 tx.xdel(stream, entry_id)
                 tx.execute()
+
+
+def test_a_pushed_regression_counts_can_see_is_bisected_counted(tmp_path, repository):
+    """GET with pipeline 1 (every followed test can be counted): the collector's loop sends a counted
+    confirmation (GOOD and BAD interleaved, 5 runs per side, under callgrind), then every commit
+    counted alone by one run with the confirmation's request count per connection, as job documents
+    an agent accepts; the report, counted, names commit 12. Each commit counted once."""
+    from redline.fleet import entries
+    repo, shas = repository
+    get, setter = (load_test(builtin_suites_dir() / "quick" / f"{name}.yml")
+                   for name in ("string-get-100B-pipeline-1", "string-set-100B-pipeline-1"))
+    suites = {GET1: str(get.path), SET1: str(setter.path)}
+    with redis_with_aof(tmp_path / "aof") as url:
+        r = client(url)
+        store, log = tmp_path / "fleet.db", tmp_path / "collector.log"
+        collector = redline_process("collector", "--redis", url, "--store", store, log=log)
+        jobs: list[dict] = []
+        try:
+            work.register_platform(r, "p")
+            for name in ("a1", "a2"):
+                r.hset(keys.AGENT.key(platform="p", agent=name), mapping={"agent": name, "job_id": ""})
+            item = work.new_work(r, source="push", platforms=["p"], tests=[get, setter], topologies=None,
+                                 sides=[SideSpec("baseline", f"git:{repo}@{shas[0]}", (), "libc-malloc"),
+                                        SideSpec("comparison", f"git:{repo}@{shas[-1]}", (), "libc-malloc")],
+                                 settings=work.Settings(runs=5, max_runs=5, duration_s=1.0, warmup_s=0.0))
+            work.enqueue(r, item)
+            report = None
+            for _ in range(80):
+                jobs += play_agent(r, shas, suites)
+                report = bisection_comment(r)
+                if report:
+                    break
+                time.sleep(0.5)
+            assert report is not None, log.read_text()[-3000:]
+        finally:
+            assert stop(collector) == 0
+    markdown = report["markdown"]
+    assert f"culprit: {shas[12][:12]}" in markdown and "Counted under callgrind" in markdown, markdown
+    assert "## redline bisect: instructions_per_op" in markdown and "Measured by time" not in markdown
+    counted = [job for job in jobs if job["settings"].get("measure") == "instructions"]
+    assert counted and len(counted) == len(jobs) - 2                    # everything after the work item itself
+    for job in counted:
+        entries.job_document(json.loads(json.dumps(job)))                # what an agent checks before it runs one
+    own = [job for job in counted if job["settings"].get("profile")]       # the culprit's own change, profiled
+    confirmation, *steps = [job for job in counted if job not in own]
+    assert own and all(len(job["sides"]) == 2 and job["settings"]["runs"] == 1 for job in own)
+    assert [s["target"] for s in confirmation["sides"]] == [f"git:{repo}@{shas[0]}", f"git:{repo}@{shas[-1]}"]
+    assert confirmation["test"] == GET1 and confirmation["settings"]["runs"] == 5
+    assert "window_requests" not in confirmation["settings"]
+    assert steps and all(len(job["sides"]) == 1 and job["sides"][0]["name"] is None and job["settings"]["runs"] == 1
+                         and job["settings"]["window_requests"] == REQUESTS and job["test"] == GET1 for job in steps)
+    targets = [job["sides"][0]["target"] for job in steps]
+    assert len(targets) == len(set(targets))                             # each commit counted once
+    state = json.loads(query(store, "SELECT document FROM session_documents WHERE name='fleet_bisection'")[0][0])
+    assert state["stage"] == "reported" and state["measure"] == "instructions" and state["per_round"] == 2
+    assert len({p["work_id"] for p in state["pairs"].values()}) == len(state["pairs"]) == len(counted)
+

@@ -9,10 +9,14 @@ is SIGKILLed in the middle of a round's step: `fleet local` starts another, the 
 after --claim-idle and run again, and every step is stored once.
 
 The pushed range is commit 9 → commit 16 (seven commits; commit 12 in it): a push's previous head
-is where the fleet's last measurement was. Timed, not counted (the loop's steps are timed; see
-docs/fleet.md "The closed loop"). Cost on an idle 2-core machine: the builds of about six commits
-(cached by redline's build cache across runs), the work item (2 jobs) and about six one-test
-compares of 5 runs of 1 s per side. Nothing here asserts a duration."""
+is where the fleet's last measurement was. Timed: GET and SET with pipeline 10, whose pipelining is
+what counts cannot see (docs/fleet.md "The closed loop"). Cost on an idle 2-core machine: the builds
+of about six commits (cached by redline's build cache across runs), the work item (2 jobs) and
+about six one-test compares of 5 runs of 1 s per side.
+
+The same push on GET and SET with pipeline 1 is bisected counted: the servers under valgrind, the
+confirmation by 5 runs per side, each later commit alone by one run (30M-instruction windows).
+Nothing here asserts a duration."""
 
 from __future__ import annotations
 
@@ -119,3 +123,57 @@ def test_a_pushed_regression_is_bisected_by_a_real_local_fleet(tmp_path, bisect_
     assert len(profiled) == 1 and query(store, "SELECT count(*) FROM runs r JOIN profiles p ON p.run_id = r.id "
                                                "WHERE r.purpose = 'profile'")[0][0] == 2    # GET, two sides
     print(report["markdown"])
+
+
+COUNTABLE = "string-(get|set)-100B-pipeline-1$"     # pipeline 1: counts see GET's extra work
+
+
+def test_a_pushed_regression_is_bisected_counted_by_a_real_local_fleet(tmp_path, bisect_repo):
+    """The same push (commit 9 → 16) on the tests counts can see: the push's work item is timed, the
+    collector's loop counts — the confirmation by 5 interleaved runs per side under callgrind, then
+    each commit alone by one run with the confirmation's request count — on a real `fleet local
+    --agents 2` (real agents, builds, valgrind), and the report names commit 12 from the counts.
+    A 30M-instruction window keeps each counted run short."""
+    repo, tags = bisect_repo
+    git = lambda *a: subprocess.run(["git", "-C", str(repo), *a], capture_output=True, text=True,  # noqa: E731
+                                    check=True).stdout.strip()
+    before, culprit = git("rev-parse", "culprit~3"), tags["culprit"]
+    secret = tmp_path / "secret"
+    secret.write_bytes(SECRET + b"\n")
+    store, log = tmp_path / "fleet.db", tmp_path / "fleet.log"
+    fleet, url = fleet_local("--agents", 2, "--store", store, "--platform", "ci", "--dir", tmp_path / "redis",
+                             "--allow-target", f"git:{repo.parent}", log=log)
+    port = free_port()
+    api = redline_process("api", *redis_arguments(url), "--port", port, "--secret-file", secret, "--repository", repo,
+                          "--branch", "line", "--platform", "ci", "--suite", "quick", "--name", COUNTABLE,
+                          "--runs", 5, "--max-runs", 5, "--duration", "1s", "--variant", "libc-malloc",
+                          "--window-instructions", 30_000_000, log=log)
+    try:
+        def listening():
+            with socket.socket() as sock:
+                return sock.connect_ex(("127.0.0.1", port)) == 0
+        wait_for(listening, "the webhook endpoint", timeout_s=120)
+        r = client(url)
+        wait_for(lambda: len(list(r.scan_iter(match=keys.AGENT.key(platform="ci", agent="*")))) == 2,
+                 "both agents' heartbeats (k = 2)", timeout_s=300)
+        status, answer = signed_push(f"http://127.0.0.1:{port}/webhook", before, tags["bad"])
+        assert status == 202, answer
+        work_id = answer["work_id"]
+        report = wait_for(lambda: next((f for _, f in r.xrange(keys.COMMENTS.key())
+                                        if f["work_id"] == work_id and f.get("bisection")), None),
+                          "the bisection's report", timeout_s=LONG_S, every_s=2)
+    finally:
+        assert stop(api, 120) == 0
+        stop(fleet)
+    markdown = report["markdown"]
+    assert f"culprit: {culprit[:12]}" in markdown and "Counted under callgrind" in markdown, markdown
+    assert "Measured by time" not in markdown
+    state = json.loads(query(store, "SELECT document FROM session_documents WHERE name='fleet_bisection'")[0][0])
+    assert state["measure"] == "instructions" and state["per_round"] == 2
+    assert all(key.startswith("counted:") for key in state["pairs"])
+    requests = {json.dumps(requests) for (requests,) in query(
+        store, "SELECT json_extract(facts, '$.instructions.requests_per_connection') FROM runs WHERE session_id IN "
+               "(SELECT session_id FROM fleet_work WHERE work_id IN (%s)) AND status='ok'"
+               % ",".join("?" * len(state["pairs"])), *[p["work_id"] for p in state["pairs"].values()])}
+    assert len(requests) == 1, requests                 # the confirmation's request count throughout
+    print(markdown)

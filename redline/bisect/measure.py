@@ -45,6 +45,10 @@ from redline.suites import TestSpec
 
 
 
+# the metric a bisection decides on by default, per way of measuring (redline bisect, the fleet's loop)
+DEFAULT_METRIC = {metrics.TIME: "server_cpu_us_per_op", metrics.INSTRUCTIONS: "instructions_per_op"}
+
+
 @dataclass
 class StepSettings:
     """How each compare of a bisection measures: the run settings, the metric decided on, the
@@ -105,7 +109,8 @@ def execute(jobs: list[Job], sides: list[Side], tests: list[TestSpec], measuring
                                    position=(number, len(jobs)), more_runs=more_runs)]
 
 
-def _failures(records: list[Run]) -> str | None:
+def failed_runs_note(records: list[Run]) -> str | None:
+    """How many of the runs failed, and the first one's error (None: none failed)."""
     failed = [r.error for r in records if r.status == "failed" and r.error]
     return f"{len(failed)} runs failed: {failed[0]}" if failed else None
 
@@ -175,7 +180,7 @@ def timed_changes(records: list[Run], metric: str, noise_floors: dict[tuple[str,
 
 def timed_change(c: TestComparison, records: list[Run]) -> Change:
     note = c.note or c.state_refusal
-    failed = _failures(records)
+    failed = failed_runs_note(records)
     if failed:
         note = f"{note + '; ' if note else ''}{failed}"
     return _change(c.test, c.result, verdict=c.verdict, note=note, run_ids=[r.run_id for r in records],
@@ -275,7 +280,7 @@ class EngineCounter:
                     if fixed:
                         self.requests_per_connection.setdefault(run.test, fixed)
             for target, commit in commit_of.items():
-                failed = _failures([run for run in measured if run.target == target])
+                failed = failed_runs_note([run for run in measured if run.target == target])
                 if failed:
                     counted.failures[(commit.sha, key)] = failed
         if profile:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from redline.commands.argtypes import duration, github_repository, port_number, positive_int, regex, whole_seconds
-from redline.commands.arguments import add_redis_argument, add_scale_argument, platform_name
+from redline.commands.arguments import (add_fleet_measure_arguments, add_redis_argument, add_scale_argument,
+                                        platform_name)
 
 
 def add_parser(commands) -> None:
@@ -31,6 +32,7 @@ def add_parser(commands) -> None:
     parser.add_argument("--duration", type=whole_seconds, metavar="TIME", help="measured time per run (e.g. 10s)")
     parser.add_argument("--warmup", type=duration, default=2.0, metavar="TIME", help="warm-up per run (default 2s)")
     add_scale_argument(parser)
+    add_fleet_measure_arguments(parser)
     parser.add_argument("--variant", metavar="NAME")
     parser.set_defaults(func=api_command)
 
@@ -57,7 +59,8 @@ def api_command(args) -> int:
                         label=args.label, platforms=args.platform, tests=tests, variant=args.variant,
                         github_repository=args.github_repository,
                         run_settings=work.Settings(runs=args.runs, max_runs=args.max_runs, duration_s=args.duration,
-                                                   warmup_s=args.warmup, scale=args.scale))
+                                                   warmup_s=args.warmup, scale=args.scale, measure=args.measure,
+                                                   window_instructions=args.window_instructions))
     listening = listen(args.host, args.port)      # a busy port is refused here, before "listening"
     Stopping()      # uvicorn handles SIGTERM/Ctrl-C, then re-raises it: to a flag, not an interruption
     say("listening", host=args.host, port=args.port, tests=len(tests), label=repr(args.label))

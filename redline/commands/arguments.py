@@ -76,6 +76,15 @@ def add_measurement_arguments(parser: argparse.ArgumentParser, *, default_runs: 
                              "flame graph and top symbols (never part of a metric)")
 
 
+def add_fleet_measure_arguments(parser: argparse.ArgumentParser) -> None:
+    """--measure and --window-instructions of a work item (submit, api): carried by each of its jobs."""
+    parser.add_argument("--measure", choices=(metrics.TIME, metrics.INSTRUCTIONS), default=None,
+                        help="time (default; a suite may say `redline: measure: instructions`) or instructions: the "
+                             "agents run the servers under valgrind's callgrind (docs/measure-instructions.md)")
+    add_window_argument(parser, "--measure instructions: size the fixed request count for a window of at least N "
+                                "instructions (default 150000000)")
+
+
 def add_window_argument(parser: argparse.ArgumentParser, help: str) -> None:
     """--window-instructions: the counted window; `help` says its default for this command."""
     parser.add_argument("--window-instructions", type=positive_int, metavar="N", help=help)

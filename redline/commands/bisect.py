@@ -9,7 +9,7 @@ from pathlib import Path
 
 from redline.analysis.comparison import MIN_RUNS as COMPARED_MIN_RUNS
 from redline.bisect import search
-from redline.bisect.measure import StepSettings
+from redline.bisect.measure import DEFAULT_METRIC, StepSettings
 from redline.bisect.search import Outcome
 from redline.bisect.session import run_bisection
 from redline.commands.argtypes import positive_int
@@ -42,7 +42,6 @@ def _repository(text: str) -> Path:
     return path.resolve()
 
 
-DEFAULT_METRIC = {metrics.TIME: "server_cpu_us_per_op", metrics.INSTRUCTIONS: "instructions_per_op"}
 TIMED_MAX_RUNS = 9
 TIMED_MIN_RUNS = COMPARED_MIN_RUNS       # what a timed comparison needs to give a verdict at all
 

@@ -25,12 +25,12 @@ def add_parser(commands) -> None:
 
 
 def add_bisect_arguments(parser) -> None:
-    """The closed loop's caps and triggers (docs/fleet.md "The closed loop"); `fleet local` passes them to its
-    collector."""
+    """The closed loop's caps, triggers and how it measures (docs/fleet.md "The closed loop"); `fleet local`
+    passes them to its collector."""
     from redline.commands.argtypes import (bisect_agent_time, bisect_max_concurrent, bisect_max_queued,
                                            bisect_max_steps, bisect_stall_after)
     from redline.fleet.admission import DEFAULT_MAX_QUEUED, DEFAULT_STALL_AFTER_S
-    from redline.fleet.bisection import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_STEPS
+    from redline.fleet.bisection import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_STEPS, DEFAULT_MEASURE, MEASURES
     parser.add_argument("--bisect-max-concurrent", type=bisect_max_concurrent, default=DEFAULT_MAX_CONCURRENT,
                         metavar="N", help="open fleet bisections per repository at most (0: the loop is off; "
                                           f"default {DEFAULT_MAX_CONCURRENT})")
@@ -49,6 +49,11 @@ def add_bisect_arguments(parser) -> None:
     parser.add_argument("--bisect-history", choices=("on", "off"), default="on",
                         help="after each push's work item, bisect the new change points of its branch's history "
                              "(redline history's detector over the fleet's store; default on)")
+    parser.add_argument("--bisect-measure", choices=MEASURES, default=DEFAULT_MEASURE,
+                        help="how a bisection measures: auto (default) counts instructions under callgrind when "
+                             "every followed test can be counted, and goes on by time when the counted "
+                             "confirmation does not see the change; instructions: counted where it can be, a "
+                             "change counts do not see is not bisected; time: always timed")
 
 
 def collector_command(args) -> int:
@@ -68,5 +73,5 @@ def collector_command(args) -> int:
               github_poster=poster, export=export, bisect_max_concurrent=args.bisect_max_concurrent,
               bisect_max_steps=args.bisect_max_steps, bisect_max_queued=args.bisect_max_queued,
               bisect_agent_time=args.bisect_agent_time, bisect_stall_after=args.bisect_stall_after,
-              bisect_history=args.bisect_history == "on").serve()
+              bisect_history=args.bisect_history == "on", bisect_measure=args.bisect_measure).serve()
     return 0

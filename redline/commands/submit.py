@@ -6,7 +6,7 @@ import json
 import sys
 
 from redline.commands.argtypes import duration, positive_float, positive_int, regex, whole_seconds
-from redline.commands.arguments import add_redis_argument, platform_name
+from redline.commands.arguments import add_fleet_measure_arguments, add_redis_argument, platform_name
 
 
 def add_parser(commands) -> None:
@@ -30,6 +30,7 @@ def add_parser(commands) -> None:
     parser.add_argument("--warmup", type=duration, default=2.0, metavar="TIME", help="warm-up per run (default 2s)")
     parser.add_argument("--scale", type=positive_float, metavar="S", help="dataset scale")
     parser.add_argument("--profile", action="store_true", help="one profiled run per test and side")
+    add_fleet_measure_arguments(parser)
     parser.add_argument("--no-snapshots", dest="snapshots", action="store_false")
     parser.add_argument("--json", action="store_true", help="print {\"work_id\": …, \"jobs\": N} instead of the id")
     parser.set_defaults(func=submit_command)
@@ -50,7 +51,8 @@ def submit_command(args) -> int:
                          topologies=args.topology,
                          settings=work.Settings(runs=args.runs, max_runs=args.max_runs, duration_s=args.duration,
                                                 warmup_s=args.warmup, scale=args.scale, profile=args.profile,
-                                                snapshots=args.snapshots))
+                                                snapshots=args.snapshots, measure=args.measure,
+                                                window_instructions=args.window_instructions))
     jobs = work.enqueue(client, item)
     if args.json:
         print(json.dumps({"work_id": item.work_id, "jobs": jobs, "platforms": item.platforms}))

@@ -28,8 +28,9 @@ shared; the report's heading says what opened it.
 **A bisection is a store session** of kind `bisect` with two documents: `bisection` (what
 `redline bisect` stores: the outcome so far and the context; the report is rendered from it by
 redline/output/bisect_report.py) and `fleet_bisection` (the coordinator's state: the range, the tests
-followed, the metric, the platform, k, and every measured pair of commits with its work item and
-its answer). Nothing of it lives in the collector's memory.
+followed, the metric and how it is measured, the platform, k, and every measured pair of commits —
+or counted commit — with its work item and its answer). Nothing of it lives in the collector's
+memory.
 
 **Each measurement is fleet work.** A pair (reference, candidate) of commits is one work item:
 `git:REPO@reference` as baseline, `git:REPO@candidate` as comparison, one job per followed test,
@@ -54,8 +55,8 @@ before they are enqueued (a restart between the two enqueues the same work id: `
 skips a work item Redis already holds). An answer is recorded once per pair: a work item complete
 twice (a replayed side effect) changes nothing.
 
-Limits: at most `max_steps` pairs measured per bisection (the endpoint pair included); past it the
-bisection ends with one line. Per repository (redline.fleet.admission, `admit` — the one admission
+Limits: at most `max_steps` work items (pairs, counted commits) per bisection (the confirmation
+included); past it the bisection ends with one line. Per repository (redline.fleet.admission, `admit` — the one admission
 path, for any trigger): at most `max_concurrent` bisections hold a slot; a change past it is
 `queued` (a store session like an open one, opened in arrival order when a slot frees: a bisection
 ends or stalls, the tick), at most `max_queued` of them (beyond: refused, one line). The agent time
@@ -80,12 +81,35 @@ embeds it, or one line per test saying why there are none.
 A round's step carries its rule as job data (`step_rule`: the search's half-way points, directions,
 the endpoints' ratios, which end it is measured against, the metric; checked by
 redline.fleet.entries): the agent adds runs while the candidate's interval straddles the half-way
-point, as `redline bisect` does on one machine (redline.fleet.execution.step_rule_runs). The
-confirmation and the culprit's own change follow compare's adaptive rule.
+point, as `redline bisect` does on one machine (redline.fleet.execution.step_rule_runs). The timed
+confirmation and culprit's own change follow compare's adaptive rule.
 
-What is not here (docs/fleet.md "The closed loop"): counted (--measure instructions) steps; a
-wider range than the two builds around a history change point (a slow drift whose change point falls
-between two builds that differ by less than the confirmation can see is "not reproduced").
+**Counted where the tests can be counted** (`measuring`, `--bisect-measure`, default auto). When
+every followed test can be counted (`timed_because` finds nothing callgrind does not see or run:
+redline.analysis.gate.timed_reasons), the loop measures as `redline bisect --measure instructions`
+does, with the same comparer: redline.bisect.measure.CountedComparer over `StoredCounts`, a
+CommitCounter that answers from the counts stored in the state and raises `Pending` with `CountAsk`s
+for what is not counted yet (the replay of StoredAnswers, for counts). The confirmation is one
+counted work item, GOOD and BAD interleaved by `endpoint_runs` runs per side on one agent, deciding
+on instructions per op; its τ sets each test's step tolerance and its request count per connection
+goes into every later job of the test (the work item's `window_requests`). Each later commit is a
+work item of one side, the commit counted by one run, compared with the counts of GOOD or BAD; the
+culprit's own change is one more counted work item (the two commits interleaved, one run each, with
+their profile). Counted work lives under keys of its own
+(`counted:…`) beside the timed pairs, recorded before it is enqueued, answered once, like them. If
+the counted confirmation does not see the change (its effect lives where counts do not look:
+system calls, waiting, memory latency), sees it too small for one-run steps, or cannot count (its
+jobs died), the bisection goes on timed from a timed confirmation (`_fall_back`; with
+--bisect-measure instructions it ends "not reproduced"); the comment says why in one line. Tests
+counts cannot see are timed from the start.
+
+A counted own change is profiled like a timed one, by callgrind's call graph: its counted work item
+has `profile` on, and `counted_answer_of` keeps the moved symbols and the flame graph beside the
+counts (`profile_answer`).
+
+What is not here (docs/fleet.md "The closed loop"): a wider range than the two builds around a
+history change point (a slow drift whose change point falls between two builds that differ by less
+than the confirmation can see is "not reproduced").
 """
 
 from __future__ import annotations
@@ -97,16 +121,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
 
-from redline.analysis.comparison import BASELINE, COMPARISON, TestComparison, looks_confidence
+from redline.analysis.comparison import (BASELINE, COMPARISON, TestComparison, looks_confidence,
+                                         measured_runs_by_test, profile_differences)
+from redline.analysis.counted import MIN_RUNS as COUNTED_MIN_RUNS
 from redline.analysis.stats import Verdict
 from redline.bisect import search
-from redline.bisect.measure import timed_changes
+from redline.bisect.measure import DEFAULT_METRIC, Count, Counted, CountedComparer, failed_runs_note, timed_changes
 from redline.bisect.planner import rounds_needed
 from redline.bisect.search import Answer, Ask, Change, Commit, Outcome, Settled, StepRule, Unbuildable
+from redline.core import metrics
 from redline.core.errors import RunError, UsageError
-from redline.core.run import Run
 from redline.core.numbers import format_duration
-from redline.engine.job import SideSpec
+from redline.core.run import Run
+from redline.engine.job import Job, JobResolver, SideSpec
 from redline.fleet import branch_history, work as fleet_work
 from redline.fleet.admission import (DEFAULT_MAX_QUEUED, DEFAULT_STALL_AFTER_S, QUEUED, SLOT_STAGES, STALLED,
                                      WAITING, Admission, Limits, ordinal)
@@ -123,17 +150,22 @@ CLOSED_STAGES = ("reported", "not reproduced", "failed")
 PREFERRED_METRIC = "server_cpu_us_per_op"     # redline bisect's default: the least moved by a noisy neighbour
 DEFAULT_MAX_CONCURRENT = 2
 DEFAULT_MAX_STEPS = 24
+MEASURES = ("auto", metrics.TIME, metrics.INSTRUCTIONS)     # --bisect-measure
+DEFAULT_MEASURE = "auto"
+COUNTED = "counted:"              # the key prefix of counted work in a bisection's pairs and answers
+COUNTED_ENDPOINT_RUNS = 5         # runs per side of the counted confirmation at most (redline bisect's default)
 
 
 class Pending(Exception):
-    """The search asked for pairs (reference, candidate) not measured yet; `profiled`: the culprit's
-    own change, asked with its profile."""
+    """The search asked for pairs (reference, candidate) not measured yet — `profiled`: the culprit's
+    own change, asked with its profile — or (counted) commits not counted yet."""
 
     def __init__(self, pairs: list[tuple[Commit, Commit]], rules: dict[str, StepRule] | None = None, *,
-                 profiled: bool = False):
-        super().__init__(f"{len(pairs)} pairs not measured yet")
+                 profiled: bool = False, counts: list[CountAsk] | None = None):
+        super().__init__(f"{len(pairs) + len(counts or [])} pairs or counts not measured yet")
         self.pairs, self.rules = pairs, rules or {}       # pair key → the step's rule (round steps)
         self.profiled = profiled
+        self.counts = counts or []                        # counted work (StoredCounts)
 
 
 def pair_key(reference: Commit | str, candidate: Commit | str, *, profiled: bool = False) -> str:
@@ -218,6 +250,149 @@ def profile_gap(runs: list[Run], test: str) -> dict:
         if not run.profile.get("samples"):
             return {"why": f"the {side}'s profile has no samples", "detail": None}
     return {"why": "no function's share of the server's CPU differs between the two profiles", "detail": None}
+
+
+# -- counted: the confirmation, the steps and the culprit's own change under callgrind --------------
+@dataclass(frozen=True)
+class CountAsk:
+    """Counted work the search waits for: `commits` counted by `runs` runs each, as one work item —
+    one commit alone (a step: one run), or two interleaved on one agent, the first as baseline (the
+    confirmation: GOOD and BAD; a profiled own change: one run each)."""
+
+    commits: tuple[Commit, ...]
+    runs: int
+    purpose: str                      # confirmation | step | own change
+    profile: bool = False
+
+    @property
+    def key(self) -> str:
+        return COUNTED + "..".join(c.sha for c in self.commits) + (":profile" if self.profile else "")
+
+
+class StoredCounts:
+    """redline.bisect.measure.CommitCounter over the counts stored so far, for the CountedComparer a
+    replay builds: what is not counted yet is `Pending` (a round: every commit of it at once); a
+    work item whose jobs died is a commit that does not build (a round's: its answer; else
+    Unbuildable)."""
+
+    def __init__(self, answers: dict[str, dict], good: Commit, bad: Commit):
+        self.answers, self.ends = answers, (good.sha, bad.sha)
+
+    def count(self, commits: list[Commit], tests: list[str], *, runs: int, profile: bool = False,
+              apart: bool = False) -> Counted:
+        if apart:
+            asks = [CountAsk((commit,), runs, "step") for commit in commits]
+        else:
+            ends = tuple(c.sha for c in commits) == self.ends and not profile
+            asks = [CountAsk(tuple(commits), runs, "confirmation" if ends else "own change", profile)]
+        missing = [ask for ask in asks if ask.key not in self.answers]
+        if missing:
+            raise Pending([], counts=missing)
+        counted = Counted()
+        for ask in asks:
+            answer = self.answers[ask.key]
+            if answer.get("unbuildable") is not None:
+                if not apart:
+                    raise Unbuildable(ask.commits[-1], list(answer["unbuildable"]))
+                counted.unbuildable[ask.commits[0].sha] = list(answer["unbuildable"])
+                continue
+            for sha, by_test in answer["counts"].items():
+                for test, counts in by_test.items():
+                    if test in tests:
+                        counted.counts[(sha, test)] = [Count(**count) for count in counts]
+            for sha, by_test in answer["failures"].items():
+                counted.failures.update({(sha, test): why for test, why in by_test.items() if test in tests})
+            counted.profiles.update({test: tuple(found) for test, found in (answer.get("profiles") or {}).items()
+                                     if test in tests})
+        return counted
+
+
+def counted_answer_of(runs: list[Run], dead: list[tuple[str, str, str]], *, metric: str, reference: str | None,
+                      candidate: str, artifacts: Path | None = None) -> dict:
+    """A counted work item's stored answer: each commit's counts of `metric` per test (its baseline
+    side is `reference`, its comparison or only side `candidate`), why runs failed, the request count
+    per connection each test's runs sent (the confirmation's is carried to every later job of the
+    test); or — when a job of it died — why, as a commit that does not build or count."""
+    if dead:
+        return {"counts": {}, "failures": {}, "requests": {},
+                "unbuildable": [f"{job_id}: {' '.join((error or '').split())[:600]}" for job_id, _, error in dead]}
+    sha_of = {"baseline": reference, "comparison": candidate, None: candidate}
+    counts: dict[str, dict[str, list[dict]]] = {}
+    failures: dict[str, dict[str, str]] = {}
+    requests: dict[str, int] = {}
+    for key, measured in measured_runs_by_test(runs).items():
+        for run in measured:
+            value = run.metrics.get(metric) if run.status == "ok" else None
+            if value and sha_of.get(run.side):
+                counts.setdefault(sha_of[run.side], {}).setdefault(key, []).append(
+                    {"value": value, "run_id": run.run_id, "state": run.state})
+                fixed = (run.facts.get("instructions") or {}).get("requests_per_connection")
+                if fixed:
+                    requests.setdefault(run.test, int(fixed))
+        for side, sha in sha_of.items():
+            failed = failed_runs_note([run for run in measured if run.side == side])
+            if failed and sha:
+                failures.setdefault(sha, {})[key] = failed
+    answer = {"counts": counts, "failures": failures, "requests": requests, "unbuildable": None}
+    if artifacts is not None:          # the culprit's own change, profiled by callgrind's call graph
+        answer.update(profile_answer(runs, artifacts, list(measured_runs_by_test(runs))))
+    return answer
+
+
+def profile_answer(runs: list[Run], artifacts: Path, tests: list[str]) -> dict:
+    """A counted own change's profile part: per test the moved symbols and the differential flame
+    graph (`profiles`), or why there are none (`profile_notes`), as answer_of keeps them for a timed
+    one; a flame graph that cannot be drawn never costs the counts."""
+    try:
+        found, failed = profile_differences(runs, artifacts), None
+    except (RunError, UsageError) as exc:            # inferno missing or failing, an unreadable folded file
+        found, failed = {}, str(exc)
+    return {"profiles": {test: [moved, svg] for test, (moved, svg) in found.items()},
+            "profile_notes": {test: ({"why": "the differential flame graph could not be drawn", "detail": failed}
+                                     if failed else profile_gap(runs, test))
+                              for test in tests if not (found.get(test) or [None])[0]}}
+
+
+def timed_because(tests: list[list[str]], topologies: list[str]) -> str | None:
+    """Why the followed tests are measured by time, in one line (None: every one can be counted):
+    what callgrind does not see or cannot run for one of them (redline.analysis.gate.timed_reasons:
+    pipelining, large values, io-threads, clusters, replicas, several clients, roles, waiting, a
+    suite that asks for time), or a suite file the collector cannot read."""
+    from redline.analysis.gate import timed_reasons
+    from redline.topology import DEFAULT_TOPOLOGY, parse_topology
+    resolver = JobResolver()
+    for suite, name in tests:
+        try:
+            test = resolver.test(Job(suite=suite, test=name, sides=[]))
+        except Exception as exc:        # noqa: BLE001 — a suite not readable here is measured as it always was
+            return f"the suite file of {name} cannot be read here to tell whether counts see it ({exc})"
+        for topology in topologies:
+            reasons = timed_reasons(test, parse_topology(topology), [])
+            if reasons:
+                where = "" if topology == DEFAULT_TOPOLOGY else f"@{topology}"
+                return f"counts cannot see {name}{where} ({reasons[0]})"
+    return None
+
+
+def measuring(measure: str, metric: str, tests: list[list[str]], topologies: list[str], settings: dict) -> dict:
+    """How a bisection opened now measures (its state's fields): counted when `measure` allows it
+    and every followed test can be counted, else timed; the timed metric is kept for a fall-back."""
+    known = metrics.BY_NAME.get(metric)
+    counted_metric = metric if known is not None and known.measure == metrics.INSTRUCTIONS else None
+    timed_metric = PREFERRED_METRIC if counted_metric else metric
+    timed_settings = {**settings, "window_requests": {},
+                      "measure": None if settings.get("measure") == metrics.INSTRUCTIONS else settings.get("measure")}
+    fields = {"measure": metrics.TIME, "metric": timed_metric, "timed_metric": timed_metric, "settings": timed_settings,
+              "timed_because": None}
+    if measure == metrics.TIME:
+        return fields
+    why = timed_because(tests, topologies)
+    if why is not None:
+        return {**fields, "timed_because": why}
+    counted_metric = counted_metric or DEFAULT_METRIC[metrics.INSTRUCTIONS]
+    return {**fields, "measure": metrics.INSTRUCTIONS, "metric": counted_metric, "counted_metric": counted_metric,
+            "endpoint_runs": max(COUNTED_MIN_RUNS, min(settings["runs"], COUNTED_ENDPOINT_RUNS)),
+            "fall_back": measure == "auto"}
 
 
 # -- what the coordinator needs of the fleet -----------------------------------------------------
@@ -318,14 +493,16 @@ class Loop:
                  agent_time_s: float | None = None, stall_after_s: float = DEFAULT_STALL_AFTER_S,
                  say: Callable[..., None] = lambda event, **fields: None,
                  path_of: Callable[[Path, str, str], tuple[Commit, list[Commit]]] | None = None,
-                 clock: Callable[[], float] = time.time, history: bool = True):
+                 clock: Callable[[], float] = time.time, history: bool = True, measure: str = DEFAULT_MEASURE):
         if max_steps < 2:
             raise ValueError(f"max_steps must be at least 2 (the confirmation and one step), got {max_steps}")
+        if measure not in MEASURES:
+            raise ValueError(f"measure must be one of {', '.join(MEASURES)}, got {measure!r}")
         self.limits = Limits(max_concurrent=max_concurrent, max_queued=max_queued, agent_time_s=agent_time_s,
                              stall_after_s=stall_after_s)
         self.admission = Admission(self.limits)
         self.store, self.fleet, self.say, self.clock = store, fleet, say, clock
-        self.max_concurrent, self.max_steps = max_concurrent, max_steps
+        self.max_concurrent, self.max_steps, self.measure = max_concurrent, max_steps, measure
         self.history = history            # `redline history` change points of a push's branch trigger it too
         self.path_of = path_of or (lambda repo, good, bad: search.ancestry_path(repo, good, bad))
 
@@ -388,7 +565,7 @@ class Loop:
             self.say("bisection not opened", work=work.work_id, reason=str(exc))
             return Decision(f"Not bisected: {exc}.")
         sides = {side.name: side for side in work.sides}
-        return self.admit({
+        state = {
             "format": 1, "work_id": work.work_id, "repository": repo,
             "github": work.github, "platform": opening.platform, "metric": opening.metric, "keys": opening.keys,
             "tests": opening.tests, "topologies": opening.topologies,
@@ -396,7 +573,10 @@ class Loop:
             "settings": dict(work.settings) or {"runs": work.runs, "max_runs": work.max_runs},
             "good": asdict(good), "path": [asdict(c) for c in path], "good_ref": opening.good_ref,
             "bad_ref": opening.bad_ref, "origin": opening.origin,
-        })
+        }
+        state.update(measuring(self.measure, opening.metric, opening.tests, opening.topologies,
+                               state["settings"]))          # counted or timed
+        return self.admit(state)
 
     def admit(self, state: dict) -> Decision:
         """The one admission path of every trigger: a new bisection's state (what it measures: the
@@ -538,7 +718,7 @@ class Loop:
         return {"repository": state["repository"], "metric": state["metric"], "variant": variant or "default",
                 "tests": state["keys"], "selection": ["--name", "|".join(f"^{key}$" for key in state["keys"])],
                 "store": "", "all_parents": False, "good_ref": state["good_ref"], "bad_ref": state["bad_ref"],
-                "measure": None, "fleet": {"work_id": state["work_id"], "platform": state["platform"],
+                "measure": state.get("measure"), "fleet": {"work_id": state["work_id"], "platform": state["platform"],
                                            "per_round": state["per_round"]},
                 "session": state["bisection"]}
 
@@ -555,11 +735,15 @@ class Loop:
                 return
             if key not in state["answers"]:
                 runs, dead = self.fleet.results(work.work_id)
-                settings = state["settings"]
-                state["answers"][key] = answer_of(runs, dead, metric=state["metric"], runs_per_side=settings["runs"],
-                                                  max_runs=settings["max_runs"], artifacts=self._artifacts(state, key))
-                state["pairs"][key].update(state="failed" if dead else "done", done_at=self.clock(),
-                                           agent_s=self.fleet.agent_seconds(work.work_id))
+                settings, pair = state["settings"], state["pairs"][key]
+                artifacts = self._artifacts(state, key)
+                state["answers"][key] = (
+                    counted_answer_of(runs, dead, metric=state["counted_metric"], reference=pair["reference"],
+                                      candidate=pair["candidate"], artifacts=artifacts) if key.startswith(COUNTED) else
+                    answer_of(runs, dead, metric=state["metric"], runs_per_side=settings["runs"],
+                              max_runs=settings["max_runs"], artifacts=artifacts))
+                pair.update(state="failed" if dead else "done", done_at=self.clock(),
+                            agent_s=self.fleet.agent_seconds(work.work_id))
                 state["no_agents_since"] = None          # an agent of its platform answered: alive
                 self._save(state)
             self.advance(bisection)
@@ -577,17 +761,30 @@ class Loop:
             return
         good, path = Commit(**state["good"]), [Commit(**c) for c in state["path"]]
         so_far: list[Outcome] = []
+        counted = state.get("measure") == metrics.INSTRUCTIONS
+        comparer = StoredAnswers(state["answers"]) if not counted else CountedComparer(
+            StoredCounts(state["answers"], good, path[-1]), metric=state["metric"], endpoint_runs=state["endpoint_runs"])
         try:
-            outcome = search.bisect(StoredAnswers(state["answers"]), good, path, state["keys"],
-                                    per_round=state["per_round"], on_step=so_far.append, profile=True)
+            outcome = search.bisect(comparer, good, path, state["keys"], per_round=state["per_round"],
+                                    on_step=so_far.append, profile=True)
         except Pending as pending:
             self._document(state, so_far[-1] if so_far else None)
+            if pending.counts:
+                return self._queue_counted(state, pending.counts, so_far[-1] if so_far else None)
             return self._queue(state, pending, so_far[-1] if so_far else None)
         except Unbuildable as failure:
             tail = " ".join(failure.tail[-1:])[:300]
+            if counted and not so_far and state.get("fall_back"):
+                return self._fall_back(state, f"the counted confirmation did not count "
+                                              f"({failure.commit.short}: {tail})")
             return self._end(state, "failed", f"an end of the range does not build or measure "
                                               f"({failure.commit.short}: {tail}); nothing to bisect", None)
         self._document(state, outcome)
+        if not outcome.endpoints.moved and counted:
+            if state.get("fall_back"):
+                return self._fall_back(state, unseen(state["metric"], outcome))
+            return self._end(state, "not reproduced", f"{unseen(state['metric'], outcome)}; not bisected "
+                                                      "(--bisect-measure instructions)", outcome)
         if not outcome.endpoints.moved:
             verdicts = "; ".join(f"{test} {c.verdict}" for test, c in outcome.endpoints.changes.items()) or "no runs"
             return self._end(state, "not reproduced", f"the confirmation did not see the change again "
@@ -648,6 +845,68 @@ class Loop:
             state.update(stage=WAITING, note=note, frees_at=frees_at)
             self._save(state)
             self.say("bisection waits for agent time", bisection=state["bisection"], frees_at=frees_at)
+
+    def _queue_counted(self, state: dict, asks: list[CountAsk], outcome: Outcome | None) -> None:
+        """Counted work as _queue does pairs: each ask a work item (recorded before it is enqueued,
+        under its own key; one already recorded is enqueued again under its work id)."""
+        new = [ask for ask in asks if ask.key not in state["pairs"]]
+        if len(state["pairs"]) + len(new) > state["max_steps"]:
+            return self._end(state, "failed", f"the step cap (--bisect-max-steps {state['max_steps']}) is reached "
+                                              f"with {len(state['pairs'])} pairs measured; no culprit named", outcome)
+        if new and not self.admission.has_agent_time([s for _, s in self.states()], state["repository"],
+                                                     self.clock()):
+            return self._wait(state)
+        state["stage"] = {"confirmation": "confirming", "step": "bisecting", "own change": "checking"}[asks[0].purpose]
+        state["note"] = state["frees_at"] = None            # no longer waiting nor stalled
+        for ask in new:
+            state["pairs"][ask.key] = {
+                "work_id": fleet_work.new_work_id(), "reference": ask.commits[0].sha if len(ask.commits) == 2 else None,
+                "candidate": ask.commits[-1].sha, "state": "queued", "round": outcome.rounds if outcome else 0,
+                "purpose": ask.purpose, "step_rule": None, "measure": metrics.INSTRUCTIONS, "runs": ask.runs,
+                "profile": ask.profile}
+        state["round"] = outcome.rounds if outcome else 0
+        state["rounds"] = max(state["round"], rounds_needed(len(state["path"]) - 1, state["per_round"]))
+        self._save(state)            # the work ids are recorded before anything is enqueued
+        for ask in asks:
+            pair = state["pairs"][ask.key]
+            if pair["state"] == "queued":
+                self.fleet.submit(self._counted_work_item(state, pair))
+        self.say("bisection waits", bisection=state["bisection"], stage=state["stage"], round=state["round"],
+                 counted=",".join(state["pairs"][ask.key]["work_id"] for ask in asks))
+
+    def _counted_work_item(self, state: dict, pair: dict) -> fleet_work.WorkItem:
+        """A counted work item: the reference and the candidate interleaved (the confirmation), or the
+        candidate alone (a step), under callgrind, `runs` runs each; every job but the
+        confirmation's sends the confirmation's request count per connection."""
+        repository, sides = state["repository"], state["sides"]
+
+        def side(name: str, sha: str, as_name: str | None) -> SideSpec:
+            spec = SideSpec.from_json(sides.get(name) or {"name": name, "target": ""})
+            return SideSpec(as_name, f"git:{repository}@{sha}", spec.config, spec.variant)
+        confirmation = CountAsk((Commit(state["good"]["sha"]), Commit(state["path"][-1]["sha"])),
+                                state["endpoint_runs"], "confirmation").key
+        fixed = {} if pair["purpose"] == "confirmation" else dict((state["answers"].get(confirmation) or {}).get(
+            "requests") or {})
+        two = pair["reference"] is not None
+        return fleet_work.WorkItem(
+            work_id=pair["work_id"], source="bisect",
+            sides=([side("baseline", pair["reference"], "baseline"),
+                    side("comparison", pair["candidate"], "comparison")] if two else
+                   [side("comparison", pair["candidate"], None)]),
+            platforms=[state["platform"]], tests=[tuple(t) for t in state["tests"]], topologies=state["topologies"],
+            settings=fleet_work.Settings(**{**state["settings"], "runs": pair["runs"], "max_runs": pair["runs"],
+                                            "profile": pair["profile"], "measure": metrics.INSTRUCTIONS,
+                                            "window_requests": fixed}),
+            bisection=str(state["bisection"]))
+
+    def _fall_back(self, state: dict, why: str) -> None:
+        """The counted confirmation did not see the change (or could not count it): the bisection
+        goes on timed, from its confirmation, as if it had opened so; the comment says why."""
+        state.update(measure=metrics.TIME, metric=state["timed_metric"], timed_because=why)
+        self.store.save_session_document(state["bisection"], DOCUMENT, self._context(state))
+        self._save(state)
+        self.say("bisection measured by time", bisection=state["bisection"], why=why)
+        self.advance(state["bisection"])
 
     def _work_item(self, state: dict, pair: dict) -> fleet_work.WorkItem:
         repository, sides = state["repository"], state["sides"]
@@ -730,7 +989,7 @@ class Loop:
         head = (f"### redline: fleet bisection {state['bisection']} {triggered_by(state)}\n\n"
                 f"{len(state['path'])} commits after `{state['good']['sha'][:12]}`, on platform "
                 f"`{state['platform']}`, {state['per_round']} commit(s) per round, "
-                f"{len(state['pairs'])} pairs measured as fleet work items.\n\n")
+                f"{len(state['pairs'])} work items measured on the fleet.\n\n") + measured_line(state)
         if state["stage"] != "reported" or outcome is None:
             body = f"**Not bisected:** {state['note']}\n"
         else:
@@ -744,7 +1003,9 @@ class Loop:
         its differential flame graph is; or, per test, why there are none (never an empty table)."""
         if not remainder or not remainder.get("changes"):
             return ""
-        answer = state["answers"].get(pair_key(remainder["before"]["sha"], remainder["commit"]["sha"], profiled=True))
+        before, culprit = Commit(remainder["before"]["sha"]), Commit(remainder["commit"]["sha"])
+        answer = state["answers"].get(pair_key(before, culprit, profiled=True)) or \
+            state["answers"].get(CountAsk((before, culprit), 1, "own change", profile=True).key)
         notes = (answer or {}).get("profile_notes") or {}
         out = ["", f"**Moved functions** of the culprit's own change (a profiled run per side after the measured "
                    f"ones; each function's self share of the server's CPU at {remainder['before']['sha'][:12]} "
@@ -788,6 +1049,8 @@ def without_profiles(document: dict) -> dict:
     changes = {test: {**change, "moved_symbols": None, "diff_flamegraph": None}
                for test, change in (remainder.get("changes") or {}).items()}
     return {**document, "remainder": {**remainder, "changes": changes}}
+
+
 def origin_kind(state: dict) -> str:
     """What opened a bisection: a work item's own verdict, or a change point of a branch's history."""
     return (state.get("origin") or {}).get("kind", "verdict")
@@ -807,6 +1070,27 @@ def triggered_by(state: dict) -> str:
 def ref_names(ref: str, sha: str) -> bool:
     """Whether a target's reference names the commit `sha` (the sha itself, or its abbreviation)."""
     return len(ref) >= 7 and sha.startswith(ref.lower())
+
+
+def unseen(metric: str, outcome: Outcome) -> str:
+    """Why a counted confirmation leaves the change to time, in one line."""
+    endpoints = outcome.endpoints
+    if endpoints.too_close:
+        return "the counted confirmation saw it move too little to follow by one counted run per commit (" + \
+            "; ".join(f"{test}: {why}" for test, why in endpoints.too_close.items()) + ")"
+    verdicts = "; ".join(f"{test} {c.verdict}" + (f" {c.delta_pct:+.1f}%" if c.delta_pct is not None else "")
+                         for test, c in endpoints.changes.items()) or "no runs"
+    unmoved = endpoints.changes and all(c.verdict == Verdict.NO_CHANGE for c in endpoints.changes.values())
+    return (f"the counted confirmation did not see the change ({metric}: {verdicts})"
+            + (": it lives where counts do not look (system calls, waiting, memory latency)" if unmoved else ""))
+
+
+def measured_line(state: dict) -> str:
+    """The comment's line on why a bisection that could have been counted was timed (a counted
+    one is said by the report itself)."""
+    if state.get("measure") != metrics.INSTRUCTIONS and state.get("timed_because"):
+        return f"Measured by time: {' '.join(state['timed_because'].split())}.\n\n"
+    return ""
 
 
 def marker(bisection: int) -> str:

@@ -26,7 +26,7 @@ import redis
 from redline.analysis.comparison import FDR_Q, apply_false_discovery_control, compare_test, looks_confidence
 from redline.fleet import entries, github, keys, profiles, work as fleet_work
 from redline.fleet.admission import DEFAULT_MAX_QUEUED, DEFAULT_STALL_AFTER_S
-from redline.fleet.bisection import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_STEPS, Decision, Loop
+from redline.fleet.bisection import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_STEPS, DEFAULT_MEASURE, Decision, Loop
 from redline.fleet.bisection import marker as bisection_marker
 from redline.fleet.export import FleetExport
 from redline.store.fleet_ledger import Ledger
@@ -46,7 +46,8 @@ class Collector:
                  github_poster: github.Poster | None = None, export: FleetExport | None = None,
                  bisect_max_concurrent: int = DEFAULT_MAX_CONCURRENT, bisect_max_steps: int = DEFAULT_MAX_STEPS,
                  bisect_max_queued: int = DEFAULT_MAX_QUEUED, bisect_agent_time: float | None = None,
-                 bisect_stall_after: float = DEFAULT_STALL_AFTER_S, bisect_history: bool = True):
+                 bisect_stall_after: float = DEFAULT_STALL_AFTER_S, bisect_history: bool = True,
+                 bisect_measure: str = DEFAULT_MEASURE):
         self.client, self.store, self.name, self.stopping = client, store, name, stopping
         self.ledger = Ledger(store)
         self.github = github_poster
@@ -56,7 +57,8 @@ class Collector:
         # and of a change point of a push's branch history
         self.loop = Loop(store, CollectorFleet(self), max_concurrent=bisect_max_concurrent,
                          max_steps=bisect_max_steps, max_queued=bisect_max_queued, agent_time_s=bisect_agent_time,
-                         stall_after_s=bisect_stall_after, say=self.say, history=bisect_history)
+                         stall_after_s=bisect_stall_after, say=self.say, history=bisect_history,
+                         measure=bisect_measure)
         self.next_tick = 0.0                 # the loop's periodic check (monotonic): at the start, then every LOOP_TICK_S
         self.tick_failure: str | None = None
 

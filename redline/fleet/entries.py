@@ -26,6 +26,7 @@ IDENTIFIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,199}$")   # job ids, w
 GITHUB = re.compile(r"^(?:[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#\d{1,9})?$")
 UID = re.compile(r"^[0-9a-f]{32}$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
+MEASURE = re.compile(r"^(time|instructions)$")      # --measure
 TEXT_LIMIT = 4096             # a target, a suite path, a test name
 ERROR_LIMIT = 64 * 1024       # an error carried in an entry (a build log's tail)
 RUNS_LIMIT = 10_000           # run documents in one result
@@ -162,8 +163,7 @@ def job_document(document: dict) -> Job:
                 raise Malformed(f"job.settings.{name}: expected true or false")
             checked[name] = settings[name]
     if "measure" in settings:
-        checked["measure"] = optional(text, settings["measure"], "job.settings.measure",
-                                      pattern=re.compile(r"^(time|instructions)$"))
+        checked["measure"] = optional(text, settings["measure"], "job.settings.measure", pattern=MEASURE)
     max_runs = optional(integer, document.get("max_runs"), "job.max_runs", runs, MAX_RUNS)
     lone_p = optional(number, document.get("lone_p_value"), "job.lone_p_value", 0.0, 1.0)
     topology = text(document.get("topology", "oss-standalone"), "job.topology", pattern=IDENTIFIER)
@@ -399,7 +399,8 @@ class WorkSummary:
 
 
 SOURCES = ("cli", "push", "pull_request", "bisect")
-WORK_SETTINGS = ("runs", "max_runs", "duration_s", "warmup_s", "scale", "profile", "snapshots")
+WORK_SETTINGS = ("runs", "max_runs", "duration_s", "warmup_s", "scale", "profile", "snapshots", "measure",
+                 "window_instructions", "window_requests")
 
 
 def work_settings(payload: str) -> dict:
@@ -417,6 +418,16 @@ def work_settings(payload: str) -> dict:
         if not isinstance(value, bool):
             raise Malformed(f"work.settings.{name}: expected true or false")
         checked[name] = value
+    checked["measure"] = optional(text, document.get("measure"), "work.settings.measure", pattern=MEASURE)
+    checked["window_instructions"] = optional(integer, document.get("window_instructions"),
+                                              "work.settings.window_instructions", 1, 10**15)
+    fixed = document.get("window_requests")
+    fixed = {} if fixed is None else fixed
+    if not isinstance(fixed, dict) or len(fixed) > STEP_RULE_TESTS:
+        raise Malformed(f"work.settings.window_requests: expected an object of at most {STEP_RULE_TESTS} tests")
+    checked["window_requests"] = {text(test, "work.settings.window_requests test"):
+                                  integer(value, "work.settings.window_requests", 1, 10**12)
+                                  for test, value in fixed.items()}
     return checked
 
 

@@ -42,8 +42,10 @@ WORK = Name(f"{PREFIX}:work:{{work_id}}", "hash", "", "submit/api, agent, collec
             "work_id, created_at, source (cli, push, pull_request or bisect), baseline, comparison, runs, max_runs, platforms "
             "(JSON list), jobs_total, jobs_done, jobs_dead, state (queued, running, done or "
             "failed), started_at (first job start), github (repository#number or ''), session_id (the collector's store session), "
-            "sides (JSON list of the two sides), settings (JSON: runs, max_runs, duration_s, warmup_s, scale, profile, "
-            "snapshots), bisection (the fleet bisection it is a step of, or ''), branch (the branch a push went to, or '')")
+            "sides (JSON list of the two sides, or of the one side of a fleet bisection's counted step), settings "
+            "(JSON: runs, max_runs, duration_s, warmup_s, scale, profile, snapshots, measure, window_instructions, "
+            "window_requests — test → the request count per connection its jobs send), bisection (the fleet "
+            "bisection it is a step of, or ''), branch (the branch a push went to, or '')")
 WORKS = Name(f"{PREFIX}:works", "zset", "", "submit/api, collector (bisection)", "work_id scored by created_at")
 PLATFORMS = Name(f"{PREFIX}:platforms", "set", "", "agent, fleet local", "platform names that have a jobs stream")
 PLATFORM = Name(f"{PREFIX}:platform:{{platform}}", "string (TTL)", "", "agent, fleet local",

@@ -132,7 +132,8 @@ class Supervisor:
         if label == "collector":
             placement, environment = export_argv(self.args)
             loop = [argument for flag in ("bisect_max_concurrent", "bisect_max_steps", "bisect_max_queued",
-                                          "bisect_agent_time", "bisect_stall_after", "bisect_history")
+                                          "bisect_agent_time", "bisect_stall_after", "bisect_history",
+                                          "bisect_measure")
                     if getattr(self.args, flag, None) is not None
                     for argument in ("--" + flag.replace("_", "-"), str(getattr(self.args, flag)))]
             self.children[label] = redline_child("collector", *redis_arguments, "--store", str(self.args.store),

@@ -3,8 +3,9 @@
 A work item is one request (a push, a labelled pull request, a `submit`): a baseline, a
 comparison, and the selected tests. It becomes one job per test × topology × platform; a job
 runs both sides of one test interleaved on one machine, so every A/B pair is measured under the
-same conditions. The whole item is enqueued in one MULTI/EXEC transaction: either every job is
-queued or none is.
+same conditions (a fleet bisection's counted step has one side: the commit counted alone,
+redline.fleet.bisection). The whole item is enqueued in one MULTI/EXEC transaction: either every
+job is queued or none is.
 """
 
 from __future__ import annotations
@@ -36,6 +37,13 @@ class Settings:
     scale: float | None = None
     profile: bool = False
     snapshots: bool = True
+    # "time" or "instructions" (the servers under callgrind, redline.instructions); None: each test's
+    # own `redline: measure`, else time
+    measure: str | None = None
+    window_instructions: int | None = None       # counted: the window's size (None: the default)
+    # counted: the request count per connection each test's jobs send (test name → count), fixed by
+    # the submitter (a fleet bisection carries its confirmation's to every commit it counts)
+    window_requests: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -61,13 +69,17 @@ class WorkItem:
         settings = {"runs": self.settings.runs, "duration_s": self.settings.duration_s,
                     "warmup_s": self.settings.warmup_s, "scale": self.settings.scale,
                     "profile": self.settings.profile, "snapshots": self.settings.snapshots}
+        settings.update({name: getattr(self.settings, name) for name in ("measure", "window_instructions")
+                         if getattr(self.settings, name) is not None})
         documents = []
         for platform in self.platforms:
             number = 0
             for suite, test in self.tests:
                 for topology in self.topologies:
                     number += 1
-                    job = Job(suite=suite, test=test, sides=list(self.sides), topology=topology, settings=dict(settings),
+                    fixed = self.settings.window_requests.get(test)
+                    job = Job(suite=suite, test=test, sides=list(self.sides), topology=topology,
+                              settings={**settings, **({"window_requests": fixed} if fixed else {})},
                               max_runs=self.settings.max_runs, lone_p_value=lone_p_value,
                               job_id=f"{self.work_id}:{platform}:{number}", step_rule=self.step_rule)
                     documents.append((platform, job.to_json()))
@@ -77,7 +89,7 @@ class WorkItem:
         """The work hash's first fields (keys.WORK)."""
         label = {side.name: side.target for side in self.sides}
         return {"work_id": self.work_id, "created_at": repr(self.created_at), "source": self.source,
-                "baseline": label.get("baseline", ""), "comparison": label.get("comparison", ""),
+                "baseline": label.get("baseline", ""), "comparison": label.get("comparison", label.get(None, "")),
                 "platforms": json.dumps(self.platforms), "jobs_total": str(jobs_total),
                 "jobs_done": "0", "jobs_dead": "0", "state": "queued", "github": self.github,
                 "runs": str(self.settings.runs), "max_runs": str(self.settings.max_runs),
