@@ -593,7 +593,10 @@ mod golden {
     }
 
     fn check(name: &str, text: &str) {
-        let path = format!("{}/testdata/{name}", env!("CARGO_MANIFEST_DIR"));
+        // cargo test sets CARGO_MANIFEST_DIR when it runs the test, to the checkout it runs from: a
+        // target directory shared by two checkouts may hold a binary compiled in the other one
+        let root = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string());
+        let path = format!("{root}/testdata/{name}");
         if std::env::var_os("REDLINE_UPDATE_GOLDEN").is_some() {
             std::fs::write(&path, text).expect("write golden file");
         }
