@@ -481,9 +481,9 @@ def test_compare_of_two_commits_flags_the_patched_command_and_not_the_other(
                 for c in json.loads(out.read_text())["comparisons"]}
     assert verdicts[("get", "server_cpu_us_per_op")]["verdict"] == "regression", verdicts[("get", "server_cpu_us_per_op")]
     # SET's code is untouched: no regression of its own — or, on a loaded machine where 1 s windows
-    # resolve a few percent (a code-layout move, a neighbour), one far below GET's
+    # resolve a few percent (a code-layout move, a neighbour), one of a few percent, not GET's
     get, set_ = verdicts[("get", "server_cpu_us_per_op")], verdicts[("set", "server_cpu_us_per_op")]
-    assert set_["verdict"] != "regression" or set_["delta_pct"] < get["delta_pct"] / 10, (get, set_)
+    assert set_["verdict"] != "regression" or set_["delta_pct"] < 5.0, (get, set_)
     facts = json.loads(__import__("sqlite3").connect(tmp_path / "r.db").execute(
         "SELECT facts FROM runs WHERE side='comparison' LIMIT 1").fetchone()[0])
     assert facts["build"]["source"].startswith(f"git:{repo}@") and facts["build"]["variant"]
