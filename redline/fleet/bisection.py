@@ -1007,8 +1007,10 @@ class Loop:
         answer = state["answers"].get(pair_key(before, culprit, profiled=True)) or \
             state["answers"].get(CountAsk((before, culprit), 1, "own change", profile=True).key)
         notes = (answer or {}).get("profile_notes") or {}
+        whole = ("the server's instructions (callgrind's call graph)" if state.get("measure") == metrics.INSTRUCTIONS
+                 else "the server's CPU")
         out = ["", f"**Moved functions** of the culprit's own change (a profiled run per side after the measured "
-                   f"ones; each function's self share of the server's CPU at {remainder['before']['sha'][:12]} "
+                   f"ones; each function's self share of {whole} at {remainder['before']['sha'][:12]} "
                    f"→ at the culprit):", ""]
         rows = [f"| {literal(test)} | {literal(move['symbol'])} | {move['baseline_share']:.1%} | "
                 f"{move['comparison_share']:.1%} |"
