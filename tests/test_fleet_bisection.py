@@ -355,7 +355,7 @@ def max_open_at_once(fleet: FakeFleet) -> int:
     most = 0
     for mirrored in fleet.mirrored:
         stages[mirrored["bisection"]] = mirrored["stage"]
-        most = max(most, sum(1 for stage in stages.values() if stage in bisection.OPEN_STAGES))
+        most = max(most, sum(1 for stage in stages.values() if stage in admission.SLOT_STAGES))
     return most
 
 

@@ -23,8 +23,12 @@ from dataclasses import dataclass
 from redline.core.numbers import format_duration
 
 WINDOW_S = 24 * 3600.0              # the agent-time budget is per repository per rolling 24 hours
-SLOT_STAGES = ("confirming", "bisecting", "checking", "waiting")      # hold a slot of their repository
+# a bisection's stages (the one list: the coordinator, admission and `fleet status` read them here)
 QUEUED, WAITING, STALLED = "queued", "waiting", "stalled"
+ACTIVE_STAGES = ("confirming", "bisecting", "checking")       # work items of it are in the stream
+SLOT_STAGES = (*ACTIVE_STAGES, WAITING)                       # hold a slot of their repository
+CLOSED_STAGES = ("reported", "not reproduced", "failed")
+STAGES = (QUEUED, *ACTIVE_STAGES, WAITING, STALLED, *CLOSED_STAGES)    # in the order a bisection can pass them
 DEFAULT_MAX_QUEUED = 10
 DEFAULT_STALL_AFTER_S = 600.0
 

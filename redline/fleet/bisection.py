@@ -135,8 +135,8 @@ from redline.core.numbers import format_duration
 from redline.core.run import Run
 from redline.engine.job import Job, JobResolver, SideSpec
 from redline.fleet import branch_history, work as fleet_work
-from redline.fleet.admission import (DEFAULT_MAX_QUEUED, DEFAULT_STALL_AFTER_S, QUEUED, SLOT_STAGES, STALLED,
-                                     WAITING, Admission, Limits, ordinal)
+from redline.fleet.admission import (ACTIVE_STAGES, CLOSED_STAGES, DEFAULT_MAX_QUEUED, DEFAULT_STALL_AFTER_S, QUEUED,
+                                     SLOT_STAGES, STALLED, WAITING, Admission, Limits, ordinal)
 from redline.output.bisect_report import report_markdown
 from redline.output.markdown import literal
 from redline.store.results import Store
@@ -144,9 +144,6 @@ from redline.system import machine
 
 STATE = "fleet_bisection"         # the coordinator's document in the bisection's session
 DOCUMENT = "bisection"            # the report's document (as `redline bisect` stores it)
-ACTIVE_STAGES = ("confirming", "bisecting", "checking")       # work items of it are in the stream
-OPEN_STAGES = SLOT_STAGES                                     # hold a slot: the active ones and `waiting`
-CLOSED_STAGES = ("reported", "not reproduced", "failed")
 PREFERRED_METRIC = "server_cpu_us_per_op"     # redline bisect's default: the least moved by a noisy neighbour
 DEFAULT_MAX_CONCURRENT = 2
 DEFAULT_MAX_STEPS = 24

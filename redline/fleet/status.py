@@ -6,7 +6,7 @@ import redis
 
 from redline.core.numbers import format_duration
 from redline.fleet import entries, keys
-from redline.fleet.admission import ordinal
+from redline.fleet.admission import STAGES as BISECTION_STAGES, ordinal
 from redline.fleet.work import PLATFORM_TTL_S, live_platforms
 
 DEAD_SHOWN = 50
@@ -83,8 +83,6 @@ def fleet_status(client: redis.Redis) -> dict:
             "work": [w for w in works if w], "bisections": [b for b in bisections if b]}
 
 
-BISECTION_STAGES = ("queued", "confirming", "bisecting", "checking", "waiting", "stalled", "reported",
-                    "not reproduced", "failed")
 
 
 def bisection_status(client: redis.Redis, bisection: str) -> dict | None:
