@@ -136,7 +136,7 @@ from redline.core.run import Run
 from redline.engine.job import Job, JobResolver, SideSpec
 from redline.fleet import branch_history, work as fleet_work
 from redline.fleet.admission import (ACTIVE_STAGES, CLOSED_STAGES, DEFAULT_MAX_QUEUED, DEFAULT_STALL_AFTER_S, QUEUED,
-                                     SLOT_STAGES, STALLED, WAITING, Admission, Limits, ordinal)
+                                     STALLED, WAITING, Admission, Limits, ordinal)
 from redline.output.bisect_report import report_markdown
 from redline.output.markdown import literal
 from redline.store.results import Store
