@@ -41,6 +41,7 @@ from redline.fleet import keys  # noqa: E402
 from redline.server.process import free_port  # noqa: E402
 from redline.store.fleet_ledger import Ledger  # noqa: E402
 from redline.store.results import Store  # noqa: E402
+from tests.fleet_helpers import stop_an_agent_mid_job  # noqa: E402  (the fleet tests' way of catching an agent mid-job)
 
 REDLINE = [sys.executable, "-m", "redline.cli"]
 
@@ -75,19 +76,6 @@ def wait(condition, every_s: float = 5.0):
     while not (value := condition()):
         time.sleep(every_s)
     return value
-
-
-def agent_mid_job(r: redis.Redis, platform: str, spared: set[str]) -> dict | None:
-    """An agent stopped (SIGSTOP) while it holds a job not in `spared` that it has not finished, or None."""
-    for key in r.scan_iter(match=keys.AGENT.key(platform=platform, agent="*")):
-        agent = r.hgetall(key)
-        if not agent.get("job_id") or agent["job_id"] in spared or not agent.get("pid"):
-            continue
-        os.kill(int(agent["pid"]), signal.SIGSTOP)
-        if r.hget(key, "job_id") == agent["job_id"]:
-            return agent
-        os.kill(int(agent["pid"]), signal.SIGCONT)          # it finished between the two looks
-    return None
 
 
 def stored_jobs(store: Path, bisection_document: dict) -> list[str]:
@@ -149,7 +137,7 @@ def main() -> int:
             if len(killed) >= args.kill or state.get("stage") != "bisecting" or \
                     time.monotonic() - last_kill < args.kill_every:
                 return
-            victim = agent_mid_job(r, "demo", {v["job_id"] for v in killed})
+            victim = stop_an_agent_mid_job(r, "demo", {v["job_id"] for v in killed})
             if victim:
                 os.kill(int(victim["pid"]), signal.SIGKILL)
                 killed.append(victim)

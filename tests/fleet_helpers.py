@@ -17,6 +17,7 @@ from pathlib import Path
 import redis
 
 from redline.system.children import spawn
+from redline.fleet import keys
 from redline.fleet.local import start_redis
 from redline.server.process import free_port
 
@@ -149,3 +150,19 @@ def redis_with_aof(directory: Path):
     finally:
         server.terminate()
         server.wait(timeout=120)
+
+
+def stop_an_agent_mid_job(r, platform: str, spared: set[str]) -> dict | None:
+    """An agent of `platform` stopped (SIGSTOP) while it holds a job not in `spared` that it has not
+    finished (its hash, with pid and job_id), or None; the caller kills it or lets it go on."""
+    for key in r.scan_iter(match=keys.AGENT.key(platform=platform, agent="*")):
+        agent = r.hgetall(key)
+        if not agent.get("job_id") or agent["job_id"] in spared or not agent.get("pid"):
+            continue
+        os.kill(int(agent["pid"]), signal.SIGSTOP)
+        holds = r.xpending_range(keys.JOBS.key(platform=platform), keys.AGENTS_GROUP, "-", "+", 10,
+                                 consumername=agent["agent"])
+        if holds and r.hget(key, "job_id") == agent["job_id"]:
+            return agent
+        os.kill(int(agent["pid"]), signal.SIGCONT)      # it finished between the two looks: not this one
+    return None

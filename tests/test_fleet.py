@@ -14,7 +14,7 @@ from redline.fleet import keys
 from redline.fleet.local import start_redis
 from redline.server.process import free_port
 from tests.fleet_helpers import (QUICK, SERVER, assert_every_job_once, client, finished, fleet_local, query, redis_arguments,
-                                 redline, redline_process, stop, submit, wait_for)
+                                 redline, redline_process, stop, stop_an_agent_mid_job, submit, wait_for)
 
 TESTS = ("quick-string-get-100B-pipeline-1", "quick-set-sadd", "quick-hash-hset-100B")
 THREE_TESTS = ["--name", "string-get-100B-pipeline-1$|set-sadd|hash-hset"]
@@ -36,21 +36,6 @@ def fleet(tmp_path):
     assert "fleet local: stopped" in log.read_text()
 
 
-def stop_an_agent_mid_job(r, spared: set[str]) -> dict | None:
-    """An agent stopped (SIGSTOP) while it holds a job not in `spared` that it has not finished."""
-    for key in r.scan_iter(match=keys.AGENT.key(platform=PLATFORM, agent="*")):
-        agent = r.hgetall(key)
-        if not agent.get("job_id") or agent["job_id"] in spared:
-            continue
-        os.kill(int(agent["pid"]), signal.SIGSTOP)
-        holds = r.xpending_range(keys.JOBS.key(platform=PLATFORM), keys.AGENTS_GROUP, "-", "+", 10,
-                                 consumername=agent["agent"])
-        if holds and r.hget(key, "job_id") == agent["job_id"]:
-            return agent
-        os.kill(int(agent["pid"]), signal.SIGCONT)      # it finished between the two looks: not this one
-    return None
-
-
 KILLS = 3
 
 
@@ -63,7 +48,7 @@ def test_sigkilled_agents_every_job_stored_once_with_verdicts_and_comment(fleet)
     assert work["jobs"] == 3
     victims = []
     for _ in range(KILLS):
-        victim = wait_for(lambda: stop_an_agent_mid_job(r, {v["job_id"] for v in victims}),
+        victim = wait_for(lambda: stop_an_agent_mid_job(r, PLATFORM, {v["job_id"] for v in victims}),
                           "an agent in the middle of a job not killed before")
         os.kill(int(victim["pid"]), signal.SIGKILL)
         victims.append(victim)

@@ -177,6 +177,18 @@ def make_loop(store: Store, fleet: FakeFleet, **kwargs) -> bisection.Loop:
                           **kwargs)
 
 
+def restarted_after_losing(tmp_path, store: Store, fleet: FakeFleet, lost: str, bisection_id: int) -> bisection.Loop:
+    """Redis lost the queued work item `lost`, and the collector restarts: a new store handle and
+    coordinator over the same file, which advances the bisection; the new coordinator."""
+    del fleet.items[lost]
+    fleet.submitted.remove(lost)
+    store.close()
+    store2 = Store(tmp_path / "fleet.db")
+    loop2 = make_loop(store2, fleet)
+    loop2.advance(bisection_id)
+    return loop2
+
+
 def drain(loop: bisection.Loop, fleet: FakeFleet, *, reverse: bool = False, limit: int = 100) -> None:
     """The agents take every queued work item (a round's in any order) until none is left."""
     for _ in range(limit):
@@ -315,12 +327,7 @@ def test_every_answer_counts_once_and_a_restarted_coordinator_goes_on(tmp_path):
     assert fleet.waiting() == first_round
     # the collector restarts: a new store handle and coordinator; Redis lost one queued work item
     lost = first_round[0]
-    del fleet.items[lost]
-    fleet.submitted.remove(lost)
-    store.close()
-    store2 = Store(tmp_path / "fleet.db")
-    loop2 = make_loop(store2, fleet)
-    loop2.advance(decision.bisection)
+    loop2 = restarted_after_losing(tmp_path, store, fleet, lost, decision.bisection)
     assert lost in fleet.items                                           # the same work id again
     drain(loop2, fleet, reverse=True)
     state = loop2.state(decision.bisection)
@@ -1120,12 +1127,7 @@ def test_a_counted_bisection_replayed_and_restarted_changes_nothing(tmp_path):
     loop.work_complete(summary_of(fleet.items[first_round[1]]))
     assert fleet.waiting() == first_round[:1]
     lost = first_round[0]                                                # Redis lost the other
-    del fleet.items[lost]
-    fleet.submitted.remove(lost)
-    store.close()
-    store2 = Store(tmp_path / "fleet.db")
-    loop2 = make_loop(store2, fleet)
-    loop2.advance(decision.bisection)
+    loop2 = restarted_after_losing(tmp_path, store, fleet, lost, decision.bisection)
     assert lost in fleet.items and fleet.waiting() == [lost]             # the same work id again
     drain(loop2, fleet, reverse=True)
     state = loop2.state(decision.bisection)

@@ -121,6 +121,18 @@ def bisection_comment(r) -> dict | None:
     return next((f for _, f in r.xrange(keys.COMMENTS.key()) if f.get("bisection")), None)
 
 
+def played_until_reported(r, play, log, *, attempts: int) -> dict:
+    """The agents played (`play()`, every job waiting answered) until a bisection's report is on the
+    comments stream; the report."""
+    for _ in range(attempts):
+        play()
+        report = bisection_comment(r)
+        if report:
+            return report
+        time.sleep(0.5)
+    raise AssertionError(f"no bisection report after {attempts} rounds of the agents:\n{log.read_text()[-3000:]}")
+
+
 def test_a_pushed_regression_is_confirmed_bisected_and_reported_by_the_fleet(tmp_path, repository):
     repo, shas = repository
     get, setter = (load_test(builtin_suites_dir() / "quick" / f"{name}.yml")
@@ -174,14 +186,7 @@ def test_a_pushed_regression_is_confirmed_bisected_and_reported_by_the_fleet(tmp
             assert status.returncode == 0 and "bisection" in status.stdout, status.stdout + status.stderr
             collector = redline_process("collector", "--redis", url, "--store", store, log=log)
             # the agents answer every round until the report is on the comments stream
-            report = None
-            for _ in range(40):
-                play_agent(r, shas, suite_file)
-                report = bisection_comment(r)
-                if report:
-                    break
-                time.sleep(0.5)
-            assert report is not None, log.read_text()[-3000:]
+            report = played_until_reported(r, lambda: play_agent(r, shas, suite_file), log, attempts=40)
             assert f"culprit: {shas[12][:12]}" in report["markdown"], report["markdown"]
             assert report["work_id"] == item.work_id and report["state"] == "done"
         finally:
@@ -338,14 +343,8 @@ def test_a_step_in_a_branchs_history_is_bisected_by_the_real_collector(tmp_path,
                 wait_for(lambda: r.hget(keys.WORK.key(work_id=item.work_id), "state") in ("done", "failed"),
                          f"push {at} stored")
             # the agents answer the bisection's work items until its report is on the comments stream
-            report = None
-            for _ in range(60):
-                play_branch_agent(r, shas, suite_file, stepped)
-                report = bisection_comment(r)
-                if report:
-                    break
-                time.sleep(0.5)
-            assert report is not None, log.read_text()[-3000:]
+            report = played_until_reported(r, lambda: play_branch_agent(r, shas, suite_file, stepped), log,
+                                           attempts=60)
         finally:
             assert stop(collector) == 0
         assert "of a `redline history` change point" in report["markdown"], report["markdown"]
@@ -422,14 +421,7 @@ def test_a_pushed_regression_counts_can_see_is_bisected_counted(tmp_path, reposi
                                         SideSpec("comparison", f"git:{repo}@{shas[-1]}", (), "libc-malloc")],
                                  settings=work.Settings(runs=5, max_runs=5, duration_s=1.0, warmup_s=0.0))
             work.enqueue(r, item)
-            report = None
-            for _ in range(80):
-                jobs += play_agent(r, shas, suites)
-                report = bisection_comment(r)
-                if report:
-                    break
-                time.sleep(0.5)
-            assert report is not None, log.read_text()[-3000:]
+            report = played_until_reported(r, lambda: jobs.extend(play_agent(r, shas, suites)), log, attempts=80)
         finally:
             assert stop(collector) == 0
     markdown = report["markdown"]

@@ -20,6 +20,7 @@ Nothing here asserts a duration."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -34,9 +35,9 @@ import uuid
 from redline.fleet import keys
 from redline.output.markdown import literal
 from redline.server.process import free_port
-from tests.fleet_helpers import client, fleet_local, query, redis_arguments, redline, redline_process, stop, wait_for
+from tests.fleet_helpers import (client, fleet_local, query, redis_arguments, redline, redline_process, stop,
+                                 stop_an_agent_mid_job, wait_for)
 from tests.test_bisect import GET, SPIN, bisect_repo  # noqa: F401 — the fixture repository, shared
-from tests.test_fleet import stop_an_agent_mid_job
 
 SECRET = b"loop secret"
 TESTS = "string-(get|set)-100B-pipeline-10$"
@@ -55,21 +56,24 @@ def signed_push(endpoint: str, before: str, after: str) -> tuple[int, dict]:
         return response.status, json.loads(response.read())
 
 
-def test_a_pushed_regression_is_bisected_by_a_real_local_fleet(tmp_path, bisect_repo):
+@contextlib.contextmanager
+def pushed(tmp_path, bisect_repo, *, tests: str, fleet_flags=(), api_flags=()):
+    """A real `fleet local --agents 2` and `redline api`, both agents' heartbeats seen, then one
+    signed push of commit 9 → 16: (Redis client, Redis URL, store, the push's work id, the culprit).
+    Both processes are stopped on the way out."""
     repo, tags = bisect_repo
-    git = lambda *a: subprocess.run(["git", "-C", str(repo), *a], capture_output=True, text=True,  # noqa: E731
-                                    check=True).stdout.strip()
-    before = git("rev-parse", "culprit~3")
-    culprit = tags["culprit"]
+    before = subprocess.run(["git", "-C", str(repo), "rev-parse", "culprit~3"], capture_output=True, text=True,
+                            check=True).stdout.strip()
     secret = tmp_path / "secret"
     secret.write_bytes(SECRET + b"\n")
     store, log = tmp_path / "fleet.db", tmp_path / "fleet.log"
     fleet, url = fleet_local("--agents", 2, "--store", store, "--platform", "ci", "--dir", tmp_path / "redis",
-                             "--allow-target", f"git:{repo.parent}", "--claim-idle", "5s", log=log)
+                             "--allow-target", f"git:{repo.parent}", *fleet_flags, log=log)
     port = free_port()
     api = redline_process("api", *redis_arguments(url), "--port", port, "--secret-file", secret, "--repository", repo,
-                          "--branch", "line", "--platform", "ci", "--suite", "quick", "--name", TESTS,
-                          "--runs", 5, "--max-runs", 5, "--duration", "1s", "--variant", "libc-malloc", log=log)
+                          "--branch", "line", "--platform", "ci", "--suite", "quick", "--name", tests,
+                          "--runs", 5, "--max-runs", 5, "--duration", "1s", "--variant", "libc-malloc", *api_flags,
+                          log=log)
     try:
         def listening():
             with socket.socket() as sock:
@@ -80,8 +84,15 @@ def test_a_pushed_regression_is_bisected_by_a_real_local_fleet(tmp_path, bisect_
                  "both agents' heartbeats (k = 2)", timeout_s=300)
         status, answer = signed_push(f"http://127.0.0.1:{port}/webhook", before, tags["bad"])
         assert status == 202, answer
-        work_id = answer["work_id"]
+        yield r, url, store, answer["work_id"], tags["culprit"]
+    finally:
+        assert stop(api, 120) == 0
+        stop(fleet)
 
+
+def test_a_pushed_regression_is_bisected_by_a_real_local_fleet(tmp_path, bisect_repo):
+    claim_quickly = ("--claim-idle", "5s")
+    with pushed(tmp_path, bisect_repo, tests=TESTS, fleet_flags=claim_quickly) as (r, url, store, work_id, culprit):
         def comment(bisection: bool):
             return next((f for _, f in r.xrange(keys.COMMENTS.key())
                          if f["work_id"] == work_id and bool(f.get("bisection")) == bisection), None)
@@ -91,7 +102,7 @@ def test_a_pushed_regression_is_bisected_by_a_real_local_fleet(tmp_path, bisect_
         bisection = wait_for(lambda: r.zrange(keys.BISECTIONS.key(), 0, 0), "the bisection's stage")[0]
         wait_for(lambda: r.hget(keys.BISECTION.key(bisection=bisection), "stage") == "bisecting",
                  "the first round", timeout_s=LONG_S, every_s=0.5)
-        victim = wait_for(lambda: stop_an_agent_mid_job(r, set()), "an agent in the middle of a step", timeout_s=LONG_S)
+        victim = wait_for(lambda: stop_an_agent_mid_job(r, "ci", set()), "an agent in the middle of a step", timeout_s=LONG_S)
         os.kill(int(victim["pid"]), signal.SIGKILL)
         report = wait_for(lambda: comment(True), "the bisection's report", timeout_s=LONG_S, every_s=2)
         assert f"culprit: {culprit[:12]}" in report["markdown"], report["markdown"]
@@ -102,9 +113,6 @@ def test_a_pushed_regression_is_bisected_by_a_real_local_fleet(tmp_path, bisect_
         assert f"Differential flame graph of {literal(GET)}" in report["markdown"]
         shown = redline("fleet", "status", *redis_arguments(url))
         assert f"reported: culprit {culprit[:12]}" in shown.stdout, shown.stdout
-    finally:
-        assert stop(api, 120) == 0
-        stop(fleet)
     # the killed step stored once, by another agent, attempt 2; every job of every pair stored once
     (agent, attempt), = query(store, "SELECT agent, attempt FROM fleet_jobs WHERE job_id=?", victim["job_id"])
     assert agent != victim["agent"] and attempt == 2
@@ -134,37 +142,11 @@ def test_a_pushed_regression_is_bisected_counted_by_a_real_local_fleet(tmp_path,
     each commit alone by one run with the confirmation's request count — on a real `fleet local
     --agents 2` (real agents, builds, valgrind), and the report names commit 12 from the counts.
     A 30M-instruction window keeps each counted run short."""
-    repo, tags = bisect_repo
-    git = lambda *a: subprocess.run(["git", "-C", str(repo), *a], capture_output=True, text=True,  # noqa: E731
-                                    check=True).stdout.strip()
-    before, culprit = git("rev-parse", "culprit~3"), tags["culprit"]
-    secret = tmp_path / "secret"
-    secret.write_bytes(SECRET + b"\n")
-    store, log = tmp_path / "fleet.db", tmp_path / "fleet.log"
-    fleet, url = fleet_local("--agents", 2, "--store", store, "--platform", "ci", "--dir", tmp_path / "redis",
-                             "--allow-target", f"git:{repo.parent}", log=log)
-    port = free_port()
-    api = redline_process("api", *redis_arguments(url), "--port", port, "--secret-file", secret, "--repository", repo,
-                          "--branch", "line", "--platform", "ci", "--suite", "quick", "--name", COUNTABLE,
-                          "--runs", 5, "--max-runs", 5, "--duration", "1s", "--variant", "libc-malloc",
-                          "--window-instructions", 30_000_000, log=log)
-    try:
-        def listening():
-            with socket.socket() as sock:
-                return sock.connect_ex(("127.0.0.1", port)) == 0
-        wait_for(listening, "the webhook endpoint", timeout_s=120)
-        r = client(url)
-        wait_for(lambda: len(list(r.scan_iter(match=keys.AGENT.key(platform="ci", agent="*")))) == 2,
-                 "both agents' heartbeats (k = 2)", timeout_s=300)
-        status, answer = signed_push(f"http://127.0.0.1:{port}/webhook", before, tags["bad"])
-        assert status == 202, answer
-        work_id = answer["work_id"]
+    with pushed(tmp_path, bisect_repo, tests=COUNTABLE,
+                api_flags=("--window-instructions", 30_000_000)) as (r, url, store, work_id, culprit):
         report = wait_for(lambda: next((f for _, f in r.xrange(keys.COMMENTS.key())
                                         if f["work_id"] == work_id and f.get("bisection")), None),
                           "the bisection's report", timeout_s=LONG_S, every_s=2)
-    finally:
-        assert stop(api, 120) == 0
-        stop(fleet)
     markdown = report["markdown"]
     assert f"culprit: {culprit[:12]}" in markdown and "Counted under callgrind" in markdown, markdown
     assert "Measured by time" not in markdown

@@ -225,15 +225,17 @@ def answer_of(runs: list[Run], dead: list[tuple[str, str, str]], *, metric: str,
         changes, failed = timed_changes(runs, metric, {}, confidence=confidence), str(exc)
     answer = {"changes": {test: asdict(change) for test, change in changes.items()}, "unbuildable": None}
     if artifacts is not None:
-        answer["profile_notes"] = {test: ({"why": "the differential flame graph could not be drawn", "detail": failed}
-                                          if failed else profile_gap(runs, test))
+        answer["profile_notes"] = {test: profile_gap(runs, test, failed)
                                    for test, change in changes.items() if not change.moved_symbols}
     return answer
 
 
-def profile_gap(runs: list[Run], test: str) -> dict:
+def profile_gap(runs: list[Run], test: str, drawing_failed: str | None = None) -> dict:
     """Why a profiled pair's test has no moved symbols: {"why": redline's sentence, "detail": the
-    run's own error (an agent's text) or None}."""
+    run's own error (an agent's text) or None}; `drawing_failed`: the error that kept the
+    differential flame graph from being drawn."""
+    if drawing_failed:
+        return {"why": "the differential flame graph could not be drawn", "detail": drawing_failed}
     profiled = {run.side: run for run in runs if run.purpose == "profile" and run.key == test}
     missing = [side for side in (BASELINE, COMPARISON) if side not in profiled]
     if missing:
@@ -345,8 +347,7 @@ def profile_answer(runs: list[Run], artifacts: Path, tests: list[str]) -> dict:
     except (RunError, UsageError) as exc:            # inferno missing or failing, an unreadable folded file
         found, failed = {}, str(exc)
     return {"profiles": {test: [moved, svg] for test, (moved, svg) in found.items()},
-            "profile_notes": {test: ({"why": "the differential flame graph could not be drawn", "detail": failed}
-                                     if failed else profile_gap(runs, test))
+            "profile_notes": {test: profile_gap(runs, test, failed)
                               for test in tests if not (found.get(test) or [None])[0]}}
 
 
@@ -805,12 +806,8 @@ class Loop:
         good, bad = state["good"]["sha"], state["path"][-1]["sha"]
         pairs, rules, profiled = pending.pairs, pending.rules, pending.profiled
         new = [(r, c) for r, c in pairs if pair_key(r, c, profiled=profiled) not in state["pairs"]]
-        if len(state["pairs"]) + len(new) > state["max_steps"]:
-            return self._end(state, "failed", f"the step cap (--bisect-max-steps {state['max_steps']}) is reached "
-                                              f"with {len(state['pairs'])} pairs measured; no culprit named", outcome)
-        if new and not self.admission.has_agent_time([s for _, s in self.states()], state["repository"],
-                                                     self.clock()):
-            return self._wait(state)
+        if self._held_back(state, len(new), outcome):
+            return
         confirming = not profiled and any(pair_key(r, c) == pair_key(good, bad) for r, c in pairs)
         state["stage"] = "confirming" if confirming else ("checking" if profiled else "bisecting")
         purpose = {"confirming": "confirmation", "checking": "own change", "bisecting": "step"}[state["stage"]]
@@ -820,15 +817,33 @@ class Loop:
                 "state": "queued", "round": outcome.rounds if outcome else 0, "purpose": purpose,
                 "step_rule": ({**rules[key].as_json(), "metric": state["metric"]}
                               if (key := pair_key(reference, candidate)) in rules else None)}
+        self._enqueue(state, [pair_key(r, c, profiled=profiled) for r, c in pairs], outcome, self._work_item)
+
+    def _held_back(self, state: dict, new: int, outcome: Outcome | None) -> bool:
+        """Whether `new` more work items may not be enqueued now: past the step cap the bisection
+        ends; with the repository's agent time spent it waits (`_wait`)."""
+        if len(state["pairs"]) + new > state["max_steps"]:
+            self._end(state, "failed", f"the step cap (--bisect-max-steps {state['max_steps']}) is reached "
+                                       f"with {len(state['pairs'])} pairs measured; no culprit named", outcome)
+            return True
+        if new and not self.admission.has_agent_time([s for _, s in self.states()], state["repository"],
+                                                     self.clock()):
+            self._wait(state)
+            return True
+        return False
+
+    def _enqueue(self, state: dict, keys: list[str], outcome: Outcome | None,
+                 work_item: Callable[[dict, dict], fleet_work.WorkItem]) -> None:
+        """The pairs (or counted work) under `keys`, recorded in the state, saved, then each not yet
+        answered submitted as a work item (`submit` skips one Redis holds already)."""
         state["round"] = outcome.rounds if outcome else 0
         state["note"] = state["frees_at"] = None            # no longer waiting nor stalled
         state["rounds"] = max(state["round"], rounds_needed(len(state["path"]) - 1, state["per_round"]))
         self._save(state)            # the work ids are recorded before anything is enqueued
-        keys = [pair_key(r, c, profiled=profiled) for r, c in pairs]
         for key in keys:
             pair = state["pairs"][key]
             if pair["state"] == "queued":
-                self.fleet.submit(self._work_item(state, pair))
+                self.fleet.submit(work_item(state, pair))
         self.say("bisection waits", bisection=state["bisection"], stage=state["stage"], round=state["round"],
                  pairs=",".join(state["pairs"][key]["work_id"] for key in keys))
 
@@ -847,29 +862,16 @@ class Loop:
         """Counted work as _queue does pairs: each ask a work item (recorded before it is enqueued,
         under its own key; one already recorded is enqueued again under its work id)."""
         new = [ask for ask in asks if ask.key not in state["pairs"]]
-        if len(state["pairs"]) + len(new) > state["max_steps"]:
-            return self._end(state, "failed", f"the step cap (--bisect-max-steps {state['max_steps']}) is reached "
-                                              f"with {len(state['pairs'])} pairs measured; no culprit named", outcome)
-        if new and not self.admission.has_agent_time([s for _, s in self.states()], state["repository"],
-                                                     self.clock()):
-            return self._wait(state)
+        if self._held_back(state, len(new), outcome):
+            return
         state["stage"] = {"confirmation": "confirming", "step": "bisecting", "own change": "checking"}[asks[0].purpose]
-        state["note"] = state["frees_at"] = None            # no longer waiting nor stalled
         for ask in new:
             state["pairs"][ask.key] = {
                 "work_id": fleet_work.new_work_id(), "reference": ask.commits[0].sha if len(ask.commits) == 2 else None,
                 "candidate": ask.commits[-1].sha, "state": "queued", "round": outcome.rounds if outcome else 0,
                 "purpose": ask.purpose, "step_rule": None, "measure": metrics.INSTRUCTIONS, "runs": ask.runs,
                 "profile": ask.profile}
-        state["round"] = outcome.rounds if outcome else 0
-        state["rounds"] = max(state["round"], rounds_needed(len(state["path"]) - 1, state["per_round"]))
-        self._save(state)            # the work ids are recorded before anything is enqueued
-        for ask in asks:
-            pair = state["pairs"][ask.key]
-            if pair["state"] == "queued":
-                self.fleet.submit(self._counted_work_item(state, pair))
-        self.say("bisection waits", bisection=state["bisection"], stage=state["stage"], round=state["round"],
-                 counted=",".join(state["pairs"][ask.key]["work_id"] for ask in asks))
+        self._enqueue(state, [ask.key for ask in asks], outcome, self._counted_work_item)
 
     def _counted_work_item(self, state: dict, pair: dict) -> fleet_work.WorkItem:
         """A counted work item: the reference and the candidate interleaved (the confirmation), or the
