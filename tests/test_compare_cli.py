@@ -34,10 +34,11 @@ def test_a_real_difference_is_a_regression_on_writes_only(tmp_path, redline_cli)
     # reads do not write the AOF, but the server with appendonly=yes still visits it once per event-loop
     # iteration (beforeSleep's flush check) and runs its fsync thread, so GET may cost a little more,
     # and on a loaded machine 12 pairs can resolve that (seen in CI: a GET "regression" of a few %).
-    # What the test holds is the size: the regression is on writes; reads move far less, if at all.
+    # Seen in CI too: a GET "improvement" of a few %, on a shared machine where 12 pairs of 1 s
+    # can resolve drift, and 1 metric in 40 is a false positive at the 5% level by design.
+    # What the test holds is the size: the regression is on writes; reads move far less, either way.
     cpu_get = by[("get", "server_cpu_us_per_op")]
-    assert cpu_get["verdict"] != "improvement", cpu_get
-    assert cpu_get["delta_pct"] is None or cpu_get["delta_pct"] < cpu_set["delta_pct"] / 2, (cpu_get, cpu_set)
+    assert cpu_get["delta_pct"] is None or abs(cpu_get["delta_pct"]) < cpu_set["delta_pct"] / 2, (cpu_get, cpu_set)
     assert len(document["runs"]) == 2 * 2 * 12
     assert {r["side"] for r in document["runs"]} == {"baseline", "comparison"}
     assert cpu_set["survives_fdr"] and cpu_set["comparisons_in_session"] == 2 * len(COMPARED_METRICS)
