@@ -246,3 +246,15 @@ def test_estimated_cycles_that_move_alone_are_withheld_and_sent_to_time():
     # with the instructions moving too, the cycles' change is claimed as measured
     moved = _counted_runs("baseline", 2000.0, 800.0, 5000.0) + _counted_runs("comparison", 2100.0, 900.0, 5300.0)
     assert all(c.verdict_alone == Verdict.REGRESSION and c.withheld is None for c in compare_test("t", moved, {}))
+
+
+def test_an_effect_time_did_not_decide_is_said_in_instructions_not_speed():
+    from redline.output.gate_report import effect
+    counted = {"metric": "instructions_per_op_command", "baseline_median": 2110.0, "comparison_median": 1000.0,
+               "delta_pct": -52.6, "ci_low_pct": -52.7, "ci_high_pct": -52.6}
+    timed = {"metric": "server_cpu_us_per_op", "baseline_median": 10.0, "comparison_median": 9.5,
+             "delta_pct": -5.0, "ci_low_pct": -6.8, "ci_high_pct": 1.2}
+    undecided = {"verdict": "inconclusive", "decided_by": None, "timed": timed,
+                 "counted": {"headline_metric": "instructions_per_op_command", "metrics": [counted]}}
+    assert effect(undecided) == "2.11× fewer instr/op in call()"
+    assert effect(dict(undecided, verdict="improvement", decided_by="time")) == "1.05× faster"

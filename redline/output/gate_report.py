@@ -47,12 +47,17 @@ def counted_headline(entry: dict) -> dict | None:
 
 
 def ratio_words(comparison: dict | None) -> str:
-    """'3.02× faster' / '1.25× slower' for a comparison (its JSON)."""
+    """'3.02× faster' / '1.25× slower' for a timed comparison (its JSON); for a counted one, what the
+    program does, not how fast it is: '2.11× fewer instr/op in call()'."""
     if not comparison or not comparison.get("baseline_median") or not comparison.get("comparison_median"):
         return ""
     base, comp = comparison["baseline_median"], comparison["comparison_median"]
     better = comp > base if comparison.get("higher_is_better") else comp < base
-    return f"{max(base, comp) / min(base, comp):.2f}× {'faster' if better else 'slower'}"
+    ratio = f"{max(base, comp) / min(base, comp):.2f}×"
+    metric = metrics.BY_NAME.get(comparison.get("metric"))
+    if metric is not None and metric.measure == metrics.INSTRUCTIONS:
+        return f"{ratio} {'fewer' if comp < base else 'more'} {metric.label}"
+    return f"{ratio} {'faster' if better else 'slower'}"
 
 
 def evidence(comparison: dict | None) -> str:
@@ -64,7 +69,8 @@ def evidence(comparison: dict | None) -> str:
 
 
 def effect(entry: dict) -> str:
-    """The effect in words, of what decided (time), else of the counts."""
+    """The effect in words, of what decided (time), else of the counts: in instructions, since a
+    count that time did not confirm says nothing of speed."""
     return ratio_words(entry.get("timed") if entry.get("decided_by") == "time" else counted_headline(entry)) or "–"
 
 
