@@ -258,3 +258,17 @@ def test_an_effect_time_did_not_decide_is_said_in_instructions_not_speed():
                  "counted": {"headline_metric": "instructions_per_op_command", "metrics": [counted]}}
     assert effect(undecided) == "2.11× fewer instr/op in call()"
     assert effect(dict(undecided, verdict="improvement", decided_by="time")) == "1.05× faster"
+
+
+def test_a_test_whose_counts_moved_outside_call_is_shown_by_what_moved():
+    from redline.output.gate_report import counted_headline, effect
+    in_call = {"metric": "instructions_per_op_command", "baseline_median": 900.0, "comparison_median": 900.0,
+               "delta_pct": 0.0, "ci_low_pct": 0.0, "ci_high_pct": 0.0, "verdict_alone": "no_change"}
+    whole = {"metric": "instructions_per_op", "baseline_median": 15418.0, "comparison_median": 14656.0,
+             "delta_pct": -4.9, "ci_low_pct": -5.1, "ci_high_pct": -4.8, "verdict_alone": "improvement"}
+    entry = {"verdict": "inconclusive", "decided_by": None,
+             "counted": {"headline_metric": "instructions_per_op_command", "metrics": [in_call, whole]}}
+    assert counted_headline(entry) is whole and effect(entry) == "1.05× fewer instr/op"
+    unmoved = {"counted": {"headline_metric": "instructions_per_op_command",
+                           "metrics": [in_call, dict(whole, verdict_alone="no_change")]}}
+    assert counted_headline(unmoved) is in_call
