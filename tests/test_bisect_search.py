@@ -149,11 +149,21 @@ def test_only_the_moved_tests_are_followed():
     assert outcome.culprit == path[10]
 
 
-def test_tests_that_moved_at_different_commits_disagree():
+def test_tests_that_moved_at_different_commits_are_led_by_the_one_that_moved_most():
+    """a moved 1.5x at commit 10, b 3x at commit 3 (the accuracy corpus' EVAL/EVALSHA range: three
+    culprits that moved two tests by different amounts at different commits). Where they disagree,
+    b decides: the search follows it to its culprit instead of passing every such commit over."""
     good, path = line(15)
-    outcome = bisect(FakeComparer(path, good, culprit=10, second_test_culprit=3), good, path, ["a", "b"])
-    split = [s for s in outcome.steps if s.outcome == UNDECIDABLE]
-    assert split and "the tests disagree" in split[0].note
+    comparer = FakeComparer(path, good)
+    comparer.value = lambda test, i: (1.5 if i >= 10 else 1.0) if test == "a" else (3.0 if i >= 3 else 1.0)
+    outcome = bisect(comparer, good, path, ["a", "b"])
+    assert list(outcome.endpoints.moved) == ["b", "a"]                     # the leader first
+    split = [s for s in outcome.steps if s.note and "the tests disagree" in s.note]
+    assert split and all(s.outcome in (GOOD, BAD) and "b, which moved most, decides" in s.note for s in split)
+    assert not [s for s in outcome.steps if s.outcome == UNDECIDABLE]
+    assert outcome.culprit == path[3]
+    both = bisect(comparer, good, path, ["a", "b"], each_step=True)       # and every step, with each_step
+    assert {r.commit for r in both.found if r.resolved} == {path[3], path[10]}
 
 
 def test_a_split_change_leaves_a_remainder():
@@ -230,10 +240,16 @@ def test_decide_against_the_bad_end_and_without_an_interval():
     assert state is None and "undecided on a" in why and unmeasured.why == "no interval on a"
 
 
-def test_tests_that_disagree_are_said_to():
+def test_tests_that_disagree_are_said_to_and_the_leader_decides():
     mark = mark_of({"a": Change("a", "x", 200, 190, 210), "b": Change("b", "x", 0, -2, 2)}, {"a": 3.0, "b": 3.0}, False)
     state, why = judge(_whole(("a", "b")), mark)
-    assert state is None and "the tests disagree (a: bad; b: good)" in why
+    assert state == BAD and "the tests disagree (a: bad; b: good); a, which moved most, decides" in why
+    state, why = judge(_whole(("b", "a")), mark)
+    assert state == GOOD and "b, which moved most, decides" in why
+    leader_undecided = mark_of({"a": Change("a", "x", 70, 60, 80), "b": Change("b", "x", 0, -2, 2)},
+                               {"a": 3.0, "b": 3.0}, False)
+    state, why = judge(_whole(("a", "b")), leader_undecided)
+    assert state is None and "undecided on a (a: undecided; b: good)" in why
 
 
 def test_range_and_estimates():

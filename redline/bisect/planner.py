@@ -102,10 +102,19 @@ class Search:
         places = mark.places if mark else {}
         return {test: _side(places.get(test), half, self.rising[test]) for test, half in self.halves.items()}
 
+    @property
+    def leader(self) -> str | None:
+        """The test that decides where the followed tests disagree: the first of `halves`, which
+        are in the order of the endpoints' changes, largest first (redline.bisect.search)."""
+        return next(iter(self.halves), None)
+
     def side(self, mark: Mark | None) -> str | None:
-        """before / beyond when every followed test puts the commit on that side; None otherwise."""
-        sides = set(self.sides(mark).values())
-        return sides.pop() if len(sides) == 1 and None not in sides else None
+        """before / beyond when every followed test puts the commit on that side; when they do not
+        (a range with several steps that moved the tests at different commits, or a test that
+        cannot place it), the leader's side; None when the leader cannot place it either."""
+        sides = self.sides(mark)
+        agreed = set(sides.values())
+        return agreed.pop() if len(agreed) == 1 else sides.get(self.leader)
 
     def resolve(self, marks: dict[int, Mark]) -> Search:
         sides = {i: self.side(marks[i]) for i in range(self.lo + 1, self.hi) if i in marks}

@@ -13,8 +13,10 @@ The method (docs/bisect.md):
      (k = 1: the middle) against GOOD or BAD themselves, on the moved tests, which places each on
      the endpoints' change (0 at GOOD, 1 at BAD, log terms). A candidate lies before the half-way
      point when its interval lies entirely below it, beyond it when entirely above; else it is
-     undecided, and the comparer adds runs. Still undecided, a commit that does not build, tests
-     that disagree, runs that failed: the commit is passed over (git bisect skip).
+     undecided, and the comparer adds runs. Where the tests disagree (a range with several steps
+     that moved them at different commits), the leader decides: the test whose endpoints moved
+     most, which the search then follows; the step says so. Still undecided, a commit that does
+     not build, runs that failed: the commit is passed over (git bisect skip).
   3. the first commit beyond the half-way point after the last before it crossed it (with
      passed-over commits in between: one of them or it, as git says). Its own change, the commit
      before it against it, is how much of the endpoints' change it made; it is named only when
@@ -216,16 +218,18 @@ def mark_of(changes: dict[str, Change], steps: dict[str, float], against_bad: bo
 
 
 def judge(search: Search, mark: Mark) -> tuple[str | None, str | None]:
-    """(good/bad, None) when every test the search follows puts the candidate on one side of its
-    half-way point (good: lo's side); (None, why) when not: undecided, or the tests disagree."""
-    sides = search.sides(mark)
-    undecided = [test for test, side in sides.items() if side is None]
-    if undecided:
-        return None, f"undecided on {', '.join(undecided)}"
+    """(good/bad, note) when the search can put the candidate on one side of its half-way point
+    (good: lo's side): every followed test does, or the tests disagree and the leader, the test
+    that moved most, decides (the note says so); (None, why) when not."""
+    sides, side = search.sides(mark), search.side(mark)
+    said = "; ".join(f"{test}: {'undecided' if s is None else GOOD if s == BEFORE else BAD}" for test, s in sides.items())
+    if side is None:
+        undecided = [test for test, s in sides.items() if s is None]
+        return None, f"undecided on {', '.join(undecided)}" + (f" ({said})" if len(sides) > 1 else "")
+    state = GOOD if side == BEFORE else BAD
     if len(set(sides.values())) > 1:
-        said = "; ".join(f"{test}: {GOOD if side == BEFORE else BAD}" for test, side in sides.items())
-        return None, f"the tests disagree ({said}); bisect them one at a time with --name"
-    return (GOOD if next(iter(sides.values())) == BEFORE else BAD), None
+        return state, f"the tests disagree ({said}); {search.leader}, which moved most, decides"
+    return state, None
 
 
 @dataclass(frozen=True)
@@ -233,8 +237,8 @@ class StepRule:
     """A step's rule as data: the runs of a candidate against GOOD (or BAD, `against_bad`) are
     enough once every measured test puts it on one side of its search's half-way point (`halves`,
     with `rising`: whether the search's upper end lies above its lower one), its place taken on
-    each followed test's endpoint change (`steps`: BAD/GOOD). Tests that disagree are not helped by
-    more runs. Callable as a `Settled`; its JSON form travels in a fleet job (redline.fleet.bisection)."""
+    each followed test's endpoint change (`steps`: BAD/GOOD), or once the leader does (`halves` keep
+    the search's order: the leader first). Tests that disagree are not helped by more runs. Callable as a `Settled`; its JSON form travels in a fleet job (redline.fleet.bisection)."""
 
     halves: dict[str, float]
     rising: dict[str, bool]
@@ -243,8 +247,9 @@ class StepRule:
 
     def __call__(self, changes: dict[str, Change]) -> bool:
         search = Search(-1, 0, dict(self.halves), dict(self.rising))
-        sides = search.sides(mark_of(changes, self.steps, self.against_bad))
-        return all(sides[test] is not None for test in changes if test in sides)
+        mark = mark_of(changes, self.steps, self.against_bad)
+        sides = search.sides(mark)
+        return search.side(mark) is not None or all(sides[test] is not None for test in changes if test in sides)
 
     def as_json(self) -> dict:
         return {"halves": dict(self.halves), "rising": dict(self.rising), "steps": dict(self.steps),
@@ -275,6 +280,13 @@ def own_change_settled(changes: dict[str, Change]) -> bool:
 
 
 # -- the search -----------------------------------------------------------------------------
+def own_change_settled_on(leader: str | None) -> Settled:
+    """own_change_settled on the test that led the search (every test when none is named)."""
+    def settled(changes: dict[str, Change]) -> bool:
+        return own_change_settled({leader: changes[leader]} if leader in changes else changes)
+    return settled
+
+
 def estimated_steps(candidates: int, per_round: int = 1) -> int:
     """Rounds a bisection of `candidates` undecided commits takes (without skips)."""
     return rounds_needed(candidates, per_round)
@@ -343,11 +355,14 @@ class Remainder:
 
     @property
     def resolved(self) -> bool:
-        """The commit's own change is told from no change, in its search's direction, on every test
-        the search followed: only then is it named."""
+        """The commit's own change is told from no change, in its search's direction, on the test
+        that led its search (the first of `rising`; every test when none is known): only then is it
+        named. The other followed tests' shares are shown beside it: in a range with several steps
+        a culprit of one test's change may explain none of another's."""
         followed = self.rising or {test: True for test in self.explained}
+        leader = next(iter(followed))
         return all((self.explained_at_least.get(t) or 0) > 0 if up else (self.explained_at_most.get(t) or 0) < 0
-                   for t, up in followed.items())
+                   for t, up in followed.items() if not self.rising or t == leader)
 
     @property
     def large(self) -> bool:
@@ -400,6 +415,7 @@ def confirm_endpoints(comparer: Comparer, good: Commit, bad: Commit, tests: list
     changes = comparer.compare(good, bad, tests, endpoints_settled)
     moved = {t: c.ratio() for t, c in changes.items()
              if c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT) and c.measured}
+    moved = dict(sorted(moved.items(), key=lambda item: -abs(math.log(item[1]))))   # the leader first
     too_close = {}
     for test, step in list(moved.items()):
         tolerance = changes[test].step_tolerance_pct
@@ -477,7 +493,7 @@ def _step(number: int, ask: Ask, answer: Answer, search: Search, steps: dict[str
     mark = mark_of(answer.changes, steps, against_bad=against_bad)
     decided, why = judge(search, mark)
     return Step(number, ask.candidate, ask.reference, state, decided or UNDECIDABLE, answer.changes,
-                note=None if decided else why, places=mark.places)
+                note=why, places=mark.places)
 
 
 def _conclude(comparer: Comparer, outcome: Outcome, planner: RoundPlanner, marks: dict[int, Mark],
@@ -493,7 +509,7 @@ def _conclude(comparer: Comparer, outcome: Outcome, planner: RoundPlanner, marks
             continue
         before, commit = commit_at(search.before), path[search.culprit]
         progress(f"{commit.short} crosses the half-way point; its own change: against {before.short}")
-        remainder = check_remainder(comparer, outcome, before, commit, profile=profile)
+        remainder = check_remainder(comparer, outcome, before, commit, profile=profile, leader=search.leader)
         remainder.rising = dict(search.rising)
         remainder.place_before, remainder.place_after = (
             {t: place.share for t in outcome.endpoints.moved if (place := planner.place(index, marks, t)) is not None}
@@ -523,15 +539,16 @@ def _pct_text(change: Change) -> str:
 
 
 def check_remainder(comparer: Comparer, outcome: Outcome, before: Commit, commit: Commit, *,
-                    profile: bool = False) -> Remainder:
+                    profile: bool = False, leader: str | None = None) -> Remainder:
     """`before` (the last commit before the half-way point) against `commit` (unless profiled, a
-    step that measured exactly that is reused, with more runs while the change cannot be told from
-    none): the share of each moved test's endpoint change this commit explains."""
+    step that measured exactly that is reused, with more runs while the change of `leader`, the
+    test that led the search, cannot be told from none): the share of each moved test's endpoint
+    change this commit explains."""
     reused = next((s for s in outcome.steps if s.reference == before and s.candidate == commit
                    and s.outcome in (GOOD, BAD)), None)
     steps = outcome.endpoints.moved
     changes = reused.changes if reused and not profile else comparer.compare(
-        before, commit, list(steps), own_change_settled, profile=profile)
+        before, commit, list(steps), own_change_settled_on(leader), profile=profile)
     explained, at_most, at_least = {}, {}, {}
     for test, step in steps.items():
         change = changes.get(test)
