@@ -382,3 +382,14 @@ def test_nested_command_executions_are_counted_once(tmp_path):
         else:          # the nested activations (call'2) were added again before
             assert _all_arcs_into(dump, "call") > outermost, name
     assert windows["EVAL"].metrics["command_calls"] == windows["EVAL"].load.report.ops    # one outermost call per EVAL
+
+
+def test_a_call_arc_over_its_dump_by_a_few_events_is_taken_as_the_whole(tmp_path):
+    """Seen in a counted bisection: aeMain → aeProcessEvents, active across the zeroing of the
+    counters, 1 data write over its dump's 131,353. Not a wrap: the run is kept, the arc capped."""
+    over = NESTED.replace("cfn=evalCommand\ncalls=2 0\n0 800", "cfn=evalCommand\ncalls=2 0\n0 1001")
+    dump = _dump(tmp_path, over)
+    assert dump.calls[("call", "evalCommand")] == [1000]
+    far_over = NESTED.replace("cfn=evalCommand\ncalls=2 0\n0 800", "cfn=evalCommand\ncalls=2 0\n0 1017")
+    with pytest.raises(RunError, match=r"callgrind counts 1,017 Ir for the calls call → evalCommand, more than"):
+        _dump(tmp_path, far_over)
