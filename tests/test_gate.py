@@ -272,3 +272,26 @@ def test_a_test_whose_counts_moved_outside_call_is_shown_by_what_moved():
     unmoved = {"counted": {"headline_metric": "instructions_per_op_command",
                            "metrics": [in_call, dict(whole, verdict_alone="no_change")]}}
     assert counted_headline(unmoved) is in_call
+
+
+def test_keys_that_expire_within_a_counted_run_send_a_test_to_time(tmp_path):
+    """The upstream expire use-cases write keys with EX 10: under callgrind they expire mid-run,
+    and by each side's own speed. A time to live of an hour stays countable."""
+    from redline.suites import load_test
+    from redline.suites.commands import shortest_ttl
+
+    def suite(name: str, command: str):
+        path = tmp_path / f"{name}.yml"
+        path.write_text(f"""version: 0.4
+name: {name}
+clientconfig:
+  tool: memtier_benchmark
+  arguments: '--command "{command}" --command-key-pattern R --key-maximum 1000 --test-time 10 -c 1 -t 1'
+""")
+        return load_test(path)
+    short, psetex, hour = (suite("short", "SET __key__ __data__ EX 10"), suite("psetex", "PSETEX __key__ 1500 __data__"),
+                           suite("hour", "SETEX __key__ 3600 __data__"))
+    assert shortest_ttl(short) == (10.0, "SET __key__ __data__ EX 10") and shortest_ttl(psetex)[0] == 1.5
+    [reason] = timed_reasons(short, topology_of(short), [])
+    assert "time to live of 10 s (SET __key__ __data__ EX 10)" in reason and "compare it by time" in reason
+    assert timed_reasons(psetex, topology_of(psetex), []) and timed_reasons(hour, topology_of(hour), []) == []

@@ -56,3 +56,30 @@ def used_commands(test: TestSpec) -> list[str]:
     if _uses_default_mix(test):
         names |= {"SET", "GET"}
     return sorted(names)
+
+
+# commands whose argument 2 is a time to live (seconds, or milliseconds for the P- forms)
+_TTL_ARGUMENT = {"SETEX": 1.0, "PSETEX": 0.001, "EXPIRE": 1.0, "PEXPIRE": 0.001, "HEXPIRE": 1.0, "HPEXPIRE": 0.001}
+_TTL_OPTION = {"EX": 1.0, "PX": 0.001}      # SET, GETEX, HSETEX, HGETEX: … EX seconds / PX milliseconds
+
+
+def shortest_ttl(test: TestSpec) -> tuple[float, str] | None:
+    """The shortest relative time to live (seconds) the clients, the preload or the init commands
+    write, with the command that writes it ("SET __key__ __data__ EX 10"); None when none does
+    (absolute expiry times, EXAT/PXAT/EXPIREAT, are left out)."""
+    shortest: tuple[float, str] | None = None
+    for command in literal_commands(test):
+        name = command[0].upper()
+        found = []
+        if name in _TTL_ARGUMENT and len(command) > 2:
+            found.append((command[2], _TTL_ARGUMENT[name]))
+        found += [(command[i + 1], _TTL_OPTION[word.upper()]) for i, word in enumerate(command[:-1])
+                  if i > 0 and word.upper() in _TTL_OPTION]
+        for text, unit in found:
+            try:
+                seconds = float(text) * unit
+            except ValueError:
+                continue                      # a placeholder (__data__), not a number
+            if seconds > 0 and (shortest is None or seconds < shortest[0]):
+                shortest = (seconds, " ".join(command))
+    return shortest
