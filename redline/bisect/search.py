@@ -238,7 +238,8 @@ class StepRule:
     enough once every measured test puts it on one side of its search's half-way point (`halves`,
     with `rising`: whether the search's upper end lies above its lower one), its place taken on
     each followed test's endpoint change (`steps`: BAD/GOOD), or once the leader does (`halves` keep
-    the search's order: the leader first). Tests that disagree are not helped by more runs. Callable as a `Settled`; its JSON form travels in a fleet job (redline.fleet.bisection)."""
+    the search's order: the leader first). Tests that disagree are not helped by more runs.
+    Callable as a `Settled`; its JSON form travels in a fleet job (redline.fleet.bisection)."""
 
     halves: dict[str, float]
     rising: dict[str, bool]
@@ -247,9 +248,7 @@ class StepRule:
 
     def __call__(self, changes: dict[str, Change]) -> bool:
         search = Search(-1, 0, dict(self.halves), dict(self.rising))
-        mark = mark_of(changes, self.steps, self.against_bad)
-        sides = search.sides(mark)
-        return search.side(mark) is not None or all(sides[test] is not None for test in changes if test in sides)
+        return search.side(mark_of(changes, self.steps, self.against_bad)) is not None
 
     def as_json(self) -> dict:
         return {"halves": dict(self.halves), "rising": dict(self.rising), "steps": dict(self.steps),
@@ -359,10 +358,9 @@ class Remainder:
         that led its search (the first of `rising`; every test when none is known): only then is it
         named. The other followed tests' shares are shown beside it: in a range with several steps
         a culprit of one test's change may explain none of another's."""
-        followed = self.rising or {test: True for test in self.explained}
-        leader = next(iter(followed))
+        judged = dict([next(iter(self.rising.items()))]) if self.rising else {test: True for test in self.explained}
         return all((self.explained_at_least.get(t) or 0) > 0 if up else (self.explained_at_most.get(t) or 0) < 0
-                   for t, up in followed.items() if not self.rising or t == leader)
+                   for t, up in judged.items())
 
     @property
     def large(self) -> bool:

@@ -83,8 +83,6 @@ def fleet_status(client: redis.Redis) -> dict:
             "work": [w for w in works if w], "bisections": [b for b in bisections if b]}
 
 
-
-
 def bisection_status(client: redis.Redis, bisection: str) -> dict | None:
     """The closed loop's stage of one bisection (keys.BISECTION, mirrored by the collector)."""
     fields = client.hgetall(keys.BISECTION.key(bisection=bisection))
