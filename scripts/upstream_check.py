@@ -73,6 +73,7 @@ def summarise(runs: list[dict], command: list[str], *, suite_count: int, hours: 
     flagged = [r for r in runs if classify(r) == "valid" and any("miss path" in f for f in r.get("flags", []))]
     lines += ["", f"Valid but measuring the miss path (more than half of the reads missed): {len(flagged)}", ""]
     lines += [f"- {r['test']}: {next(f for f in r['flags'] if 'miss path' in f)}" for r in flagged]
+    lines += several_clients(runs)
     lines += snapshot_reuse(runs)
     lines += ["", f"Not run: the suite has errors (`redline run` refuses such a suite with exit 2): {len(refused)}", ""]
     lines += [f"- {spec.name}: {next(d for d in spec.diagnostics if d.severity == 'error')}" for spec in refused]
@@ -125,7 +126,7 @@ def runs_from_store(store: Path) -> list[dict]:
         latest[row["test"]] = {"test": row["test"], "status": row["status"], "error": row["error"],
                                "finished_at": row["finished_at"] or 0.0,
                                "ops_per_sec": metrics.get("ops_per_sec"), "flags": facts.get("flags", []),
-                               "dataset": facts.get("dataset") or {}}
+                               "dataset": facts.get("dataset") or {}, "groups": facts.get("groups") or []}
     return list(latest.values())
 
 
@@ -167,6 +168,53 @@ def parse_cpus(text: str) -> set[int]:
         return {int(c) for c in text.split(",")}
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected CPU numbers like 0 or 0,1, got {text!r}") from None
+
+
+def several_clients(runs: list[dict]) -> list[str]:
+    """Each valid run with several client groups or a role (pub/sub, tracking, job queues): every
+    group's rate and p50, and what the role counted (the headline alone would hide the rest)."""
+    shown = [r for r in runs if classify(r) == "valid"
+             and (len(r.get("groups", [])) > 1 or any(g.get("role_counts") for g in r.get("groups", [])))]
+    if not shown:
+        return []
+    lines = ["", f"Suites with several clients or a role redline-load plays: {len(shown)}, each group's "
+             "rate and p50 (the headline is the last group) and what the role counted:", "",
+             "| suite | groups: rate/s, p50 ms | role counts |", "|---|---|---|"]
+    for r in shown:
+        groups = " · ".join(f"{_group_name(g['group'])} {g['ops_per_sec'] or 0:,.0f}, {g['p50_ms'] or 0:.3f}"
+                            for g in r["groups"])
+        counts = "; ".join(filter(None, (role_counts_text(g.get("role_counts")) for g in r["groups"])))
+        lines.append(f"| {r['test'].removeprefix('memtier_benchmark-')} | {groups} | {counts} |")
+    return lines
+
+
+def _group_name(label: str) -> str:
+    """'group 2 (memtier_benchmark: BLPOP k 0 | XADD s * f v)' -> 'BLPOP/XADD';
+    'group 1 (bullmq-bench)' -> 'bullmq-bench'."""
+    inner = label[label.find("(") + 1:label.rfind(")")] if "(" in label else label
+    tool, _, commands = inner.partition(": ")
+    if not commands:
+        return tool
+    return "/".join(command.split()[0] for command in commands.split(" | ") if command.split())
+
+
+def role_counts_text(counts: dict | None) -> str:
+    """The few numbers of a role's own counts that say whether it did what it claims."""
+    if not counts:
+        return ""
+    if "exactly_once" in counts:
+        if counts["exactly_once"]:
+            return f"{counts.get('fetched', 0):,} jobs, each exactly once"
+        return (f"NOT exactly once: {counts.get('fetched_twice_or_more', 0):,} fetched twice or more, "
+                f"{counts.get('never_fetched', 0):,} never")
+    if "invalidations_per_write" in counts:
+        return (f"{counts.get('invalidation_messages', 0):,} invalidations, "
+                f"{counts['invalidations_per_write']:.1f} per write, {counts.get('listeners', 0):,} listeners")
+    if "received_total" in counts:
+        same = "every subscriber got every message" if counts.get("every_subscriber_got_every_message") \
+            else "subscribers of one channel got different counts"
+        return f"{counts['received_total']:,} messages to {counts.get('subscriptions', 0):,} subscriptions; {same}"
+    return ""
 
 
 def snapshot_reuse(runs: list[dict]) -> list[str]:
