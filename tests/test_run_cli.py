@@ -113,10 +113,19 @@ def test_keyspace_check_failure_names_expected_and_found(tmp_path, redline_cli):
                 db_lines=("  preload_tool:", "    tool: memtier_benchmark",
                           "    arguments: --ratio 1:0 --key-pattern P:P -c 2 -t 1",
                           "  check:", "    keyspacelen: 1000000"))
+    write_suite(suites, "parallel-past-maximum", "--ratio 0:1 -c 2 -t 1 --test-time 1",
+                db_lines=("  preload_tool:", "    tool: memtier_benchmark",
+                          "    arguments: --command \"SET k:__key__ v\" --command-key-pattern P "
+                          "--key-minimum 1 --key-maximum 2 -n 2 -c 4 -t 1",
+                          "  check:", "    keyspacelen: 2"))
     out = tmp_path / "out.json"
     redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db", check_exit=1)
     runs = {r["test"]: r for r in json.loads(out.read_text())}
-    assert all(r["status"] == "failed" for r in runs.values())
+    assert len(runs) == 4 and all(r["status"] == "failed" for r in runs.values())
+    assert runs["parallel-past-maximum"]["error"] == (
+        "keyspace check failed: expected 2 keys after preparation, found 4; with 4 connections "
+        "memtier_benchmark's parallel pattern (P) gives each a slice of 1 key from --key-minimum on, "
+        "so keys up to 4 are written, above --key-maximum 2 (redline-load does the same)")
     assert runs["unreachable"]["error"].startswith("keyspace check failed before preparing anything: "
                                                    "check.keyspacelen 1,000,000 cannot be reached")
     assert "expected 1000 keys" in runs["wrong-count"]["error"] and "found 0" in runs["wrong-count"]["error"]

@@ -15,6 +15,7 @@ from redline.load.redline_load import LoadRequest, run_load
 from redline.server.process import Server
 from redline.server.watch import ServerWatch
 from redline.suites.keyspace import unreachable_keyspace
+from redline.suites.parallel import keys_above_maximum_warning
 
 if TYPE_CHECKING:
     from redline.suites import TestSpec
@@ -91,6 +92,10 @@ def check_keyspace(test: TestSpec, server: Server, *, before_init: int | None = 
         if with_ttl:
             origin += (f"; {with_ttl} of them have a time to live, and keys whose time ran out while "
                        "preparing are gone")
+        workload = test.db.preload.workload if test.db.preload else None
+        beyond = keys_above_maximum_warning(workload) if workload and found > expected else None
+        if beyond:
+            origin += f"; {beyond}"
         raise RunError(f"keyspace check failed: expected {expected} keys after preparation, "
                        f"found {found}{origin}")
     return {"keyspace_length": found, "keys_with_ttl": with_ttl}
