@@ -52,7 +52,7 @@ def summarise(runs: list[dict], command: list[str], *, suite_count: int, hours: 
     runnable = len(runs) - kinds["skipped"]
     valid_share = kinds["valid"] / runnable if runnable else 0.0
     lines = ["# Upstream suites on this machine", "",
-             f"Command: `{' '.join(command)}` ({_coverage(runs, suite_count, hours)}).", "",
+             f"Command: `{' '.join(command)}` ({_coverage(runs, suite_count, hours, len(refused))}).", "",
              "| suites | runnable here | valid results | failed | ran but invalid | skipped |",
              "|---:|---:|---:|---:|---:|---:|",
              f"| {len(runs)} | {runnable} | {kinds['valid']} ({valid_share:.0%}) | {kinds['failed']} | "
@@ -80,9 +80,13 @@ def summarise(runs: list[dict], command: list[str], *, suite_count: int, hours: 
     return "\n".join(lines) + "\n"
 
 
-def _coverage(runs: list[dict], suite_count: int, hours: float) -> str:
-    done = "every suite has a result" if len(runs) >= suite_count else \
-        f"partial: {len(runs)} of {suite_count} suites have a result"
+def _coverage(runs: list[dict], suite_count: int, hours: float, refused: int = 0) -> str:
+    """Whether every suite has a result (a suite with errors is refused before it runs: its
+    result is the error, listed at the end)."""
+    if len(runs) + refused >= suite_count:
+        done = "every suite has a result" + (f", {refused} of them the errors that refuse it" if refused else "")
+    else:
+        done = f"partial: {len(runs)} of {suite_count - refused} runnable suites have a result"
     return f"{done}; {hours:.1f} hours of running, parts that ran side by side counted each"
 
 
@@ -115,18 +119,17 @@ def _without_directories(reason: str) -> str:
 
 def runs_from_store(store: Path) -> list[dict]:
     """The latest finished run of each test in the store (over every session, so a check that
-    was resumed or split is summarised whole), in --json's shape."""
-    db = sqlite3.connect(store)
-    db.row_factory = sqlite3.Row
+    was resumed or split is summarised whole), in --json's shape, read through redline's own
+    store (its flags, facts and metrics where redline keeps them)."""
+    from redline.store.results import Store
     latest: dict[str, dict] = {}
-    for row in db.execute("SELECT id, test, status, error, facts, finished_at FROM runs "
-                          "WHERE status NOT IN ('running', 'interrupted') ORDER BY id"):
-        metrics = dict(db.execute("SELECT name, value FROM metrics WHERE run_id=?", (row["id"],)).fetchall())
-        facts = json.loads(row["facts"] or "{}")
-        latest[row["test"]] = {"test": row["test"], "status": row["status"], "error": row["error"],
-                               "finished_at": row["finished_at"] or 0.0,
-                               "ops_per_sec": metrics.get("ops_per_sec"), "flags": facts.get("flags", []),
-                               "dataset": facts.get("dataset") or {}, "groups": facts.get("groups") or []}
+    for run in Store(store).load_runs():
+        if run.status in ("running", "interrupted"):
+            continue
+        latest[run.test] = {"test": run.test, "status": run.status, "error": run.error,
+                            "finished_at": run.finished_at or 0.0,
+                            "ops_per_sec": run.metrics.get("ops_per_sec"), "flags": list(run.flags),
+                            "dataset": run.facts.get("dataset") or {}, "groups": run.facts.get("groups") or []}
     return list(latest.values())
 
 
@@ -178,10 +181,12 @@ def several_clients(runs: list[dict]) -> list[str]:
     if not shown:
         return []
     lines = ["", f"Suites with several clients or a role redline-load plays: {len(shown)}, each group's "
-             "rate and p50 (the headline is the last group) and what the role counted:", "",
+             "rate and p50 (the headline is the last group; – where the role's messages carry no send "
+             "time) and what the role counted:", "",
              "| suite | groups: rate/s, p50 ms | role counts |", "|---|---|---|"]
     for r in shown:
-        groups = " · ".join(f"{_group_name(g['group'])} {g['ops_per_sec'] or 0:,.0f}, {g['p50_ms'] or 0:.3f}"
+        groups = " · ".join(f"{_group_name(g['group'])} {g['ops_per_sec'] or 0:,.0f}, "
+                            + (f"{g['p50_ms']:.3f}" if g.get("p50_ms") is not None else "–")
                             for g in r["groups"])
         counts = "; ".join(filter(None, (role_counts_text(g.get("role_counts")) for g in r["groups"])))
         lines.append(f"| {r['test'].removeprefix('memtier_benchmark-')} | {groups} | {counts} |")

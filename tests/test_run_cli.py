@@ -98,6 +98,28 @@ def test_a_crashing_server_fails_its_run_and_the_next_test_still_runs(tmp_path, 
     assert "failed" in proc.stderr
 
 
+def test_a_window_that_holds_few_replies_is_flagged_too_short(tmp_path, redline_cli):
+    """Calls of 0.4 s on one connection: a 2 s window holds about 5 of them, too few to measure."""
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    write_suite(suites, "slow-calls", '--command "DEBUG SLEEP 0.4" -c 1 -t 1 --test-time 2',
+                db_lines=("    enable-debug-command: 'yes'",))
+    out = tmp_path / "out.json"
+    redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db")
+    [run] = json.loads(out.read_text())
+    assert run["status"] == "ok"
+    [flag] = [f for f in run["flags"] if f.startswith("window too short")]
+    assert "rounds of requests per connection; a longer --duration measures it" in flag
+
+
+def test_the_too_short_flag_counts_rounds_of_the_median_latency():
+    from redline.bench.server_runner import window_too_short
+    assert window_too_short(3457.0, 3.0).startswith("window too short: the median reply took 3.46 s, so the "
+                                                   "3 s window held about 0.9 rounds")
+    assert window_too_short(299.0, 3.0) is None            # 10 rounds: enough
+    assert window_too_short(1.2, 3.0) is None and window_too_short(None, 3.0) is None
+
+
 def test_keyspace_check_failure_names_expected_and_found(tmp_path, redline_cli):
     suites = tmp_path / "suites"
     suites.mkdir()

@@ -27,11 +27,14 @@ def test_several_groups_and_roles_are_listed_with_every_group_and_what_the_role_
                                            {"exactly_once": False, "fetched": 10, "fetched_twice_or_more": 2,
                                             "never_fetched": 1})]),
         run("memtier_benchmark-1Mkeys-string-get", [group("group 1 (memtier_benchmark)", 90000.0, 0.1)]),
+        run("set-bcast-tracking-100-listeners", [group("group 1 (memtier_benchmark: SET __key__ v)", 10164.0, 1.66),
+                                                 group("group 2 (bcast-listener)", 105540.0, None)]),
         run("memtier_benchmark-broken-groups", [group("a", 1.0, 1.0), group("b", 1.0, 1.0)], status="failed"),
     ]
     lines = upstream_check.several_clients(runs)
     table = "\n".join(lines)
-    assert "Suites with several clients or a role redline-load plays: 2" in table
+    assert "Suites with several clients or a role redline-load plays: 3" in table
+    assert "| set-bcast-tracking-100-listeners | SET 10,164, 1.660 · bcast-listener 105,540, – |" in table
     assert "| Nclients-blpop | LPUSH 10,756, 0.046 · BLPOP 9,339, 9.543 |  |" in table
     assert "NOT exactly once: 2 fetched twice or more, 1 never" in table
     assert "string-get" not in table and "broken-groups" not in table
@@ -51,3 +54,37 @@ def test_a_group_is_named_by_its_commands_or_its_tool():
     name = upstream_check._group_name
     assert name("group 2 (memtier_benchmark: BLPOP k 0 | XADD s * f v)") == "BLPOP/XADD"
     assert name("group 1 (bullmq-bench)") == "bullmq-bench"
+
+
+class Refused:
+    """A suite with errors, as redline.suites resolves it (only what the summary reads)."""
+    name = "broken"
+    diagnostics = [type("Diagnostic", (), {"severity": "error", "__str__": lambda self: "broken.yml:3: error"})()]
+
+
+def test_the_summary_reads_flags_and_groups_where_the_store_keeps_them(tmp_path):
+    """A real store: the flags live in their own column (a run flagged invalid or measuring the
+    miss path must be counted so), the groups in the facts; the latest run of a test counts."""
+    from redline.core.run import Run
+    from redline.store.results import Store
+    store = Store(tmp_path / "check.db")
+    session = store.begin_session(kind="run", argv=[], machine={})
+    rows = [Run(test="claim", target="bin:x", side=None, run_index=0, status="ok", finished_at=2.0,
+                metrics={"ops_per_sec": 10.0}, flags=["2954 error replies: 2954 × ERR syntax error"]),
+            Run(test="get", target="bin:x", side=None, run_index=0, status="failed", finished_at=1.0,
+                error="server exited"),
+            Run(test="get", target="bin:x", side=None, run_index=0, status="ok", finished_at=3.0,
+                metrics={"ops_per_sec": 90.0}, flags=["measures the miss path (90% misses)"],
+                facts={"groups": [{"group": "group 1 (memtier_benchmark)", "ops_per_sec": 90.0, "p50_ms": 0.1}]})]
+    for run in rows:
+        run.session_id = session
+        store.add_run(run)
+    runs = {r["test"]: r for r in upstream_check.runs_from_store(tmp_path / "check.db")}
+    assert upstream_check.classify(runs["claim"]) == "invalid"
+    assert upstream_check.classify(runs["get"]) == "valid" and runs["get"]["groups"][0]["ops_per_sec"] == 90.0
+    summary = upstream_check.summarise(list(runs.values()), ["redline", "run"], suite_count=3, hours=0.5,
+                                       refused=[Refused()])
+    assert "every suite has a result, 1 of them the errors that refuse it" in summary
+    assert "| 2 | 2 | 1 (50%) | 0 | 1 | 0 |" in summary
+    assert "measuring the miss path (more than half of the reads missed): 1" in summary
+    assert "- broken: broken.yml:3: error" in summary

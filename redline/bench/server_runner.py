@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 CLIENT_SATURATION = 0.90       # client_cpu_util above this: the load generator may have been the bottleneck
 MISS_PATH_RATIO = 0.50         # a read workload with more misses than this measures the miss path
+MIN_ROUNDS = 10                # a window shorter than this many median latencies measures too few rounds
 ERROR_TYPES_SHOWN = 3
 
 ArtifactPlace = Callable[[Run], Path]      # where a run's files (profiles) are kept
@@ -264,6 +265,9 @@ def _metrics(test: TestSpec, report: LoadReport, probe: WindowProbe, plan: CpuPl
         flags.append(f"measures the miss path ({misses / (hits + misses):.0%} misses)")
     if metrics["errors"]:
         flags.append(_error_replies(report))
+    too_short = window_too_short(metrics["p50_ms"], measured_s)
+    if too_short:
+        flags.append(too_short)
     flags += report.warnings
     if report.io and report.io.get("note"):          # the I/O path asked for was not the one used
         flags.append(f"load generator I/O on {report.io.get('path')}: {report.io['note']}")
@@ -271,6 +275,17 @@ def _metrics(test: TestSpec, report: LoadReport, probe: WindowProbe, plan: CpuPl
     if probe.cpu_per_second:
         series["server_cpu_util"] = probe.cpu_per_second
     return metrics, series, flags
+
+
+def window_too_short(p50_ms: float | None, measured_s: float) -> str | None:
+    """The flag of a window that holds fewer than MIN_ROUNDS median latencies: each connection
+    completed only a few requests (calls of seconds with many in flight), so the rate and the
+    percentiles rest on a handful of replies and move with where the window happened to cut."""
+    if not p50_ms or not measured_s or measured_s / (p50_ms / 1000) >= MIN_ROUNDS:
+        return None
+    rounds = measured_s / (p50_ms / 1000)
+    return (f"window too short: the median reply took {p50_ms / 1000:.2f} s, so the {measured_s:g} s window "
+            f"held about {rounds:.1f} rounds of requests per connection; a longer --duration measures it")
 
 
 def _measures_miss_path(test: TestSpec, hits: int | None, misses: int | None) -> bool:
