@@ -70,14 +70,19 @@ def summarise(runs: list[dict], command: list[str], *, suite_count: int, hours: 
         if classify(r) in ("failed", "invalid"):
             why = r.get("error") or "; ".join(r.get("flags", [])) or "no operations measured"
             lines.append(f"| {r['test']} | {why.splitlines()[0]} |")
-    flagged = [r for r in runs if classify(r) == "valid" and any("miss path" in f for f in r.get("flags", []))]
-    lines += ["", f"Valid but measuring the miss path (more than half of the reads missed): {len(flagged)}", ""]
-    lines += [f"- {r['test']}: {next(f for f in r['flags'] if 'miss path' in f)}" for r in flagged]
+    lines += _valid_but_flagged(runs, "miss path", "measuring the miss path (more than half of the reads missed)")
+    lines += _valid_but_flagged(runs, "window too short", "with a window too short to measure (fewer than "
+                                "10 median latencies: a longer --duration measures them)")
     lines += several_clients(runs)
     lines += snapshot_reuse(runs)
     lines += ["", f"Not run: the suite has errors (`redline run` refuses such a suite with exit 2): {len(refused)}", ""]
     lines += [f"- {spec.name}: {next(d for d in spec.diagnostics if d.severity == 'error')}" for spec in refused]
     return "\n".join(lines) + "\n"
+
+
+def _valid_but_flagged(runs: list[dict], marker: str, title: str) -> list[str]:
+    flagged = [(r["test"], f) for r in runs if classify(r) == "valid" for f in r.get("flags", []) if marker in f]
+    return ["", f"Valid but {title}: {len(flagged)}", "", *(f"- {test}: {flag}" for test, flag in flagged)]
 
 
 def _coverage(runs: list[dict], suite_count: int, hours: float, refused: int = 0) -> str:

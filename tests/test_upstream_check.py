@@ -75,16 +75,20 @@ def test_the_summary_reads_flags_and_groups_where_the_store_keeps_them(tmp_path)
                 error="server exited"),
             Run(test="get", target="bin:x", side=None, run_index=0, status="ok", finished_at=3.0,
                 metrics={"ops_per_sec": 90.0}, flags=["measures the miss path (90% misses)"],
-                facts={"groups": [{"group": "group 1 (memtier_benchmark)", "ops_per_sec": 90.0, "p50_ms": 0.1}]})]
+                facts={"groups": [{"group": "group 1 (memtier_benchmark)", "ops_per_sec": 90.0, "p50_ms": 0.1}]}),
+            Run(test="geo", target="bin:x", side=None, run_index=0, status="ok", finished_at=4.0,
+                metrics={"ops_per_sec": 10.7}, flags=["window too short: the median reply took 3.46 s"])]
     for run in rows:
         run.session_id = session
         store.add_run(run)
     runs = {r["test"]: r for r in upstream_check.runs_from_store(tmp_path / "check.db")}
     assert upstream_check.classify(runs["claim"]) == "invalid"
     assert upstream_check.classify(runs["get"]) == "valid" and runs["get"]["groups"][0]["ops_per_sec"] == 90.0
-    summary = upstream_check.summarise(list(runs.values()), ["redline", "run"], suite_count=3, hours=0.5,
+    summary = upstream_check.summarise(list(runs.values()), ["redline", "run"], suite_count=4, hours=0.5,
                                        refused=[Refused()])
     assert "every suite has a result, 1 of them the errors that refuse it" in summary
-    assert "| 2 | 2 | 1 (50%) | 0 | 1 | 0 |" in summary
+    assert "| 3 | 3 | 2 (67%) | 0 | 1 | 0 |" in summary
     assert "measuring the miss path (more than half of the reads missed): 1" in summary
     assert "- broken: broken.yml:3: error" in summary
+    assert "with a window too short to measure (fewer than 10 median latencies: a longer --duration " \
+           "measures them): 1\n\n- geo: window too short: the median reply took 3.46 s" in summary
