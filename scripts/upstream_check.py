@@ -76,7 +76,8 @@ def summarise(runs: list[dict], command: list[str], *, suite_count: int, hours: 
     lines += several_clients(runs)
     lines += snapshot_reuse(runs)
     lines += ["", f"Not run: the suite has errors (`redline run` refuses such a suite with exit 2): {len(refused)}", ""]
-    lines += [f"- {spec.name}: {next(d for d in spec.diagnostics if d.severity == 'error')}" for spec in refused]
+    lines += [f"- {spec.name}: {_without_directories(str(next(d for d in spec.diagnostics if d.severity == 'error')))}"
+              for spec in refused]
     return "\n".join(lines) + "\n"
 
 
