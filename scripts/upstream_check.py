@@ -97,13 +97,15 @@ def _coverage(runs: list[dict], suite_count: int, hours: float, refused: int = 0
 
 
 def wall_hours(stores: list[Path]) -> float:
-    """First start to last finish in each store, added up (a store holds one part of a check)."""
+    """Each session's first start to last finish, added up over every store (a store holds one
+    part of a check; a resumed part or a rerun is a session of its own, and the time between
+    sessions is not running)."""
     total = 0.0
     for store in stores:
         if store.exists():
-            first, last = sqlite3.connect(store).execute(
-                "SELECT min(started_at), max(finished_at) FROM runs").fetchone()
-            total += (last - first) if first and last else 0.0
+            for first, last in sqlite3.connect(store).execute(
+                    "SELECT min(started_at), max(finished_at) FROM runs GROUP BY session_id"):
+                total += (last - first) if first is not None and last is not None else 0.0
     return total / 3600
 
 

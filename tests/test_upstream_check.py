@@ -92,3 +92,15 @@ def test_the_summary_reads_flags_and_groups_where_the_store_keeps_them(tmp_path)
     assert "- broken: broken.yml:3: error" in summary
     assert "with a window too short to measure (fewer than 10 median latencies: a longer --duration " \
            "measures them): 1\n\n- geo: window too short: the median reply took 3.46 s" in summary
+
+
+def test_running_time_adds_up_sessions_not_the_gaps_between_them(tmp_path):
+    from redline.core.run import Run
+    from redline.store.results import Store
+    store = Store(tmp_path / "check.db")
+    for start in (1_000.0, 37_000.0):          # a part, and a rerun ten hours later
+        session = store.begin_session(kind="run", argv=[], machine={})
+        for offset in (0.0, 900.0):
+            store.add_run(Run(test=f"t{start + offset}", target="bin:x", side=None, run_index=0, status="ok",
+                              session_id=session, started_at=start + offset, finished_at=start + offset + 900.0))
+    assert upstream_check.wall_hours([tmp_path / "check.db", tmp_path / "absent.db"]) == 1.0
