@@ -55,7 +55,7 @@ def summarise(runs: list[dict], command: list[str], *, suite_count: int, hours: 
              f"Command: `{' '.join(command)}` ({_coverage(runs, suite_count, hours, len(refused))}).", "",
              "| suites | runnable here | valid results | failed | ran but invalid | skipped |",
              "|---:|---:|---:|---:|---:|---:|",
-             f"| {len(runs)} | {runnable} | {kinds['valid']} ({valid_share:.0%}) | {kinds['failed']} | "
+             f"| {len(runs) + len(refused)}{f' ({len(refused)} refused)' if refused else ''} | {runnable} | {kinds['valid']} ({valid_share:.0%}) | {kinds['failed']} | "
              f"{kinds['invalid']} | {kinds['skipped']} |", ""]
     skipped = [r for r in runs if r["status"] == "skipped"]
     reasons = collections.Counter(_reason_class(r["error"]) for r in skipped)

@@ -87,7 +87,7 @@ def test_the_summary_reads_flags_and_groups_where_the_store_keeps_them(tmp_path)
     summary = upstream_check.summarise(list(runs.values()), ["redline", "run"], suite_count=4, hours=0.5,
                                        refused=[Refused()])
     assert "every suite has a result, 1 of them the errors that refuse it" in summary
-    assert "| 3 | 3 | 2 (67%) | 0 | 1 | 0 |" in summary
+    assert "| 4 (1 refused) | 3 | 2 (67%) | 0 | 1 | 0 |" in summary
     assert "measuring the miss path (more than half of the reads missed): 1" in summary
     assert "- broken: broken.yml:3: error" in summary
     assert "with a window too short to measure (fewer than 10 median latencies: a longer --duration " \
