@@ -55,8 +55,8 @@ def summarise(runs: list[dict], command: list[str], *, suite_count: int, hours: 
              f"Command: `{' '.join(command)}` ({_coverage(runs, suite_count, hours, len(refused))}).", "",
              "| suites | runnable here | valid results | failed | ran but invalid | skipped |",
              "|---:|---:|---:|---:|---:|---:|",
-             f"| {len(runs) + len(refused)}{f' ({len(refused)} refused)' if refused else ''} | {runnable} | {kinds['valid']} ({valid_share:.0%}) | {kinds['failed']} | "
-             f"{kinds['invalid']} | {kinds['skipped']} |", ""]
+             f"| {len(runs) + len(refused)}{f' ({len(refused)} refused)' if refused else ''} | {runnable} | "
+             f"{kinds['valid']} ({valid_share:.0%}) | {kinds['failed']} | {kinds['invalid']} | {kinds['skipped']} |", ""]
     skipped = [r for r in runs if r["status"] == "skipped"]
     reasons = collections.Counter(_reason_class(r["error"]) for r in skipped)
     lines += ["Skipped, by reason:", "", "| reason | suites |", "|---|---:|"]
@@ -71,8 +71,9 @@ def summarise(runs: list[dict], command: list[str], *, suite_count: int, hours: 
             why = r.get("error") or "; ".join(r.get("flags", [])) or "no operations measured"
             lines.append(f"| {r['test']} | {why.splitlines()[0]} |")
     lines += _valid_but_flagged(runs, "miss path", "measuring the miss path (more than half of the reads missed)")
-    lines += _valid_but_flagged(runs, "window too short", "with a window too short to measure (fewer than "
-                                "10 median latencies: a longer --duration measures them)")
+    from redline.bench.server_runner import MIN_ROUNDS
+    lines += _valid_but_flagged(runs, "window too short", f"with a window too short to measure (fewer than "
+                                f"{MIN_ROUNDS} median latencies: a longer --duration measures them)")
     lines += several_clients(runs)
     lines += snapshot_reuse(runs)
     lines += ["", f"Not run: the suite has errors (`redline run` refuses such a suite with exit 2): {len(refused)}", ""]

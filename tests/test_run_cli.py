@@ -30,6 +30,17 @@ def write_suite(directory: Path, name: str, arguments: str, *, db_lines: tuple[s
     return path
 
 
+def run_one_suite(tmp_path: Path, redline_cli, name: str, arguments: str, *, db_lines: tuple[str, ...] = ()) -> dict:
+    """Write one suite, run it (exit 0) and return its one run as --json writes it."""
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    write_suite(suites, name, arguments, db_lines=db_lines)
+    out = tmp_path / "out.json"
+    redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db", check_exit=0)
+    (run,) = json.loads(out.read_text())
+    return run
+
+
 def test_runs_are_stored_and_written_as_json(tmp_path, redline_cli):
     out = tmp_path / "out.json"
     proc = redline_cli("run", "quick", "--name", "string-set-100B-pipeline-10$|string-get-100B-pipeline-10$",
@@ -100,13 +111,8 @@ def test_a_crashing_server_fails_its_run_and_the_next_test_still_runs(tmp_path, 
 
 def test_a_window_that_holds_few_replies_is_flagged_too_short(tmp_path, redline_cli):
     """Calls of 0.4 s on one connection: a 2 s window holds about 5 of them, too few to measure."""
-    suites = tmp_path / "suites"
-    suites.mkdir()
-    write_suite(suites, "slow-calls", '--command "DEBUG SLEEP 0.4" -c 1 -t 1 --test-time 2',
-                db_lines=("    enable-debug-command: 'yes'",))
-    out = tmp_path / "out.json"
-    redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db")
-    [run] = json.loads(out.read_text())
+    run = run_one_suite(tmp_path, redline_cli, "slow-calls", '--command "DEBUG SLEEP 0.4" -c 1 -t 1 --test-time 2',
+                        db_lines=("    enable-debug-command: 'yes'",))
     assert run["status"] == "ok"
     [flag] = [f for f in run["flags"] if f.startswith("window too short")]
     assert "rounds of requests per connection; a longer --duration measures it" in flag
@@ -251,13 +257,8 @@ def test_a_prepared_dataset_is_cached_and_restored_on_the_next_run(tmp_path, red
 
 
 def test_a_configuration_parameter_the_server_does_not_know_is_skipped(tmp_path, redline_cli):
-    suites = tmp_path / "suites"
-    suites.mkdir()
-    write_suite(suites, "future-parameter", "--ratio 1:0 -c 2 -t 1 --test-time 1",
-                db_lines=("    hash-min-template-entries: '1'",))
-    out = tmp_path / "out.json"
-    redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db", check_exit=0)
-    (run,) = json.loads(out.read_text())
+    run = run_one_suite(tmp_path, redline_cli, "future-parameter", "--ratio 1:0 -c 2 -t 1 --test-time 1",
+                        db_lines=("    hash-min-template-entries: '1'",))
     assert run["status"] == "skipped"
     assert "does not know configuration parameter hash-min-template-entries" in run["error"]
 
@@ -424,13 +425,8 @@ def test_restore_payloads_the_server_refuses_are_found_before_measuring(tmp_path
 
 
 def test_error_replies_are_counted_with_the_servers_own_words(tmp_path, redline_cli):
-    suites = tmp_path / "suites"
-    suites.mkdir()
-    write_suite(suites, "bad-option", '--command "SET __key__ __data__ NOSUCHOPTION" --command-ratio 1 '
-                                      '--command "GET __key__" --command-ratio 1 -c 2 -t 1 --test-time 1')
-    out = tmp_path / "out.json"
-    redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db", check_exit=0)
-    [run] = json.loads(out.read_text())
+    run = run_one_suite(tmp_path, redline_cli, "bad-option", '--command "SET __key__ __data__ NOSUCHOPTION" '
+                        '--command-ratio 1 --command "GET __key__" --command-ratio 1 -c 2 -t 1 --test-time 1')
     [flag] = [f for f in run["flags"] if "error replies" in f]
     count = int(flag.split()[0])
     assert count > 100 and flag == f"{count} error replies: {count} × ERR syntax error"

@@ -281,9 +281,9 @@ def window_too_short(p50_ms: float | None, measured_s: float) -> str | None:
     """The flag of a window that holds fewer than MIN_ROUNDS median latencies: each connection
     completed only a few requests (calls of seconds with many in flight), so the rate and the
     percentiles rest on a handful of replies and move with where the window happened to cut."""
-    if not p50_ms or not measured_s or measured_s / (p50_ms / 1000) >= MIN_ROUNDS:
+    rounds = measured_s / (p50_ms / 1000) if p50_ms and measured_s else None
+    if rounds is None or rounds >= MIN_ROUNDS:
         return None
-    rounds = measured_s / (p50_ms / 1000)
     return (f"window too short: the median reply took {p50_ms / 1000:.2f} s, so the {measured_s:g} s window "
             f"held about {rounds:.1f} rounds of requests per connection; a longer --duration measures it")
 
