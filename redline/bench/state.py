@@ -257,6 +257,10 @@ class ServerStates:
         if dataset["keys_with_ttl"]:
             # an RDB stores deadlines, not durations: restored later, these keys would be gone
             return f"{dataset['keys_with_ttl']} keys have a time to live and would be expired when restored"
+        if dataset.get("keys_expired_while_preparing"):
+            # how many outlive the preparation depends on its pace: there is no one state to restore
+            return (f"{dataset['keys_expired_while_preparing']} keys expired while preparing, "
+                    "so what remains depends on the preparation's pace")
         self.observer.phase("saving a dataset snapshot")
         saving = time.monotonic()
         try:
