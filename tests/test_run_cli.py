@@ -30,6 +30,17 @@ def write_suite(directory: Path, name: str, arguments: str, *, db_lines: tuple[s
     return path
 
 
+def write_checked_pair(tmp_path: Path, name: str, arguments: str, preparation: tuple[str, ...], keys: int) -> Path:
+    """A suites directory of two suites with the same preparation: `name` checks for `keys` keys,
+    `name`-check-wrong for one more."""
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    for suffix, expected in (("", keys), ("-check-wrong", keys + 1)):
+        write_suite(suites, f"{name}{suffix}", arguments,
+                    db_lines=(*preparation, "  check:", f"    keyspacelen: {expected}"))
+    return suites
+
+
 def run_one_suite(tmp_path: Path, redline_cli, name: str, arguments: str, *, db_lines: tuple[str, ...] = ()) -> dict:
     """Write one suite, run it (exit 0) and return its one run as --json writes it."""
     suites = tmp_path / "suites"
@@ -361,15 +372,11 @@ def test_a_server_that_drops_every_connection_is_a_failed_run_history_does_not_c
 def test_keys_with_a_time_to_live_are_prepared_every_time_never_restored(tmp_path, redline_cli, monkeypatch):
     """An RDB keeps each key's deadline: restored minutes later the keys would be gone."""
     monkeypatch.setenv("REDLINE_CACHE", str(tmp_path / "cache"))
-    suites = tmp_path / "suites"
-    suites.mkdir()
     preload = ("  preload_tool:", "    tool: memtier_benchmark",
                '    arguments: --command "SET __key__ __data__ EX 300" --command-key-pattern P -n allkeys'
                " --key-minimum 1 --key-maximum 150000 -c 5 -t 2 --pipeline 20")
-    write_suite(suites, "expiring", "--ratio 0:1 --key-maximum 150000 -c 2 -t 1 --test-time 1",
-                db_lines=(*preload, "  check:", "    keyspacelen: 150000"))
-    write_suite(suites, "expiring-check-wrong", "--ratio 0:1 -c 2 -t 1 --test-time 1",
-                db_lines=(*preload, "  check:", "    keyspacelen: 150001"))
+    suites = write_checked_pair(tmp_path, "expiring", "--ratio 0:1 --key-maximum 150000 -c 2 -t 1 --test-time 1",
+                                preload, 150000)
     out = tmp_path / "out.json"
     for _ in range(2):
         proc = redline_cli("run", suites, "--name", "expiring$", "--warmup", "0s", "--store", tmp_path / "r.db",
@@ -393,8 +400,6 @@ def test_keys_that_expire_while_preparing_count_toward_the_keyspace_check(tmp_pa
     1Mkeys-…-with-expiration-240B-400_conns suite did, with 4 I/O threads on one core): the keys
     found and the keys INFO counts as expired while preparing make the check's number."""
     monkeypatch.setenv("REDLINE_CACHE", str(tmp_path / "cache"))
-    suites = tmp_path / "suites"
-    suites.mkdir()
     # 2,000 keys that live 1 s (long enough that no SET finds its key expired already, which the
     # server would delete uncounted); the init commands wait 1.5 s (BLPOP on no list) and then
     # SCAN visits every key and removes the expired ones: all 2,000 are gone, counted as expired
@@ -403,10 +408,8 @@ def test_keys_that_expire_while_preparing_count_toward_the_keyspace_check(tmp_pa
                " --key-minimum 1 --key-maximum 2000 -c 1 -t 1",
                "  init_commands:", "  - '\"BLPOP\" \"no-such-list\" \"1.5\"'",
                "  - '\"SCAN\" \"0\" \"COUNT\" \"100000\"'")
-    write_suite(suites, "short-lived", "--ratio 0:1 --key-maximum 2000 -c 1 -t 1 --test-time 1",
-                db_lines=(*preload, "  check:", "    keyspacelen: 2000"))
-    write_suite(suites, "short-lived-check-wrong", "--ratio 0:1 -c 1 -t 1 --test-time 1",
-                db_lines=(*preload, "  check:", "    keyspacelen: 2001"))
+    suites = write_checked_pair(tmp_path, "short-lived", "--ratio 0:1 --key-maximum 2000 -c 1 -t 1 --test-time 1",
+                                preload, 2000)
     out = tmp_path / "out.json"
     proc = redline_cli("run", suites, "--name", "short-lived$", "--warmup", "0s", "--json", out,
                        "--store", tmp_path / "r.db", check_exit=0)
