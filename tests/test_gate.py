@@ -260,18 +260,31 @@ def test_an_effect_time_did_not_decide_is_said_in_instructions_not_speed():
     assert effect(dict(undecided, verdict="improvement", decided_by="time")) == "1.05× faster"
 
 
-def test_a_test_whose_counts_moved_outside_call_is_shown_by_what_moved():
+def _timed_runs(side: str, cpu_us: float, runs: int = 7):
+    from redline.core.run import Run
+    return [Run(test="t", target=side, side=side, run_index=i, status="ok",
+                metrics={"server_cpu_us_per_op": cpu_us * (1 + (i % 3 - 1) / 200)}) for i in range(runs)]
+
+
+def test_a_test_whose_counts_moved_outside_call_is_shown_and_judged_by_what_moved():
+    # GEOPOS / MGET at 7.0.7: call() unchanged, the whole process −4.4% (client memory tracking)
+    from redline.analysis.gate import COUNT, Evidence, judge
     from redline.output.gate_report import counted_headline, effect
-    in_call = {"metric": "instructions_per_op_command", "baseline_median": 900.0, "comparison_median": 900.0,
-               "delta_pct": 0.0, "ci_low_pct": 0.0, "ci_high_pct": 0.0, "verdict_alone": "no_change"}
-    whole = {"metric": "instructions_per_op", "baseline_median": 15418.0, "comparison_median": 14656.0,
-             "delta_pct": -4.9, "ci_low_pct": -5.1, "ci_high_pct": -4.8, "verdict_alone": "improvement"}
-    entry = {"verdict": "inconclusive", "decided_by": None,
-             "counted": {"headline_metric": "instructions_per_op_command", "metrics": [in_call, whole]}}
-    assert counted_headline(entry) is whole and effect(entry) == "1.05× fewer instr/op"
-    unmoved = {"counted": {"headline_metric": "instructions_per_op_command",
-                           "metrics": [in_call, dict(whole, verdict_alone="no_change")]}}
-    assert counted_headline(unmoved) is in_call
+    counted = _counted_runs("baseline", 17926.0, 9880.0, 30000.0) + _counted_runs("comparison", 17131.0, 9880.0, 30000.0)
+    faster = _timed_runs("baseline", 10.0) + _timed_runs("comparison", 9.36)
+    [decided] = judge([Evidence("t", "t", COUNT, counted=counted, timed=faster)], floors={})
+    entry = decided.as_json()
+    assert entry["counted"]["headline_metric"] == "instructions_per_op"
+    assert counted_headline(entry)["delta_pct"] == pytest.approx(-4.4, abs=0.05)
+    assert decided.verdict == "improvement" and "opposite" not in decided.why    # both cheaper: the same way
+    [only_counted] = judge([Evidence("t", "t", COUNT, counted=counted)], floors={})
+    assert effect(only_counted.as_json()) == "1.05× fewer instr/op"
+    slower = _timed_runs("baseline", 10.0) + _timed_runs("comparison", 10.64)
+    [against] = judge([Evidence("t", "t", COUNT, counted=counted, timed=slower)], floors={})
+    assert against.verdict == "regression" and "counts and time moved in opposite directions" in against.why
+    unmoved = _counted_runs("baseline", 17926.0, 9880.0, 30000.0) + _counted_runs("comparison", 17926.0, 9880.0, 30000.0)
+    [same] = judge([Evidence("t", "t", COUNT, counted=unmoved)], floors={})
+    assert same.as_json()["counted"]["headline_metric"] == "instructions_per_op_command"
 
 
 def test_keys_that_expire_within_a_counted_run_send_a_test_to_time(tmp_path):

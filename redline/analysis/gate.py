@@ -83,8 +83,16 @@ class Screen:
 
     @property
     def headline(self) -> TestComparison | None:
-        return next((c for c in self.comparisons if c.metric == COUNTED_HEADLINE and c.result), None) or \
-            next((c for c in self.comparisons if c.result), None)
+        """The counted comparison the test is shown and judged by: instructions in call(), unless
+        only other counted metrics moved (GEOPOS at 7.0.7: call() unchanged, the whole process
+        −4.9%): then the first that moved, in the order counts are compared (instructions before
+        the cache model's estimated cycles)."""
+        measured = [c for c in self.comparisons if c.result]
+        moved = [c for c in measured if c.verdict_alone in (Verdict.REGRESSION, Verdict.IMPROVEMENT)]
+        in_call = next((c for c in measured if c.metric == COUNTED_HEADLINE), None)
+        if moved and in_call not in moved:
+            return moved[0]
+        return in_call or (measured[0] if measured else None)
 
 
 def screen(key: str, runs: list[Run], floors: dict) -> Screen:

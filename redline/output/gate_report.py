@@ -41,16 +41,11 @@ def _short(name: str) -> str:
 
 
 def counted_headline(entry: dict) -> dict | None:
-    """The counted comparison a test is shown by: its headline metric (in call(), or the whole
-    process), unless only another counted metric moved (GEOPOS at 7.0.7: call() unchanged, the
-    whole process −4.9%): then the first that moved, in the order counts are compared (instructions
-    before the cache model's estimated cycles)."""
+    """The counted comparison a test is shown by: the one the gate judged it by
+    (redline.analysis.gate.Screen.headline, named in the document)."""
     counted = entry.get("counted") or {}
     rows = [c for c in counted.get("metrics") or [] if c.get("delta_pct") is not None]
-    moved = [c for c in rows if c.get("verdict_alone") in (REGRESSION, IMPROVEMENT)]
     headline = next((c for c in rows if c["metric"] == counted.get("headline_metric")), None)
-    if moved and headline not in moved:
-        return moved[0]
     return headline or (rows[0] if rows else None)
 
 
