@@ -4,9 +4,10 @@
                 preparation, counted screen and timed confirmation; the GEO verdicts; a
                 projection for a machine with more cores from the measured per-job costs
     aa          the same gate with one binary on both sides: its false verdicts
-    standard    side by side in one invocation on the built-in 48-test standard suite: the gate,
-                then today's timed `redline compare` at its defaults, same targets; tests decided by
-                each, verdicts one contradicts, wall times and their ratio
+    standard    side by side on the built-in 48-test standard suite: the gate, then today's timed
+                `redline compare` at its defaults, same targets; tests decided by each, verdicts one
+                contradicts, wall times and their ratio. The compare outlasts a 3-hour working
+                session here: --resume goes on with both (`gate --resume`, `compare --resume`)
 
 Each mode runs redline as a user would (subprocesses), records the load average every 10 s
 (the machine is shared), and writes a summary (summary.md, summary.json) next to the gate's own
@@ -48,7 +49,11 @@ class LoadSampler:
 
     def __init__(self, path: Path, every: float = 10.0):
         self.path, self.every, self.phase = path, every, "start"
-        self.samples: list[tuple[float, str, float]] = []
+        self.samples: list[tuple[float, str, float]] = []      # every session's, when --out is reused (--resume)
+        if path.exists():
+            for line in path.read_text().splitlines():
+                at, phase, value = line.split("\t")
+                self.samples.append((float(at), phase, float(value)))
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
@@ -117,6 +122,17 @@ def gate(args, out: Path, log: Path, sampler: LoadSampler, baseline: str, compar
     document = json.loads((out / f"{name}.json").read_text()) if (out / f"{name}.json").exists() else {}
     return {"exit": code, "wall_s": round(wall, 1), "document": document, "load": sampler.stats(name),
             "sessions": chain(out / f"{name}.db", document)}
+
+
+def compare_sessions(store: Path) -> list[tuple[int, float, float]]:
+    """The compare sessions of `store` (the first and each resume): number, start and end."""
+    import sqlite3
+    if not store.exists():
+        return []
+    db = sqlite3.connect(store)
+    return [(n, started, finished) for n, started, finished in db.execute(
+        "SELECT s.id, s.started_at, coalesce(s.finished_at, (SELECT max(finished_at) FROM runs r "
+        "WHERE r.session_id = s.id), s.started_at) FROM sessions s WHERE s.kind = 'compare' ORDER BY s.id")]
 
 
 def chain(store: Path, document: dict) -> list[dict]:
@@ -240,15 +256,30 @@ def decision(comparisons: list[dict], test: str, metric: str) -> str | None:
 
 
 def standard_mode(args, out: Path, log: Path, sampler: LoadSampler) -> dict:
+    """The gate, then `redline compare` at its defaults, same targets and suites. With --resume
+    (the compare at its defaults outlasts a working session on 2 cores): a gate that finished is not
+    run again, an unfinished one goes on (`gate --resume`), and the compare goes on from where it
+    stopped (`compare --resume`); wall times add up every session of each."""
     sampler.phase = "builds"
     builds = [build(args.baseline, log), build(args.comparison, log)]
     suites = args.suites or ["standard"]
-    result = gate(args, out, log, sampler, args.baseline, args.comparison, suites)
+    earlier = json.loads((out / "gate.json").read_text()) if args.resume and (out / "gate.json").exists() else {}
+    if earlier.get("finished"):
+        result = {"exit": 0, "document": earlier, "sessions": chain(out / "gate.db", earlier)}
+    else:
+        result = gate(args, out, log, sampler, args.baseline, args.comparison, suites)
+    result["wall_s"] = round(sum(s["elapsed_s"] or 0 for s in result["sessions"]), 1)
+    result["load"] = sampler.stats("gate")
     sampler.phase = "compare"
-    argv = [*REDLINE, "compare", *suites, "--baseline", args.baseline, "--comparison", args.comparison,
-            "--store", str(out / "compare.db"), "--json", str(out / "compare.json"),
-            "--markdown", str(out / "compare.md")]
-    code, wall = run(argv, log)
+    outputs = ["--store", str(out / "compare.db"), "--json", str(out / "compare.json"),
+               "--markdown", str(out / "compare.md")]
+    if args.resume and compare_sessions(out / "compare.db"):
+        argv = [*REDLINE, "compare", "--resume", "latest", *outputs]
+    else:
+        argv = [*REDLINE, "compare", *suites, "--baseline", args.baseline, "--comparison", args.comparison, *outputs]
+    code, _ = run(argv, log)
+    sessions = compare_sessions(out / "compare.db")
+    wall = sum(finished - started for _, started, finished in sessions)
     compared = json.loads((out / "compare.json").read_text())
     comparisons = compared.get("comparisons", compared if isinstance(compared, list) else [])
     metric = "server_cpu_us_per_op"
@@ -265,10 +296,12 @@ def standard_mode(args, out: Path, log: Path, sampler: LoadSampler) -> dict:
         rows.append(f"| {t['key']} | {g} ({t.get('decided_by') or '–'}) | {c or '–'} |")
     summary = {"mode": "standard", "builds": builds, "gate": {"wall_s": result["wall_s"], "exit": result["exit"],
                                                               "load": result["load"]},
-               "compare": {"wall_s": round(wall, 1), "exit": code, "load": sampler.stats("compare")},
+               "compare": {"wall_s": round(wall, 1), "exit": code, "load": sampler.stats("compare"),
+                           "sessions": [{"session": n, "wall_s": round(f - s, 1)} for n, s, f in sessions]},
+               "gate_sessions": result["sessions"],
                "decided": {"gate": decided_gate, "compare": decided_compare}, "contradictions": contradictions,
                "wall_ratio": round(result["wall_s"] / wall, 3) if wall else None}
-    lines = ["# gate vs compare on the standard suite, one invocation", "",
+    lines = ["# gate vs compare on the standard suite, side by side", "",
              f"gate: {hours(result['wall_s'])}, load {result['load']}; compare (defaults): {hours(wall)}, "
              f"load {sampler.stats('compare')}; ratio {summary['wall_ratio']}", "",
              f"tests decided: gate {decided_gate}, compare {decided_compare} (compare: {metric}'s verdict after "

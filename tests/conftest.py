@@ -1,6 +1,8 @@
 import os
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,21 @@ def start_redis_server(workdir: Path | None = None, **config: str) -> ManagedSer
     ManagedServer); `workdir` holds its dump.rdb. The caller stops it."""
     return ManagedServer(ServerSettings(binary=REDIS_SERVER, workdir=workdir, config=config,
                                         start_timeout_s=120)).start()
+
+
+def wait_for_store(db: Path, ready, *, timeout_s: float = 240) -> bool:
+    """Poll the store a running redline writes until `ready(connection)` holds (True), or give up
+    after `timeout_s` (False); a store still being created is waited for."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        try:
+            with sqlite3.connect(db) as check:
+                if ready(check):
+                    return True
+        except sqlite3.OperationalError:       # the store is still being created
+            continue
+    return False
 
 
 @pytest.fixture

@@ -46,7 +46,8 @@ ELSEWHERE = ("redline run standard", "redline run path/to/suites/", "redline run
              "redline compare --measure instructions", "redline export", "redline compare …",
              "redline bisect", "redline accuracy", "redline build", "redline fleet", "redline submit",
              "redline agent", "redline collector", "redline api", "redline suites validate", "redline show",
-             "redline gate")      # gate: tests/test_scheduler_real.py runs it end to end, tests/test_gate.py on fakes
+             "redline gate",      # gate: tests/test_scheduler_real.py runs it end to end, tests/test_gate.py on fakes
+             "redline compare --resume")      # tests/test_compare_resume.py: interrupted by SIGTERM, then resumed
 
 
 def readme_commands() -> list[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REDLINE
+from conftest import REDLINE, wait_for_store
 from redline.core.metrics import REGISTRY, TIME
 from redline.store.results import Store
 
@@ -178,20 +178,15 @@ def test_killing_redline_keeps_finished_runs_and_marks_the_current_one(tmp_path,
     proc = subprocess.Popen([*REDLINE, "run", "quick", "--name", "string-set-100B-pipeline-(1|10)$",
                              "--runs", "5", "--duration", "2s", "--warmup", "0s", "--store", str(db)],
                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        time.sleep(0.1)
-        try:
-            with sqlite3.connect(db) as check:
-                finished = check.execute("SELECT count(*) FROM runs WHERE status='ok'").fetchone()[0]
-                started = [at for (at,) in check.execute("SELECT started_at FROM runs WHERE status='running'")]
-        except sqlite3.OperationalError:       # the store is still being created
-            continue
+
+    def inside_a_run_after_two(check) -> bool:
         # signal well inside a run (begun under 0.5 s ago, 2 s long): between two runs there
         # is no current run to mark
-        if finished >= 2 and len(started) == 1 and time.time() - started[0] < 0.5:
-            break
-    else:
+        finished = check.execute("SELECT count(*) FROM runs WHERE status='ok'").fetchone()[0]
+        started = [at for (at,) in check.execute("SELECT started_at FROM runs WHERE status='running'")]
+        return finished >= 2 and len(started) == 1 and time.time() - started[0] < 0.5
+
+    if not wait_for_store(db, inside_a_run_after_two, timeout_s=120):
         pytest.fail("never saw a run in progress after two finished ones")
     proc.send_signal(sig)
     assert proc.wait(timeout=30) != 0

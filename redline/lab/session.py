@@ -92,6 +92,8 @@ class SessionPlan:
     max_runs: int | None = None
     lone_p_value: float | None = None
     floors: dict = field(default_factory=dict)
+    documents: dict = field(default_factory=dict)     # stored with the session as it begins ({name: document})
+    carried: list[Run] = field(default_factory=list)  # a resumed compare: earlier runs judged with its own
 
 
 @dataclass
@@ -102,8 +104,9 @@ class Session:
     kind: str
     store: Store
     session_id: int
-    records: list[Run]
+    records: list[Run]                                 # the runs this session measured
     sinks: tuple = ()
+    carried: list[Run] = field(default_factory=list)   # a resumed compare: the earlier runs it judges too
     problems: list[str] = field(default_factory=list)     # what the sinks could not do (a failed export)
 
     def close(self) -> SessionDocument:
@@ -130,6 +133,8 @@ def execute_session(plan: SessionPlan, *, store_path, argv: list[str], sinks: tu
         carry_request_counts(jobs, plan.tests, settings, store)
         remove_abandoned_workdirs()          # … and in the temp directory
         session_id = store.begin_session(kind=plan.kind, argv=argv, machine=machine.facts())
+        for name, document in plan.documents.items():
+            store.save_session_document(session_id, name, document)
         started = store.load_session(session_id)
         for sink in (store, *sinks):
             sink.session_started(started)
@@ -143,7 +148,7 @@ def execute_session(plan: SessionPlan, *, store_path, argv: list[str], sinks: tu
             store.finish_session(session_id, status)
     finally:
         observer.close()
-    return Session(plan.kind, store, session_id, records, tuple(sinks))
+    return Session(plan.kind, store, session_id, records, tuple(sinks), carried=list(plan.carried))
 
 
 def carry_request_counts(jobs: list, tests: list, settings: RunSettings, store: Store) -> None:

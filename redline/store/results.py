@@ -609,6 +609,13 @@ class Store:
             return self.db.execute("SELECT * FROM runs ORDER BY id").fetchall()
         return self.db.execute("SELECT * FROM runs WHERE session_id=? ORDER BY id", (session_id,)).fetchall()
 
+    def carried_runs(self, uids: list[str]) -> list[Run]:
+        """The runs with these uids (those a resumed compare carried from the sessions it resumes),
+        in the order they ran."""
+        if not uids:
+            return []
+        return self._load_runs_where("r.uid IN (SELECT value FROM json_each(?))", (json.dumps(list(uids)),))
+
     def history(self, metric: str) -> list[sqlite3.Row]:
         """Every measured run's value of `metric` on this machine, oldest first, with what identifies
         its series (test, topology, target), the session it belongs to and the build it measured
@@ -633,8 +640,13 @@ class Store:
     def load_runs(self, session_id: int | None = None) -> list[Run]:
         """The run documents of a session (every session with None), in the order they ran: three
         queries in all (runs, then every metric and series value and profile of those runs)."""
-        rows = self.runs(session_id)
-        where, args = ("WHERE r.session_id=?", (session_id,)) if session_id is not None else ("", ())
+        if session_id is None:
+            return self._load_runs_where("1", ())
+        return self._load_runs_where("r.session_id=?", (session_id,))
+
+    def _load_runs_where(self, condition: str, args: tuple) -> list[Run]:
+        where = f"WHERE {condition}"
+        rows = self.db.execute(f"SELECT * FROM runs r {where} ORDER BY r.id", args).fetchall()
         metrics: dict[int, dict] = {}
         for r in self.db.execute(f"SELECT m.run_id, m.name, m.value FROM metrics m JOIN runs r ON r.id = m.run_id {where}",
                                  args):
@@ -668,9 +680,11 @@ class Store:
             "SELECT detail FROM comparisons WHERE session_id=? ORDER BY test, metric", (session_id,))]
         documents = {d["name"]: json.loads(d["document"]) for d in self.db.execute(
             "SELECT name, document FROM session_documents WHERE session_id=? ORDER BY name", (session_id,))}
+        uids = (documents.get("resume") or {}).get("carried") or []     # a resumed compare (redline.lab.compare_resume)
+        carried = self.carried_runs([u for u in uids if isinstance(u, str)] if isinstance(uids, list) else [])
         return SessionDocument(session_id, row["kind"], json.loads(row["argv"]), json.loads(row["machine"]),
                                row["host"], row["started_at"], row["finished_at"], row["status"],
-                               self.load_runs(session_id), comparisons, documents)
+                               carried + self.load_runs(session_id), comparisons, documents)
 
     def latest_session(self, kind: str | None = None) -> int | None:
         """'latest' everywhere (report, export, hotspots): the newest session that stored a run (of

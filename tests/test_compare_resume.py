@@ -1,0 +1,101 @@
+"""`redline compare --resume`: an interrupted compare goes on in a new session that measures only
+what did not end (real servers, a real SIGTERM, the real store), judges every test, and refuses to
+carry runs of another binary or to take suites and settings of its own."""
+
+import json
+import shutil
+import signal
+import sqlite3
+import subprocess
+
+import pytest
+
+from redline.analysis.comparison import COMPARED_METRICS
+from redline.store.results import Store
+from conftest import REDLINE, wait_for_store
+
+TESTS = "quick-(hash-hset-100B|set-sadd|list-lpush-100B)$"     # run in this order (the quick suite's)
+FIRST, SECOND, THIRD = "quick-hash-hset-100B", "quick-list-lpush-100B", "quick-set-sadd"
+
+
+def two_binaries(tmp_path):
+    """Two copies of the same redis-server: bin: targets whose sha256 the runs record."""
+    source = shutil.which("redis-server")
+    copies = []
+    for name in ("redis-a", "redis-b"):
+        copy = tmp_path / name
+        shutil.copy(source, copy)
+        copies.append(copy)
+    return copies
+
+
+def interrupt_during_the_second_test(tmp_path, db, baseline, comparison):
+    """A compare of three tests, SIGTERM while the second one's runs are under way."""
+    proc = subprocess.Popen([*REDLINE, "compare", "quick", "--name", TESTS, "--baseline", f"bin:{baseline}",
+                             "--comparison", f"bin:{comparison}", "--runs", "2", "--max-runs", "2", "--duration", "1s",
+                             "--warmup", "0s", "--store", str(db)],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    def second_running(check) -> bool:
+        return check.execute("SELECT test FROM runs WHERE status='running'").fetchall() == [(SECOND,)]
+
+    if not wait_for_store(db, second_running):
+        proc.kill()
+        pytest.fail("never saw the second test's run in progress")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 130
+
+
+def test_a_resumed_compare_measures_only_what_did_not_end_and_judges_every_test(tmp_path, redline_cli):
+    db = tmp_path / "r.db"
+    baseline, comparison = two_binaries(tmp_path)
+    interrupt_during_the_second_test(tmp_path, db, baseline, comparison)
+    first = sqlite3.connect(db).execute("SELECT test, status FROM runs WHERE session_id=1").fetchall()
+    assert {test for test, _ in first} == {FIRST, SECOND} and ("quick-list-lpush-100B", "interrupted") in first
+    out = tmp_path / "resumed.json"
+    proc = redline_cli("compare", "--resume", "latest", "--store", db, "--json", out, check_exit=0, timeout=600)
+    assert "resuming compare 1: 1 of 3 tests ended there" in proc.stderr
+    stored = sqlite3.connect(db)
+    measured_again = stored.execute("SELECT DISTINCT test FROM runs WHERE session_id=2").fetchall()
+    assert sorted(measured_again) == [(SECOND,), (THIRD,)]        # the interrupted one whole, the unreached one
+    resume = json.loads(stored.execute("SELECT document FROM session_documents WHERE session_id=2 AND name='resume'")
+                        .fetchone()[0])
+    first_uids = {uid for (uid,) in stored.execute("SELECT uid FROM runs WHERE session_id=1 AND test=?", (FIRST,))}
+    assert resume["resumes"] == 1 and set(resume["carried"]) == first_uids and len(first_uids) == 4
+    assert resume["argv"][0] == "compare" and "--resume" not in resume["argv"]
+    document = json.loads(out.read_text())
+    assert {c["test"] for c in document["comparisons"]} == {FIRST, SECOND, THIRD}
+    assert all(c["comparisons_in_session"] == 3 * len(COMPARED_METRICS)
+               for c in document["comparisons"] if c["p_value"] is not None)
+    assert len(document["runs"]) == 3 * 2 * 2 and {r["session_id"] for r in document["runs"]} == {1, 2}
+
+    # a compare that ended has nothing left: resuming it measures nothing and judges the same tests
+    proc = redline_cli("compare", "--resume", "2", "--store", db, "--json", out, check_exit=0)
+    assert "resuming compare 2: 3 of 3 tests ended there" in proc.stderr
+    assert stored.execute("SELECT count(*) FROM runs WHERE session_id=3").fetchone()[0] == 0
+    assert {c["test"] for c in json.loads(out.read_text())["comparisons"]} == {FIRST, SECOND, THIRD}
+
+    # the runs carried must be of the binaries the sides are now
+    with open(baseline, "ab") as binary:
+        binary.write(b"\0")
+    proc = redline_cli("compare", "--resume", "latest", "--store", db, check_exit=2)
+    assert f"the baseline bin:{baseline} is now" in proc.stderr and "not the binary session 2 measured" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_resume_takes_no_suites_or_settings_and_only_a_compare(tmp_path, redline_cli):
+    db = tmp_path / "r.db"
+    store = Store(db)
+    session = store.begin_session(kind="run", argv=["redline", "run", "quick"], machine={})
+    store.finish_session(session, "finished")
+    store.close()
+    proc = redline_cli("compare", "quick", "--duration", "2s", "--resume", "latest", "--store", db, check_exit=2)
+    assert proc.stderr.strip() == ("redline: error: --resume continues the stored compare with its own suites, "
+                                   "targets and settings; give no --duration, SUITE with it")
+    proc = redline_cli("compare", "--resume", "latest", "--store", db, check_exit=2)
+    assert proc.stderr.strip() == f"redline: error: --resume latest: {db} holds no compare session"
+    proc = redline_cli("compare", "--resume", str(session), "--store", db, check_exit=2)
+    assert f"session {session} of {db} is a run, not a compare" in proc.stderr
+    proc = redline_cli("compare", "--resume", "latest", "--store", tmp_path / "none.db", check_exit=2)
+    assert "none.db does not exist" in proc.stderr
+    proc = redline_cli("compare", "--resume", "soon", "--store", db, check_exit=2)
+    assert "SESSION must be a session number or 'latest'" in proc.stderr
