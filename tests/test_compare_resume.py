@@ -3,6 +3,7 @@ what did not end (real servers, a real SIGTERM, the real store), judges every te
 carry runs of another binary or to take suites and settings of its own."""
 
 import json
+import os
 import shutil
 import signal
 import sqlite3
@@ -51,6 +52,13 @@ def test_a_resumed_compare_measures_only_what_did_not_end_and_judges_every_test(
     interrupt_during_the_second_test(tmp_path, db, baseline, comparison)
     first = sqlite3.connect(db).execute("SELECT test, status FROM runs WHERE session_id=1").fetchall()
     assert {test for test, _ in first} == {FIRST, SECOND} and ("quick-list-lpush-100B", "interrupted") in first
+    # what was measured is shown, and how to go on: no verdicts (none were judged), on a narrow terminal too
+    shown = subprocess.run([*REDLINE, "show", "1", "--store", str(db)], cwd=tmp_path, capture_output=True, text=True,
+                           env={**os.environ, "COLUMNS": "100"}, timeout=120)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "compare 1 was interrupted before its verdicts: `redline compare --resume 1`" in shown.stdout
+    markdown = redline_cli("show", "1", "--store", db, "--format", "markdown", check_exit=0).stdout
+    assert markdown.startswith("**redline**: No verdicts were stored for this session: it ended before compare")
     out = tmp_path / "resumed.json"
     proc = redline_cli("compare", "--resume", "latest", "--store", db, "--json", out, check_exit=0, timeout=600)
     assert "resuming compare 1: 1 of 3 tests ended there" in proc.stderr

@@ -41,6 +41,13 @@ def _show(console, session: SessionDocument) -> None:
 
 def _comparisons(console, session: SessionDocument) -> None:
     comparisons = session.comparisons
+    if not comparisons and session.kind == "compare" and session.status != "finished":
+        if session.measured:
+            print_results(console, session.measured)
+        console.print(f"compare {session.session_id} was {session.status} before its verdicts: "
+                      f"`redline compare --resume {session.session_id}` (with this --store) measures what did not "
+                      "end and judges every test", soft_wrap=True)
+        return
     console.print(verdicts.terminal_table(comparisons, width=console.width))
     for line in verdicts.name_legend(comparisons, width=console.width):
         console.print(line)

@@ -142,7 +142,7 @@ def _names(comparisons: list[TestComparison], width: int) -> tuple[str, dict[str
 
 def _narrow_columns_width(comparisons: list[TestComparison]) -> int:
     """What the narrow table's other columns take (metric, Δ, 95% CI, verdict), borders included."""
-    widest = [max(len(name), *(len(text) for text in texts)) for name, texts in (
+    widest = [max([len(name)] + [len(text) for text in texts]) for name, texts in (
         ("metric", [_short(c.metric) for c in comparisons]), ("Δ", [cells(c)["Δ"] for c in comparisons]),
         ("95% CI", [cells(c)["95% CI"] for c in comparisons]), ("verdict", [WORDS[c.verdict] for c in comparisons]))]
     return sum(widest) + 3 * (len(widest) + 1) + 1
@@ -203,6 +203,9 @@ def summary_sentence(comparisons: list[TestComparison], tests: int) -> str:
               Verdict.INCONCLUSIVE: "inconclusive"}
     parts = [f"{counts[v]} {WORDS[v] if counts[v] == 1 else plural[v]}"
              for v in (Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.INCONCLUSIVE) if counts[v]]
+    if not comparisons:
+        return ("No verdicts were stored for this session: it ended before compare judged it "
+                "(`redline compare --resume SESSION` goes on with an interrupted compare).")
     if not parts:
         return f"No change in any of {tests} tests: every metric's {interval_words(comparisons)} lies inside its threshold."
     return f"{', '.join(parts)} across {tests} tests × {len({c.metric for c in comparisons})} metrics."
