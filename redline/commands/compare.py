@@ -6,8 +6,8 @@ from pathlib import Path
 
 from redline.analysis.stats import Verdict
 from redline.commands.argtypes import positive_int, session_id
-from redline.commands.arguments import (COMPARE_MAX_RUNS, EXIT_STATUS, add_measurement_arguments, add_selection_arguments,
-                                       measurement_defaults)
+from redline.commands.arguments import (COMPARE_MAX_RUNS, EXIT_STATUS, Parser, add_measurement_arguments,
+                                       add_selection_arguments, measurement_defaults)
 from redline.commands.session import check_before_starting, execute, finish, run_settings
 from redline.core.errors import UsageError
 from redline.engine.run_plan import Side
@@ -67,8 +67,8 @@ def compare_command(args) -> int:
 def resumed_arguments(args) -> tuple[EarlierCompare, object]:
     """`--resume SESSION`: the stored compare, and its arguments with this command's store and
     outputs. Suites, targets or settings given with --resume are refused."""
-    from redline.cli import build_parser
-    parser = build_parser()
+    parser = Parser(prog="redline")         # compare's own parser: the stored argv is a compare's
+    add_parser(parser.add_subparsers(dest="command", parser_class=Parser))
     defaults = parser.parse_args(["compare"])
     measurement_defaults(defaults)
     refuse_measurement_flags(args, defaults)
