@@ -25,11 +25,12 @@ def session_verdicts(session: Session, plan: SessionPlan) -> list[TestComparison
     """Every test × metric of the session judged, false-discovery controlled, with the profiles'
     differences where both sides were profiled; stored with the session."""
     confidence = looks_confidence(plan.settings.runs, plan.max_runs or plan.settings.runs)
-    comparisons = [c for test, records in measured_runs_by_test(session.carried + session.records).items()
+    judged = plan.carried + session.records            # a resumed compare judges the runs it carried too
+    comparisons = [c for test, records in measured_runs_by_test(judged).items()
                    for c in compare_test(test, records, plan.floors, confidence=confidence)]
     apply_false_discovery_control(comparisons, q=FDR_Q)
     if plan.settings.profile:
         artifacts = session.store.artifacts(f"compare-{session.session_id}")
-        attach_profiles(comparisons, session.carried + session.records, artifacts)
+        attach_profiles(comparisons, judged, artifacts)
     session.store.save_comparisons(session.session_id, [c.as_json() for c in comparisons])
     return comparisons

@@ -106,7 +106,6 @@ class Session:
     session_id: int
     records: list[Run]                                 # the runs this session measured
     sinks: tuple = ()
-    carried: list[Run] = field(default_factory=list)   # a resumed compare: the earlier runs it judges too
     problems: list[str] = field(default_factory=list)     # what the sinks could not do (a failed export)
 
     def close(self) -> SessionDocument:
@@ -148,7 +147,7 @@ def execute_session(plan: SessionPlan, *, store_path, argv: list[str], sinks: tu
             store.finish_session(session_id, status)
     finally:
         observer.close()
-    return Session(plan.kind, store, session_id, records, tuple(sinks), carried=list(plan.carried))
+    return Session(plan.kind, store, session_id, records, tuple(sinks))
 
 
 def carry_request_counts(jobs: list, tests: list, settings: RunSettings, store: Store) -> None:
