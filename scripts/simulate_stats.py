@@ -9,7 +9,9 @@ Prints markdown tables:
      interleaved ABBA;
   4. extra runs while inconclusive (7 -> 15 pairs): the false alarms peeking causes, and
      the per-look confidence that corrects it;
-  5. heavy tails: paired (signed-rank) versus unpaired (Mann-Whitney) analysis.
+  5. stopping for futility: the adaptive plans stopped when the pairs still allowed have little
+     chance to decide (redline.analysis.stats.decision_chance);
+  6. heavy tails: paired (signed-rank) versus unpaired (Mann-Whitney) analysis.
 
 Noise model: each run's value is 100000 * exp(sigma * Z) with Z standard normal and
 sigma = noise% / 100 (log-normal; noise% is the run-to-run coefficient of variation).
@@ -33,6 +35,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from redline.analysis.stats import (  # noqa: E402
+    FUTILITY_CHANCE,
     compare_metric,
     confidence_per_look,
     needs_more_runs,
@@ -94,6 +97,7 @@ class AdaptivePlan:
     step: int = 2
     max_pairs: int = 15
     correct_for_peeking: bool = True
+    futility_chance: float = 0.0    # stop when the pairs still allowed have less chance than this to decide
 
     @property
     def looks(self) -> int:
@@ -114,9 +118,9 @@ def simulate_adaptive(rng: np.random.Generator, *, model: NoiseModel, shift_pct:
         base = list(draw_runs(rng, model=model, count=plan.start))
         comp = list(draw_runs(rng, model=model, count=plan.start, level=level))
         for _look in range(plan.looks):
-            result = compare_metric(base, comp, paired=True, higher_is_better=True,
-                                    confidence=plan.confidence)
-            if not needs_more_runs(result) or len(base) + plan.step > plan.max_pairs:
+            result = compare_metric(base, comp, paired=True, higher_is_better=True, confidence=plan.confidence,
+                                    runs_allowed=plan.max_pairs)
+            if not needs_more_runs(result, plan.futility_chance) or len(base) + plan.step > plan.max_pairs:
                 break
             base += list(draw_runs(rng, model=model, count=plan.step))
             comp += list(draw_runs(rng, model=model, count=plan.step, level=level))
@@ -301,6 +305,30 @@ def adaptive_table(rng: np.random.Generator, *, iterations: int) -> str:
     return "\n".join(lines)
 
 
+def futility_table(rng: np.random.Generator, *, iterations: int) -> str:
+    """The adaptive plans with and without stopping when the pairs still allowed have little chance to
+    decide (redline.analysis.stats.decision_chance): what it costs in verdicts, what it saves in pairs."""
+    lines = [
+        "| noise | heavy tails | plan | stop below chance | A/A flagged | A/A no change | 2%: flagged / no change "
+        "| 3% flagged | 5% flagged | mean pairs A/A / 2% / 3% / 5% |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for noise, tails in ((1.0, False), (3.0, False), (3.0, True), (6.0, False)):
+        model = NoiseModel(noise_pct=noise, heavy_tails=tails)
+        for start in (5, 7):
+            for chance in (0.0, 0.02, FUTILITY_CHANCE):
+                plan = AdaptivePlan(start=start, futility_chance=chance)
+                cells = {shift: simulate_adaptive(rng, model=model, shift_pct=shift, plan=plan, iterations=iterations)
+                         for shift in (0.0, 2.0, 3.0, 5.0)}
+                pairs = " / ".join(f"{cells[shift][1]:.1f}" for shift in (0.0, 2.0, 3.0, 5.0))
+                lines.append(
+                    f"| {noise:g}% | {'yes' if tails else 'no'} | {start} -> {plan.max_pairs} | "
+                    f"{f'{chance:g}' if chance else 'never'} | {_pct(cells[0.0][0].flagged)} | {_pct(cells[0.0][0].no_change)} | "
+                    f"{_pct(cells[2.0][0].flagged)} / {_pct(cells[2.0][0].no_change)} | "
+                    f"{_pct(cells[3.0][0].flagged)} | {_pct(cells[5.0][0].flagged)} | {pairs} |")
+    return "\n".join(lines)
+
+
 def analysis_table(rng: np.random.Generator, *, iterations: int) -> str:
     """Paired signed-rank versus unpaired Mann-Whitney on the same kind of interleaved runs."""
     lines = [
@@ -342,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
     print(drift_table(rng, iterations=args.iterations))
     print("\n### extra runs while inconclusive (interleaved pairs)\n")
     print(adaptive_table(rng, iterations=args.iterations))
+    print("\n### stopping for futility: the same plans, stopped when more pairs have little chance to decide\n")
+    print(futility_table(rng, iterations=args.iterations))
     print("\n### heavy tails: paired versus unpaired analysis of interleaved runs\n")
     print(analysis_table(rng, iterations=args.iterations))
     print(f"\n<!-- {time.perf_counter() - started:.0f} s -->")

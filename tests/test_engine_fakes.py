@@ -180,6 +180,35 @@ def test_adaptive_extra_runs_continue_in_abba_blocks_until_decided(test_spec):
     assert len(measured(calls)) == 12 and heard.notes.count("undecided: 2 more runs per side") == 2
 
 
+# a 1% change in runs that spread by 3-5%: 15 runs per side would not decide it either
+WIDE_AROUND_ONE_PERCENT = [1.05, 0.97, 1.04, 0.98, 1.01, 0.965, 1.045, 0.975, 1.03]
+# 3% faster, one pair held back by a slow comparison run: the next runs decide it
+THREE_PERCENT_ONE_SLOW_PAIR = [1.03, 1.025, 1.02, 1.035, 0.96, 1.028, 1.022, 1.04, 1.031, 1.03, 1.025, 1.02,
+                               1.035, 1.028, 1.022]
+
+
+def compare_job_runs(test_spec, changes):
+    from redline.analysis.comparison import compare_test, looks_confidence
+    the_sides = sides("baseline", "comparison")
+    [job] = jobs_for([test_spec], the_sides, RunSettings(runs=7), max_runs=15, lone_p_value=0.05)
+    engine, calls = engine_with(Script(ops={"baseline": [1000.0], "comparison": [1000.0 * c for c in changes]}))
+    runs = execute_job(job, engine=engine, session_id=None, resolver=JobResolver(tests=[test_spec], sides=the_sides))
+    [ops] = [c for c in compare_test(runs[0].key, runs, {}, confidence=looks_confidence(7, 15), runs_allowed=15)
+             if c.metric == "ops_per_sec"]
+    return sum(1 for r in runs if r.side == "baseline"), ops
+
+
+def test_a_compare_stops_adding_runs_that_have_little_chance_to_decide(test_spec):
+    per_side, ops = compare_job_runs(test_spec, WIDE_AROUND_ONE_PERCENT)
+    assert per_side < 15 and ops.verdict_alone == "inconclusive"
+    assert ops.result.stopped_as_futile.startswith(f"stopped after {per_side} runs per side: more runs had a ")
+
+
+def test_a_compare_goes_on_while_more_runs_can_decide(test_spec):
+    per_side, ops = compare_job_runs(test_spec, THREE_PERCENT_ONE_SLOW_PAIR)
+    assert per_side > 7 and ops.verdict_alone == "improvement" and ops.result.stopped_as_futile is None
+
+
 def test_a_side_that_cannot_run_the_test_means_no_side_is_measured(test_spec):
     engine, calls = engine_with(Script(skip={"comparison": "the server does not know GEOSEARCH"}))
     runs = engine.execute(tests=[test_spec], sides=sides("baseline", "comparison"),

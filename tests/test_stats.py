@@ -459,3 +459,67 @@ def test_fast_simulation_false_alarms_and_power():
     upstream = sim.simulate_upstream(rng, model=sim.NoiseModel(noise_pct=6.0), shift_pct=0.0,
                                      iterations=5000)
     assert upstream.flagged > 0.3
+
+
+# --------------------------------------------------------------------------- stopping for futility
+
+def _cpu_pairs(changes: list[float], *, runs_allowed: int | None = 15, paired: bool = True) -> MetricComparison:
+    """A paired CPU-per-op comparison whose pair i changed by changes[i] (fractions), at the per-look
+    confidence of 7 -> 15 runs."""
+    base = np.full(len(changes), 1000.0)
+    return compare_metric(base, base * (1 + np.asarray(changes)), paired=paired, higher_is_better=False,
+                          confidence=confidence_per_look(5), runs_allowed=runs_allowed)
+
+
+SPREAD_AROUND_ONE_PERCENT = [-0.05, 0.03, -0.04, 0.02, -0.01, 0.035, -0.045, 0.025, -0.03]
+THREE_PERCENT_AND_ONE_SLOW_PAIR = [-0.03, -0.025, -0.02, -0.035, 0.04, -0.028, -0.022, -0.04, -0.031]
+
+
+def test_more_runs_of_a_wide_change_near_zero_have_little_chance_to_decide():
+    result = _cpu_pairs(SPREAD_AROUND_ONE_PERCENT)
+    assert result.verdict == Verdict.INCONCLUSIVE and result.paired
+    assert result.decision_chance is not None and result.decision_chance < stats.FUTILITY_CHANCE
+    # and indeed: six more pairs like these leave it undecided at 15
+    assert _cpu_pairs(SPREAD_AROUND_ONE_PERCENT + SPREAD_AROUND_ONE_PERCENT[:6]).verdict == Verdict.INCONCLUSIVE
+
+
+def test_a_change_held_back_by_one_slow_pair_keeps_its_chance_and_more_runs_decide_it():
+    result = _cpu_pairs(THREE_PERCENT_AND_ONE_SLOW_PAIR)
+    assert result.verdict == Verdict.INCONCLUSIVE and result.ci_high_pct > 0
+    assert result.decision_chance > stats.FUTILITY_CHANCE
+    clean = [c for c in THREE_PERCENT_AND_ONE_SLOW_PAIR if c < 0][:6]
+    assert _cpu_pairs(THREE_PERCENT_AND_ONE_SLOW_PAIR + clean).verdict == Verdict.IMPROVEMENT
+
+
+def test_the_chance_is_asked_only_of_an_inconclusive_paired_result_that_may_still_grow():
+    assert _cpu_pairs(SPREAD_AROUND_ONE_PERCENT, runs_allowed=None).decision_chance is None
+    assert _cpu_pairs(SPREAD_AROUND_ONE_PERCENT, paired=False).decision_chance is None
+    assert _cpu_pairs([-0.03] * 9).decision_chance is None                       # decided
+    assert _cpu_pairs(SPREAD_AROUND_ONE_PERCENT[:5]).paired is False               # 5 pairs: Mann-Whitney
+    assert _cpu_pairs(SPREAD_AROUND_ONE_PERCENT[:5]).decision_chance is None
+    assert _cpu_pairs(SPREAD_AROUND_ONE_PERCENT, runs_allowed=9).decision_chance is None   # no more runs allowed
+
+
+def test_a_tighter_spread_never_lowers_the_chance_of_a_no_change():
+    # the same centre, each pair's distance from it halved: more likely to end inside ±τ
+    centre = -0.005
+    wide = [centre + 2 * (c + 0.008) for c in SPREAD_AROUND_ONE_PERCENT]
+    narrow = [centre + (c + 0.008) for c in SPREAD_AROUND_ONE_PERCENT]
+    first, second = _cpu_pairs(wide), _cpu_pairs(narrow)
+    if second.verdict == Verdict.INCONCLUSIVE:
+        assert second.decision_chance >= first.decision_chance
+    else:
+        assert second.verdict == Verdict.NO_CHANGE
+
+
+def test_stopping_for_futility_adds_no_false_alarm_and_saves_runs():
+    sim = _load_simulation()
+    rng = np.random.default_rng(2026)
+    model = sim.NoiseModel(noise_pct=3.0, heavy_tails=True)
+    plain, plain_pairs = sim.simulate_adaptive(rng, model=model, shift_pct=0.0, plan=sim.AdaptivePlan(),
+                                               iterations=300)
+    futile, futile_pairs = sim.simulate_adaptive(rng, model=model, shift_pct=0.0,
+                                                 plan=sim.AdaptivePlan(futility_chance=stats.FUTILITY_CHANCE),
+                                                 iterations=300)
+    assert futile.flagged <= 0.05 + 0.03, futile
+    assert futile_pairs < plain_pairs

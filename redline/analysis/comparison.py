@@ -10,8 +10,8 @@ from pathlib import Path
 from redline.analysis import same_state
 from redline.analysis.counted import MIN_RUNS as INSTRUCTION_MIN_RUNS
 from redline.analysis.counted import deterministic_verdict
-from redline.analysis.stats import (MetricComparison, Verdict, benjamini_hochberg, compare_metric, confidence_per_look,
-                                    needs_more_runs)
+from redline.analysis.stats import (FUTILITY_CHANCE, MetricComparison, Verdict, benjamini_hochberg, compare_metric,
+                                    confidence_per_look, needs_more_runs)
 from redline.core import metrics
 from redline.core.run import Run
 
@@ -78,7 +78,7 @@ class TestComparison:
     def from_json(cls, detail: dict) -> "TestComparison":
         """The comparison as stored (`as_json`, the store's comparisons.detail) read back."""
         has_result = "tau_pct" in detail          # every MetricComparison field is stored with a result
-        result = MetricComparison(**{f.name: detail[f.name] for f in fields(MetricComparison)}) \
+        result = MetricComparison(**{f.name: detail[f.name] for f in fields(MetricComparison) if f.name in detail}) \
             if has_result else None
         return cls(detail["test"], detail["metric"], result, note=detail.get("note"),
                    survives_fdr=bool(detail.get("survives_fdr")),
@@ -118,10 +118,11 @@ def _states_by_side(records: list[Run]) -> dict[str, list[dict | None]]:
 
 
 def compare_test(test: str, records: list[Run], noise_floors: dict[tuple[str, str], float], *,
-                 confidence: float = 0.95) -> list[TestComparison]:
+                 confidence: float = 0.95, runs_allowed: int | None = None) -> list[TestComparison]:
     """Verdicts per compared metric of one test: timed runs by the rank statistics of redline.analysis.stats;
     runs under callgrind (--measure instructions) by the near-deterministic rule of
-    redline.analysis.counted, on their own metrics only (never against timed ones)."""
+    redline.analysis.counted, on their own metrics only (never against timed ones). `runs_allowed`
+    (the adaptive rule's most runs per side) asks timed results for their chance to decide."""
     out = []
     states = _states_by_side(records)
     refusal = same_state.state_refusal(states)
@@ -140,7 +141,7 @@ def compare_test(test: str, records: list[Run], noise_floors: dict[tuple[str, st
                                            aa_spread_pct=floor, least_change_pct=metric.least_change_pct)
         else:
             result = compare_metric(baseline, comparison, paired=paired, higher_is_better=metric.higher_is_better,
-                                    noise_floor_pct=floor, confidence=confidence)
+                                    noise_floor_pct=floor, confidence=confidence, runs_allowed=runs_allowed)
         out.append(TestComparison(test, metric.name, result, state_refusal=refusal, state_flags=flags))
     if instructions:
         withhold_layout_change(out)
@@ -171,15 +172,17 @@ def withhold_layout_change(comparisons: list[TestComparison]) -> None:
 
 
 def extra_runs_needed(comparisons: list[TestComparison], runs_so_far: int, max_runs: int, *,
-                      lone_p_value: float = 0.05) -> int:
+                      lone_p_value: float = 0.05, futility_chance: float = FUTILITY_CHANCE) -> int:
     """Two more runs per side (one more A B B A block) while the budget allows and a metric is
-    undecided: inconclusive, or significant alone with a p-value too large to survive the session's
-    false-discovery control on its own (`lone_p_value` = q / number of comparisons). 0 when decided."""
+    undecided: inconclusive with at least `futility_chance` that the runs up to `max_runs` decide it
+    (redline.analysis.stats.decision_chance; 0 adds runs while any is inconclusive), or significant
+    alone with a p-value too large to survive the session's false-discovery control on its own
+    (`lone_p_value` = q / number of comparisons). 0 when decided, or when more runs are futile."""
     def undecided(c: TestComparison) -> bool:
         if c.result is None or c.state_refusal:
             return False
-        return needs_more_runs(c.result) or (c.verdict_alone in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
-                                             and c.result.p_value > lone_p_value)
+        return needs_more_runs(c.result, futility_chance) or (c.verdict_alone in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+                                                              and c.result.p_value > lone_p_value)
     if runs_so_far >= max_runs or not any(undecided(c) for c in comparisons):
         return 0
     return min(2, max_runs - runs_so_far)

@@ -196,12 +196,14 @@ def _interval(c: TestComparison) -> str:
 
 
 def judge(evidence: list[Evidence], *, floors: dict, metric: str = DECISION_METRIC, confidence: float = 0.95,
-          q: float = 0.05) -> list[TestVerdict]:
+          q: float = 0.05, runs_allowed: int | None = None) -> list[TestVerdict]:
     """One verdict per test (see the module docstring), Benjamini–Hochberg over every timed
-    decision of the catalogue."""
+    decision of the catalogue; `runs_allowed` (the timed most runs per side) so that a test whose
+    timed runs stopped as futile says so."""
     screens = {e.key: screen(e.key, e.counted, floors) if e.counted else None for e in evidence}
     timed_all = {e.key: compare_test(e.key, [r for r in e.timed if r.purpose == "measure"], floors,
-                                     confidence=confidence) if e.timed else [] for e in evidence}
+                                     confidence=confidence, runs_allowed=runs_allowed) if e.timed else []
+                 for e in evidence}
     decisions = {key: _decision(comparisons, metric) for key, comparisons in timed_all.items()}
     apply_false_discovery_control([d for d in decisions.values() if d is not None], q=q)
     return [_verdict(e, screens[e.key], decisions[e.key], timed_all[e.key]) for e in evidence]
@@ -228,6 +230,7 @@ def _verdict(e: Evidence, found: Screen | None, timed: TestComparison | None,
         if word == Verdict.INCONCLUSIVE:
             held = " (significant alone, not among the catalogue's comparisons)" if timed.held_back_by_fdr else ""
             why = f"{basis}{held}; smallest detectable change {timed.result.min_detectable_pct:.1f}%"
+            why += f"; {timed.result.stopped_as_futile}" if timed.result.stopped_as_futile else ""
         else:
             why = basis
         if e.route == TIME:

@@ -41,6 +41,8 @@ __all__ = [
     "noise_floor_pct",
     "benjamini_hochberg",
     "needs_more_runs",
+    "FUTILITY_CHANCE",
+    "decision_chance",
     "hodges_lehmann_paired",
     "hodges_lehmann_shift",
     "signed_rank_pvalue",
@@ -84,6 +86,16 @@ class MetricComparison:
     paired: bool  # True when the paired (signed-rank) analysis was used
     effect_words: str  # e.g. "comparison slower in 6 of 7 pairs"
     higher_is_better: bool
+    # inconclusive with runs still allowed: the chance that they would decide (stopping for futility)
+    decision_chance: float | None = None
+
+    @property
+    def stopped_as_futile(self) -> str | None:
+        """Why more runs were not taken, when it was because they had little chance to decide."""
+        if self.decision_chance is None or self.decision_chance >= FUTILITY_CHANCE:
+            return None
+        return (f"stopped after {min(self.n_baseline, self.n_comparison)} runs per side: more runs had a "
+                f"{100 * self.decision_chance:.0f}% chance to decide")
 
 
 # --------------------------------------------------------------------------- input checks
@@ -373,14 +385,15 @@ def _effect_words(*, worse: int, better: int, total: int, unit: str) -> str:
 def compare_metric(baseline: Sequence[float], comparison: Sequence[float], *,
                    paired: bool, higher_is_better: bool,
                    noise_floor_pct: float | None = None,
-                   confidence: float = 0.95) -> MetricComparison:
+                   confidence: float = 0.95, runs_allowed: int | None = None) -> MetricComparison:
     """Compare one metric between baseline and comparison runs (values must be > 0).
 
     paired=True means run i of each side belongs together (interleaved A B B A ... runs);
     both sides must then have the same number of runs. higher_is_better says which direction
     is good (True for ops/sec, False for latency and CPU per operation). noise_floor_pct is
     the A/A noise floor from :func:`noise_floor_pct`; the practical threshold is
-    tau = max(2%, 2 x noise floor).
+    tau = max(2%, 2 x noise floor). runs_allowed, when the runs may still grow to that many per
+    side, asks for `decision_chance` of an inconclusive paired result (:func:`decision_chance`).
     """
     alpha = _check_confidence(confidence)
     tau_pct = _tau(noise_floor_pct)
@@ -420,6 +433,11 @@ def compare_metric(baseline: Sequence[float], comparison: Sequence[float], *,
     worse, better = (lower, higher) if higher_is_better else (higher, lower)
 
     delta_pct, ci_low_pct, ci_high_pct = _pct(estimate), _pct(low), _pct(high)
+    verdict = _decide(delta_pct=delta_pct, ci_low_pct=ci_low_pct, ci_high_pct=ci_high_pct, tau_pct=tau_pct,
+                      higher_is_better=higher_is_better)
+    chance = None
+    if use_paired and verdict == Verdict.INCONCLUSIVE and runs_allowed is not None and len(base) < runs_allowed:
+        chance = decision_chance(diffs, tau_pct=tau_pct, alpha=alpha, runs_allowed=runs_allowed)
     return MetricComparison(
         baseline_median=float(np.median(base)),
         comparison_median=float(np.median(comp)),
@@ -427,8 +445,7 @@ def compare_metric(baseline: Sequence[float], comparison: Sequence[float], *,
         ci_low_pct=ci_low_pct,
         ci_high_pct=ci_high_pct,
         p_value=p_value,
-        verdict=_decide(delta_pct=delta_pct, ci_low_pct=ci_low_pct, ci_high_pct=ci_high_pct,
-                        tau_pct=tau_pct, higher_is_better=higher_is_better),
+        verdict=verdict,
         tau_pct=tau_pct,
         min_detectable_pct=_min_detectable_pct(estimate=estimate, low=low, high=high,
                                                tau_pct=tau_pct),
@@ -437,7 +454,56 @@ def compare_metric(baseline: Sequence[float], comparison: Sequence[float], *,
         paired=use_paired,
         effect_words=_effect_words(worse=worse, better=better, total=total, unit=unit),
         higher_is_better=higher_is_better,
+        decision_chance=chance,
     )
+
+
+#: Below this chance that the runs still allowed turn an inconclusive comparison into a decision,
+#: adding them is futile (redline.analysis.comparison.extra_runs_needed). docs/statistics.md,
+#: "Stopping for futility", gives the replay of stored runs and the simulations that chose it.
+FUTILITY_CHANCE = 0.05
+
+
+def decision_chance(diffs: np.ndarray, *, tau_pct: float, alpha: float, runs_allowed: int) -> float:
+    """The chance that these paired log differences, grown to `runs_allowed` pairs, end decided:
+    a change beyond τ whose interval excludes 0, or an interval inside ±τ.
+
+    Stochastic curtailment with predictive power (Spiegelhalter, Freedman & Blackburn 1986), on the
+    rank statistics redline decides with. The final interval is the Walsh averages' order
+    statistics c_N and M_N + 1 - c_N of N pairs; the Walsh averages of the pairs so far estimate
+    their distribution, so the final interval's reach below and above the estimate is read at the
+    quantiles c_N / M_N and 1 - c_N / M_N of today's Walsh averages. (Scaling today's interval by
+    sqrt(n / N) instead misjudges timing noise, whose rare slow runs widen a small sample's
+    interval far more than they widen a larger one's.) The final estimate, averaged over what the
+    true change may be given the runs so far, is normal around today's with spread
+    (final half-width / z)·sqrt(N / n - 1). The chance is its mass where the final interval decides.
+
+    Stopping when the chance is small never makes a verdict: the comparison stays inconclusive with
+    the interval its runs gave, so false alarms cannot grow; the price is power.
+    """
+    n, final = len(diffs), runs_allowed
+    if n >= final:
+        return 0.0
+    critical = _signed_rank_critical(final, alpha)
+    if critical == 0:
+        return 1.0
+    walsh = np.sort(_walsh_averages(np.asarray(diffs, dtype=float)))
+    estimate = float(np.median(walsh))
+    level = critical / (final * (final + 1) / 2)
+    below = estimate - float(np.quantile(walsh, level))            # the final interval's reach under
+    above = float(np.quantile(walsh, 1.0 - level)) - estimate      # and over the estimate
+    tau = math.log1p(tau_pct / 100.0)
+    spread = (below + above) / 2.0 / _normal_quantile(1.0 - alpha / 2.0) * math.sqrt(final / n - 1.0)
+    if spread <= 0.0:
+        return 1.0
+
+    def under(x: float) -> float:                     # P(final estimate < x)
+        return 0.5 * math.erfc((estimate - x) / (spread * math.sqrt(2.0)))
+
+    chance = under(-max(tau, above)) + (1.0 - under(max(tau, below)))     # a change, clear of 0
+    if tau - above > below - tau:
+        chance += under(tau - above) - under(below - tau)                 # no change, inside ±τ
+    return min(1.0, max(0.0, chance))
 
 
 def noise_floor_pct(aa_baseline: Sequence[float], aa_comparison: Sequence[float]) -> float:
@@ -506,6 +572,9 @@ def confidence_per_look(looks: int, confidence: float = 0.95) -> float:
     return 1.0 - alpha / looks
 
 
-def needs_more_runs(c: MetricComparison) -> bool:
-    """True when more repetitions could turn the answer into a decision (inconclusive)."""
-    return c.verdict == Verdict.INCONCLUSIVE
+def needs_more_runs(c: MetricComparison, futility_chance: float = FUTILITY_CHANCE) -> bool:
+    """True when more repetitions could turn the answer into a decision: inconclusive, and, where
+    its chance to decide was asked (`decision_chance`), at least `futility_chance` (0: whatever it is)."""
+    if c.verdict != Verdict.INCONCLUSIVE:
+        return False
+    return c.decision_chance is None or c.decision_chance >= futility_chance

@@ -243,7 +243,7 @@ class Collector:
                     measured.setdefault(run.key, []).append(run)
             for key, group in measured.items():
                 comparisons += compare_test(verdict_label(key, platform, len(by_platform)), group, {},
-                                            confidence=confidence)
+                                            confidence=confidence, runs_allowed=work.max_runs)
             records += runs
         apply_false_discovery_control(comparisons, q=FDR_Q)
         self.store.save_comparisons(session_id, [c.as_json() for c in comparisons])

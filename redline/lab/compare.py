@@ -27,7 +27,7 @@ def session_verdicts(session: Session, plan: SessionPlan) -> list[TestComparison
     confidence = looks_confidence(plan.settings.runs, plan.max_runs or plan.settings.runs)
     judged = plan.carried + session.records            # a resumed compare judges the runs it carried too
     comparisons = [c for test, records in measured_runs_by_test(judged).items()
-                   for c in compare_test(test, records, plan.floors, confidence=confidence)]
+                   for c in compare_test(test, records, plan.floors, confidence=confidence, runs_allowed=plan.max_runs)]
     apply_false_discovery_control(comparisons, q=FDR_Q)
     if plan.settings.profile:
         artifacts = session.store.artifacts(f"compare-{session.session_id}")

@@ -402,7 +402,7 @@ class Gate:
     def verdicts(self) -> list[TestVerdict]:
         s = self.settings
         return judge(list(self.evidence.values()), floors=self.floors, metric=s.metric,
-                     confidence=looks_confidence(s.timed_runs, s.timed_max_runs), q=s.q)
+                     confidence=looks_confidence(s.timed_runs, s.timed_max_runs), q=s.q, runs_allowed=s.timed_max_runs)
 
     def _tell_progress(self, verdicts: list[TestVerdict] | None = None) -> None:
         if self.progress is not None:

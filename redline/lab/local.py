@@ -53,7 +53,8 @@ def local_engine(store, *, observers: Sequence[Observer] = (), sinks: Sequence[R
 
 def compare_policy(job: Job, floors: dict, metrics: Collection[str] | None = None) -> MoreRuns | None:
     """The adaptive A/B rule of a compare job: extra runs per side while its verdicts are
-    undecided, up to `max_runs` (redline.analysis.comparison.extra_runs_needed); only the verdicts of
+    undecided and more runs can still decide them, up to `max_runs`
+    (redline.analysis.comparison.extra_runs_needed); only the verdicts of
     `metrics` count when given (the catalogue gate decides a test on one metric)."""
     if not job.adaptive:
         return None
@@ -62,7 +63,8 @@ def compare_policy(job: Job, floors: dict, metrics: Collection[str] | None = Non
 
     def more_runs(test, records, runs_so_far):
         key = records[-1].key if records else test.name
-        comparisons = compare_test(key, [r for r in records if r.key == key], floors, confidence=confidence)
+        comparisons = compare_test(key, [r for r in records if r.key == key], floors, confidence=confidence,
+                                   runs_allowed=job.max_runs)
         return extra_runs_needed([c for c in comparisons if metrics is None or c.metric in metrics], runs_so_far,
                                  job.max_runs, lone_p_value=job.lone_p_value)
     return more_runs
