@@ -287,6 +287,22 @@ def test_a_test_whose_counts_moved_outside_call_is_shown_and_judged_by_what_move
     assert same.as_json()["counted"]["headline_metric"] == "instructions_per_op_command"
 
 
+def test_a_timed_test_stopped_because_more_runs_could_not_decide_says_so():
+    from redline.analysis.comparison import looks_confidence
+    from redline.analysis.gate import TIME, Evidence, judge
+    from redline.core.run import Run
+    changes = [1.05, 0.97, 1.04, 0.98, 1.01, 0.965, 1.045, 0.975, 1.03]      # about 1%, runs spread 3-5%
+    timed = [Run(test="t", target=side, side=side, run_index=i, status="ok",
+                 metrics={"server_cpu_us_per_op": 10.0 * (change if side == "comparison" else 1.0)})
+             for i, change in enumerate(changes) for side in ("baseline", "comparison")]
+    evidence = [Evidence("t", "t", TIME, timed=timed, why_timed=["pipelining"])]
+    [stopped] = judge(evidence, floors={}, confidence=looks_confidence(5, 15), runs_allowed=15)
+    assert stopped.verdict == "inconclusive"
+    assert "stopped after 9 runs per side: more runs had a " in stopped.why and "% chance to decide" in stopped.why
+    [at_the_limit] = judge(evidence, floors={}, confidence=looks_confidence(5, 15), runs_allowed=9)
+    assert at_the_limit.verdict == "inconclusive" and "stopped after" not in at_the_limit.why
+
+
 def test_keys_that_expire_within_a_counted_run_send_a_test_to_time(tmp_path):
     """The upstream expire use-cases write keys with EX 10: under callgrind they expire mid-run,
     and by each side's own speed. A time to live of an hour stays countable."""

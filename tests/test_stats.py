@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import json
 import math
 import sys
 from pathlib import Path
@@ -500,16 +501,22 @@ def test_the_chance_is_asked_only_of_an_inconclusive_paired_result_that_may_stil
     assert _cpu_pairs(SPREAD_AROUND_ONE_PERCENT, runs_allowed=9).decision_chance is None   # no more runs allowed
 
 
-def test_a_tighter_spread_never_lowers_the_chance_of_a_no_change():
-    # the same centre, each pair's distance from it halved: more likely to end inside ±τ
-    centre = -0.005
-    wide = [centre + 2 * (c + 0.008) for c in SPREAD_AROUND_ONE_PERCENT]
-    narrow = [centre + (c + 0.008) for c in SPREAD_AROUND_ONE_PERCENT]
-    first, second = _cpu_pairs(wide), _cpu_pairs(narrow)
-    if second.verdict == Verdict.INCONCLUSIVE:
-        assert second.decision_chance >= first.decision_chance
-    else:
-        assert second.verdict == Verdict.NO_CHANGE
+def test_the_chance_is_stored_with_the_comparison_and_older_documents_read_without_it():
+    from redline.analysis.comparison import TestComparison
+    stored = TestComparison("t", "server_cpu_us_per_op", _cpu_pairs(SPREAD_AROUND_ONE_PERCENT)).as_json()
+    again = TestComparison.from_json(json.loads(json.dumps(stored)))
+    assert again.result.decision_chance == pytest.approx(stored["decision_chance"])
+    assert again.result.stopped_as_futile == TestComparison.from_json(stored).result.stopped_as_futile
+    older = {k: v for k, v in stored.items() if k != "decision_chance"}      # stored before the chance was
+    assert TestComparison.from_json(older).result.decision_chance is None
+
+
+def test_the_tighter_the_runs_around_a_small_change_the_better_the_chance_of_a_no_change():
+    # the same centre (-0.5%), each pair's distance from it scaled: 2x and 1x are hopeless, at 0.5x
+    # the interval already nearly fits inside ±2% and 15 pairs will likely say "no change"
+    chances = [_cpu_pairs([-0.005 + scale * (c + 0.008) for c in SPREAD_AROUND_ONE_PERCENT]).decision_chance
+               for scale in (2.0, 1.0, 0.5)]
+    assert chances == sorted(chances) and chances[1] < stats.FUTILITY_CHANCE < chances[2]
 
 
 def test_stopping_for_futility_adds_no_false_alarm_and_saves_runs():
