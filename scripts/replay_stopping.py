@@ -83,7 +83,8 @@ def replay(test: Replay, *, start: int, max_runs: int, decision: set[str] | None
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--store", type=Path, action="append", required=True)
+    parser.add_argument("--store", type=Path, action="append", required=True,
+                        help="a result store (repeatable; each file name once)")
     parser.add_argument("--session", type=int, action="append", help="only these sessions (default: all)")
     parser.add_argument("--start", type=int, default=7, help="runs per side before the first look")
     parser.add_argument("--max", type=int, default=15, dest="max_runs", help="runs per side at most")
@@ -91,9 +92,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threshold", type=float, action="append", help="futility chance thresholds to replay")
     args = parser.parse_args(argv)
     thresholds = args.threshold or [0.02, 0.05, 0.10]
+    if len({p.name for p in args.store}) != len(args.store):
+        parser.error("--store: give each file name once (the table names stores by file name)")
     decision = set(args.metric) if args.metric else None
 
     tests = [t for path in args.store for t in timed_tests(path, args.session)]
+    floors_of = {}
+    for path in args.store:
+        store = Store(path)
+        floors_of[path.name] = store.noise_floors()
+        store.close()
     print(f"{len(tests)} timed tests; rule: {args.start} -> {args.max_runs} runs per side, two more per look")
     header = "| store | session | test | stored | replayed | verdict | " + " | ".join(
         f"futility <{t:g}" for t in thresholds) + " |"
@@ -103,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     lost = {t: 0 for t in thresholds}
     mismatches = total = decided = 0
     for test in tests:
-        floors = Store(Path(args.store[[p.name for p in args.store].index(test.store)])).noise_floors()
+        floors = floors_of[test.store]
         per_session = sum(1 for t in tests if (t.store, t.session) == (test.store, test.session))
         lone_p = FDR_Q / max(1, per_session * (len(decision) if decision else len(metrics.COMPARED)))
         n, verdicts = replay(test, start=args.start, max_runs=args.max_runs, decision=decision, floors=floors,

@@ -9,9 +9,10 @@ Prints markdown tables:
      interleaved ABBA;
   4. extra runs while inconclusive (7 -> 15 pairs): the false alarms peeking causes, and
      the per-look confidence that corrects it;
-  5. stopping for futility: the adaptive plans stopped when the pairs still allowed have little
-     chance to decide (redline.analysis.stats.decision_chance);
-  6. heavy tails: paired (signed-rank) versus unpaired (Mann-Whitney) analysis.
+  5. heavy tails: paired (signed-rank) versus unpaired (Mann-Whitney) analysis;
+  6. stopping for futility: the adaptive plans stopped when the pairs still allowed have little
+     chance to decide (redline.analysis.stats.decision_chance), from its own random stream of
+     the seed (--only futility prints it alone).
 
 Noise model: each run's value is 100000 * exp(sigma * Z) with Z standard normal and
 sigma = noise% / 100 (log-normal; noise% is the run-to-run coefficient of variation).
@@ -42,6 +43,7 @@ from redline.analysis.stats import (  # noqa: E402
 )
 
 BASE_VALUE = 100_000.0
+FUTILITY_STREAM = 5        # the futility table's own random stream (added after the others were published)
 UPSTREAM_THRESHOLD_PCT = 5.0
 
 
@@ -356,12 +358,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=2000,
                         help="simulated comparisons per table cell (default 2000)")
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    parser.add_argument("--only", choices=["futility"],
+                        help="print only this table (it draws from its own stream of the seed, so it is the same "
+                             "either way)")
     args = parser.parse_args(argv)
     if args.iterations < 1:
         parser.error("--iterations must be at least 1")
     rng = np.random.default_rng(args.seed)
     started = time.perf_counter()
     print(f"<!-- scripts/simulate_stats.py --iterations {args.iterations} --seed {args.seed} -->")
+    if args.only == "futility":
+        print(futility_table(np.random.default_rng([args.seed, FUTILITY_STREAM]), iterations=args.iterations))
+        return 0
     print("\n### redline: interleaved pairs, tau = 2%\n")
     print(redline_table(rng, iterations=args.iterations))
     print("\n### upstream rule: one run per side, fixed 5% threshold\n")
@@ -370,10 +378,10 @@ def main(argv: list[str] | None = None) -> int:
     print(drift_table(rng, iterations=args.iterations))
     print("\n### extra runs while inconclusive (interleaved pairs)\n")
     print(adaptive_table(rng, iterations=args.iterations))
-    print("\n### stopping for futility: the same plans, stopped when more pairs have little chance to decide\n")
-    print(futility_table(rng, iterations=args.iterations))
     print("\n### heavy tails: paired versus unpaired analysis of interleaved runs\n")
     print(analysis_table(rng, iterations=args.iterations))
+    print("\n### stopping for futility: the same plans, stopped when more pairs have little chance to decide\n")
+    print(futility_table(np.random.default_rng([args.seed, FUTILITY_STREAM]), iterations=args.iterations))
     print(f"\n<!-- {time.perf_counter() - started:.0f} s -->")
     return 0
 

@@ -201,12 +201,12 @@ def compare_job_runs(test_spec, changes):
 def test_a_compare_stops_adding_runs_that_have_little_chance_to_decide(test_spec):
     per_side, ops = compare_job_runs(test_spec, WIDE_AROUND_ONE_PERCENT)
     assert per_side < 15 and ops.verdict_alone == "inconclusive"
-    assert ops.result.stopped_as_futile.startswith(f"stopped after {per_side} runs per side: more runs had a ")
+    assert ops.result.futility_note.startswith(f"{per_side} runs per side; more had a ")
 
 
 def test_a_compare_goes_on_while_more_runs_can_decide(test_spec):
     per_side, ops = compare_job_runs(test_spec, THREE_PERCENT_ONE_SLOW_PAIR)
-    assert per_side > 7 and ops.verdict_alone == "improvement" and ops.result.stopped_as_futile is None
+    assert per_side > 7 and ops.verdict_alone == "improvement" and ops.result.futility_note is None
 
 
 def test_a_side_that_cannot_run_the_test_means_no_side_is_measured(test_spec):

@@ -506,7 +506,7 @@ def test_the_chance_is_stored_with_the_comparison_and_older_documents_read_witho
     stored = TestComparison("t", "server_cpu_us_per_op", _cpu_pairs(SPREAD_AROUND_ONE_PERCENT)).as_json()
     again = TestComparison.from_json(json.loads(json.dumps(stored)))
     assert again.result.decision_chance == pytest.approx(stored["decision_chance"])
-    assert again.result.stopped_as_futile == TestComparison.from_json(stored).result.stopped_as_futile
+    assert again.result.futility_note == TestComparison.from_json(stored).result.futility_note
     older = {k: v for k, v in stored.items() if k != "decision_chance"}      # stored before the chance was
     assert TestComparison.from_json(older).result.decision_chance is None
 
@@ -517,6 +517,21 @@ def test_the_tighter_the_runs_around_a_small_change_the_better_the_chance_of_a_n
     chances = [_cpu_pairs([-0.005 + scale * (c + 0.008) for c in SPREAD_AROUND_ONE_PERCENT]).decision_chance
                for scale in (2.0, 1.0, 0.5)]
     assert chances == sorted(chances) and chances[1] < stats.FUTILITY_CHANCE < chances[2]
+
+
+def test_the_chance_reads_tau_as_the_verdict_does_a_drop_of_tau_is_log_1_minus_tau():
+    # τ = 10% (a 5% noise floor). A drop counts from -10%, i.e. log(0.9) = -0.105, not -log(1.1) = -0.095:
+    # at -9.5% with ±1% of spread, 15 pairs will most likely say neither "-10% or more" nor "inside ±10%";
+    # at -9.0% they will most likely say "no change".
+    wobble = np.array([0.016, -0.012, 0.008, -0.016, 0.004, 0.012, -0.008, 0.0, -0.004])
+
+    def chance(level: float) -> float:
+        base = np.full(len(wobble), 1000.0)
+        result = compare_metric(base, base * level * np.exp(wobble), paired=True, higher_is_better=False,
+                                noise_floor_pct=5.0, confidence=confidence_per_look(5), runs_allowed=15)
+        assert result.tau_pct == 10.0 and result.verdict == Verdict.INCONCLUSIVE
+        return result.decision_chance
+    assert chance(0.905) < 0.5 < chance(0.91)
 
 
 def test_stopping_for_futility_adds_no_false_alarm_and_saves_runs():

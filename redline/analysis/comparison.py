@@ -78,8 +78,9 @@ class TestComparison:
     def from_json(cls, detail: dict) -> "TestComparison":
         """The comparison as stored (`as_json`, the store's comparisons.detail) read back."""
         has_result = "tau_pct" in detail          # every MetricComparison field is stored with a result
-        result = MetricComparison(**{f.name: detail[f.name] for f in fields(MetricComparison) if f.name in detail}) \
-            if has_result else None
+        optional = {"decision_chance"}             # (but this one only since stopping for futility)
+        result = MetricComparison(**{f.name: detail[f.name] for f in fields(MetricComparison)
+                                     if f.name in detail or f.name not in optional}) if has_result else None
         return cls(detail["test"], detail["metric"], result, note=detail.get("note"),
                    survives_fdr=bool(detail.get("survives_fdr")),
                    comparisons_in_session=detail.get("comparisons_in_session") or 1,

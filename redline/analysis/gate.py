@@ -230,7 +230,7 @@ def _verdict(e: Evidence, found: Screen | None, timed: TestComparison | None,
         if word == Verdict.INCONCLUSIVE:
             held = " (significant alone, not among the catalogue's comparisons)" if timed.held_back_by_fdr else ""
             why = f"{basis}{held}; smallest detectable change {timed.result.min_detectable_pct:.1f}%"
-            why += f"; {timed.result.stopped_as_futile}" if timed.result.stopped_as_futile else ""
+            why += f"; {timed.result.futility_note}" if timed.result.futility_note else ""
         else:
             why = basis
         if e.route == TIME:

@@ -90,12 +90,14 @@ class MetricComparison:
     decision_chance: float | None = None
 
     @property
-    def stopped_as_futile(self) -> str | None:
-        """Why more runs were not taken, when it was because they had little chance to decide."""
-        if self.decision_chance is None or self.decision_chance >= FUTILITY_CHANCE:
+    def futility_note(self) -> str | None:
+        """Said of an inconclusive result whose runs could still have grown but had too little chance
+        to decide for the adaptive rule to add them (needs_more_runs)."""
+        if needs_more_runs(self) or self.decision_chance is None:
             return None
-        return (f"stopped after {min(self.n_baseline, self.n_comparison)} runs per side: more runs had a "
-                f"{100 * self.decision_chance:.0f}% chance to decide")
+        chance = "under 0.1%" if self.decision_chance < 0.001 else f"{100 * self.decision_chance:.1f}%"
+        return (f"{min(self.n_baseline, self.n_comparison)} runs per side; more had a {chance} chance to "
+                f"decide (below {100 * FUTILITY_CHANCE:g}%, so none were added)")
 
 
 # --------------------------------------------------------------------------- input checks
@@ -465,8 +467,9 @@ FUTILITY_CHANCE = 0.05
 
 
 def decision_chance(diffs: np.ndarray, *, tau_pct: float, alpha: float, runs_allowed: int) -> float:
-    """The chance that these paired log differences, grown to `runs_allowed` pairs, end decided:
-    a change beyond τ whose interval excludes 0, or an interval inside ±τ.
+    """The chance that these paired log differences, grown to `runs_allowed` pairs, end decided at
+    that last look: a change beyond τ whose interval excludes 0, or an interval inside ±τ. (A
+    decision at an earlier look is not added: the chance of deciding at all is at least this.)
 
     Stochastic curtailment with predictive power (Spiegelhalter, Freedman & Blackburn 1986), on the
     rank statistics redline decides with. The final interval is the Walsh averages' order
@@ -478,8 +481,10 @@ def decision_chance(diffs: np.ndarray, *, tau_pct: float, alpha: float, runs_all
     true change may be given the runs so far, is normal around today's with spread
     (final half-width / z)·sqrt(N / n - 1). The chance is its mass where the final interval decides.
 
-    Stopping when the chance is small never makes a verdict: the comparison stays inconclusive with
-    the interval its runs gave, so false alarms cannot grow; the price is power.
+    Stopping when the chance is small never makes a verdict of this comparison: it stays
+    inconclusive with the interval its runs gave, so its false alarms cannot grow; the price is
+    power. 0 when no run may be added; 1 when the final interval could not exclude anything (too
+    few pairs at this confidence) or the runs so far do not spread at all (nothing to predict from).
     """
     n, final = len(diffs), runs_allowed
     if n >= final:
@@ -487,12 +492,12 @@ def decision_chance(diffs: np.ndarray, *, tau_pct: float, alpha: float, runs_all
     critical = _signed_rank_critical(final, alpha)
     if critical == 0:
         return 1.0
-    walsh = np.sort(_walsh_averages(np.asarray(diffs, dtype=float)))
+    walsh = _walsh_averages(np.asarray(diffs, dtype=float))      # sorted
     estimate = float(np.median(walsh))
     level = critical / (final * (final + 1) / 2)
     below = estimate - float(np.quantile(walsh, level))            # the final interval's reach under
     above = float(np.quantile(walsh, 1.0 - level)) - estimate      # and over the estimate
-    tau = math.log1p(tau_pct / 100.0)
+    rise, drop = math.log1p(tau_pct / 100.0), -math.log1p(-tau_pct / 100.0)   # ±τ on the log scale
     spread = (below + above) / 2.0 / _normal_quantile(1.0 - alpha / 2.0) * math.sqrt(final / n - 1.0)
     if spread <= 0.0:
         return 1.0
@@ -500,9 +505,9 @@ def decision_chance(diffs: np.ndarray, *, tau_pct: float, alpha: float, runs_all
     def under(x: float) -> float:                     # P(final estimate < x)
         return 0.5 * math.erfc((estimate - x) / (spread * math.sqrt(2.0)))
 
-    chance = under(-max(tau, above)) + (1.0 - under(max(tau, below)))     # a change, clear of 0
-    if tau - above > below - tau:
-        chance += under(tau - above) - under(below - tau)                 # no change, inside ±τ
+    chance = under(-max(drop, above)) + (1.0 - under(max(rise, below)))     # a change, clear of 0
+    if rise - above > below - drop:
+        chance += under(rise - above) - under(below - drop)                 # no change, inside ±τ
     return min(1.0, max(0.0, chance))
 
 

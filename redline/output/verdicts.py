@@ -46,7 +46,7 @@ def _reason(c: TestComparison) -> str:
         return (f"{r.effect_words}; a {WORDS[c.verdict_alone]} on its own (p {r.p_value:.3f}), but not after "
                 f"false-discovery control over {c.comparisons_in_session} comparisons")
     if c.verdict == Verdict.INCONCLUSIVE:
-        stopped = f"; {r.stopped_as_futile}" if r.stopped_as_futile else ""
+        stopped = f"; {r.futility_note}" if r.futility_note else ""
         return f"{r.effect_words}; could detect ≥{r.min_detectable_pct:.1f}% (τ {r.tau_pct:.1f}%){stopped}"
     return f"{r.effect_words}; τ {r.tau_pct:.1f}%"
 
