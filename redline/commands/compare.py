@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from redline.analysis.stats import Verdict
+from redline.analysis.stats import FUTILITY_CHANCE, Verdict
 from redline.commands.argtypes import positive_int, session_id
 from redline.commands.arguments import (COMPARE_MAX_RUNS, EXIT_STATUS, Parser, add_measurement_arguments,
                                        add_selection_arguments, measurement_defaults)
@@ -31,8 +31,9 @@ def add_parser(commands) -> None:
                         help="server configuration for the comparison (repeatable)")
     add_measurement_arguments(parser, default_runs=7)
     parser.add_argument("--max-runs", type=positive_int, default=None,
-                        help=f"inconclusive tests get more runs, up to this many per side (default {COMPARE_MAX_RUNS}; "
-                             "with --measure instructions: --runs)")
+                        help=f"inconclusive tests get more runs, up to this many per side, while those runs have at "
+                             f"least a {100 * FUTILITY_CHANCE:g}%% chance to decide (default {COMPARE_MAX_RUNS}; with --measure instructions: "
+                             "--runs)")
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit 3 when a regression survives Benjamini–Hochberg false-discovery control "
                              "(exit 1, as always, when a run failed)")

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from redline.analysis.stats import Verdict
+from redline.analysis.stats import FUTILITY_CHANCE, Verdict
 from redline.commands.argtypes import duration, positive_int, regex, session_id, whole_seconds
 from redline.commands.arguments import (EXIT_STATUS, add_scale_argument, add_snapshots_argument, add_store_argument,
                                         add_window_argument)
@@ -75,7 +75,8 @@ def add_parser(commands) -> None:
     parser.add_argument("--runs", type=positive_int, default=5, metavar="N",
                         help="timed runs per side of a confirmation (default 5)")
     parser.add_argument("--max-runs", type=positive_int, default=15, metavar="N",
-                        help="two more timed runs per side while undecided, up to N (default 15)")
+                        help=f"two more timed runs per side while undecided and they have at least a "
+                             f"{100 * FUTILITY_CHANCE:g}%% chance to decide, up to N (default 15)")
     parser.add_argument("--duration", type=whole_seconds, default=3.0, metavar="TIME",
                         help="measured time of a timed run (default 3s; the suites' own --test-time is not used)")
     parser.add_argument("--warmup", type=duration, default=1.0, metavar="TIME", help="warm-up of a timed run (default 1s)")
