@@ -482,3 +482,15 @@ def test_again_needs_the_entries_named(tmp_path, capsys):
     path = write_corpus(tmp_path / "c.yaml", [entry("one")])
     assert main(["accuracy", str(path), "--catalogue", str(cat), "--again", "--table-only"]) == 2
     assert "--again measures entries again: name them with --only REGEX" in capsys.readouterr().err
+
+
+def test_a_missed_change_whose_timed_runs_stopped_as_futile_says_so_in_its_result():
+    import numpy as np
+    from redline.analysis.comparison import TestComparison
+    from redline.analysis.stats import compare_metric, confidence_per_look
+    base = np.full(9, 10.0)
+    spread = np.array([1.05, 0.97, 1.04, 0.98, 1.01, 0.965, 1.045, 0.975, 1.03])
+    result = compare_metric(base, base * spread, paired=True, higher_is_better=False,
+                            confidence=confidence_per_look(5), runs_allowed=15)
+    found = runner.test_results([TestComparison("t", "server_cpu_us_per_op", result)], [], "server_cpu_us_per_op")
+    assert found["t"]["verdict"] == Verdict.INCONCLUSIVE and "chance to decide" in found["t"]["note"]

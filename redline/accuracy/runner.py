@@ -201,7 +201,8 @@ def test_results(comparisons: list[TestComparison], records: list[Run], metric: 
         if c.metric == metric:
             entry.pop("skipped", None)
             result = c.result
-            entry.update(verdict=c.verdict, note=c.note or c.state_refusal or c.withheld,
+            entry.update(verdict=c.verdict,
+                         note=c.note or c.state_refusal or c.withheld or (result.futility_note if result else None),
                          delta_pct=result.delta_pct if result else None,
                          ci_low_pct=result.ci_low_pct if result else None,
                          ci_high_pct=result.ci_high_pct if result else None,
