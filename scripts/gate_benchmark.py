@@ -280,6 +280,10 @@ def standard_mode(args, out: Path, log: Path, sampler: LoadSampler) -> dict:
     code, _ = run(argv, log)
     sessions = compare_sessions(out / "compare.db")
     wall = sum(finished - started for _, started, finished in sessions)
+    if not (out / "compare.json").exists():        # stopped before its verdicts: it goes on with --resume
+        raise SystemExit(f"the compare stopped before its verdicts (exit {code}) after {hours(wall)} in "
+                         f"{len(sessions)} sessions; go on with: {' '.join(sys.argv)}"
+                         + ("" if args.resume else " --resume"))
     compared = json.loads((out / "compare.json").read_text())
     comparisons = compared.get("comparisons", compared if isinstance(compared, list) else [])
     metric = "server_cpu_us_per_op"
