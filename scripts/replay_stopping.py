@@ -90,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max", type=int, default=15, dest="max_runs", help="runs per side at most")
     parser.add_argument("--metric", action="append", help="decide on these metrics only (the gate: one)")
     parser.add_argument("--threshold", type=float, action="append", help="futility chance thresholds to replay")
+    parser.add_argument("--lone-p", type=float, dest="lone_p",
+                        help="the p a lone finding needs (the plan's: q / its comparisons; default: q / the "
+                             "session's timed tests × metrics)")
     args = parser.parse_args(argv)
     thresholds = args.threshold or [0.02, 0.05, 0.10]
     if len({p.name for p in args.store}) != len(args.store):
@@ -113,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     for test in tests:
         floors = floors_of[test.store]
         per_session = sum(1 for t in tests if (t.store, t.session) == (test.store, test.session))
-        lone_p = FDR_Q / max(1, per_session * (len(decision) if decision else len(metrics.COMPARED)))
+        lone_p = args.lone_p or FDR_Q / max(1, per_session * (len(decision) if decision else len(metrics.COMPARED)))
         n, verdicts = replay(test, start=args.start, max_runs=args.max_runs, decision=decision, floors=floors,
                              lone_p=lone_p, futility_chance=0.0)
         total += n
