@@ -49,7 +49,7 @@ class Replay:
 
 def timed_tests(store_path: Path, sessions: list[int] | None) -> list[Replay]:
     store = Store(store_path)
-    wanted = sessions or [row[0] for row in store.db.execute("SELECT id FROM sessions ORDER BY id")]
+    wanted = sessions or store.sessions_since(0)
     found = []
     for session in wanted:
         by_key: dict[str, Replay] = {}

@@ -182,8 +182,8 @@ def extra_runs_needed(comparisons: list[TestComparison], runs_so_far: int, max_r
     def undecided(c: TestComparison) -> bool:
         if c.result is None or c.state_refusal:
             return False
-        return needs_more_runs(c.result, futility_chance) or (c.verdict_alone in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
-                                                              and c.result.p_value > lone_p_value)
+        too_weak_alone = c.verdict_alone in (Verdict.REGRESSION, Verdict.IMPROVEMENT) and c.result.p_value > lone_p_value
+        return needs_more_runs(c.result, futility_chance) or too_weak_alone
     if runs_so_far >= max_runs or not any(undecided(c) for c in comparisons):
         return 0
     return min(2, max_runs - runs_so_far)

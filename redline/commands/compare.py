@@ -32,8 +32,8 @@ def add_parser(commands) -> None:
     add_measurement_arguments(parser, default_runs=7)
     parser.add_argument("--max-runs", type=positive_int, default=None,
                         help=f"inconclusive tests get more runs, up to this many per side, while those runs have at "
-                             f"least a {100 * FUTILITY_CHANCE:g}%% chance to decide (default {COMPARE_MAX_RUNS}; with --measure instructions: "
-                             "--runs)")
+                             f"least a {100 * FUTILITY_CHANCE:g}%% chance to decide (default {COMPARE_MAX_RUNS}; "
+                             "with --measure instructions: --runs)")
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit 3 when a regression survives Benjamini–Hochberg false-discovery control "
                              "(exit 1, as always, when a run failed)")

@@ -199,14 +199,14 @@ def profile_lines(comparisons: list[TestComparison]) -> list[Text]:
 
 
 def summary_sentence(comparisons: list[TestComparison], tests: int) -> str:
+    if not comparisons:
+        return ("No verdicts were stored for this session: it ended before compare judged it "
+                "(`redline compare --resume SESSION` goes on with an interrupted compare).")
     counts = {v: sum(1 for c in comparisons if c.verdict == v) for v in ORDER}
     plural = {Verdict.REGRESSION: "regressions", Verdict.IMPROVEMENT: "improvements",
               Verdict.INCONCLUSIVE: "inconclusive"}
     parts = [f"{counts[v]} {WORDS[v] if counts[v] == 1 else plural[v]}"
              for v in (Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.INCONCLUSIVE) if counts[v]]
-    if not comparisons:
-        return ("No verdicts were stored for this session: it ended before compare judged it "
-                "(`redline compare --resume SESSION` goes on with an interrupted compare).")
     if not parts:
         return f"No change in any of {tests} tests: every metric's {interval_words(comparisons)} lies inside its threshold."
     return f"{', '.join(parts)} across {tests} tests × {len({c.metric for c in comparisons})} metrics."
