@@ -117,9 +117,13 @@ def test_a_pushed_regression_is_bisected_by_a_real_local_fleet(tmp_path, bisect_
     (agent, attempt), = query(store, "SELECT agent, attempt FROM fleet_jobs WHERE job_id=?", victim["job_id"])
     assert agent != victim["agent"] and attempt == 2
     state = json.loads(query(store, "SELECT document FROM session_documents WHERE name='fleet_bisection'")[0][0])
+    # a pair's work item is one job per test the bisection follows: GET, and SET too when the push's
+    # own five runs flagged it (at pipeline 10 a 2-core machine's noise can; the culprit stays GET's)
+    jobs_per_pair = len(state["tests"]) * len(state["topologies"])
+    assert [GET] == [name for _, name in state["tests"] if name == GET] and jobs_per_pair in (1, 2), state["tests"]
     for pair in state["pairs"].values():
         assert query(store, "SELECT count(*), count(DISTINCT job_id) FROM fleet_jobs WHERE work_id=? AND status='ok'",
-                     pair["work_id"]) == [(1, 1)], pair
+                     pair["work_id"]) == [(jobs_per_pair, jobs_per_pair)], pair
     assert state["per_round"] == 2 and any(p["round"] == 1 for p in state["pairs"].values())
     assert victim["job_id"].split(":")[0] in {p["work_id"] for p in state["pairs"].values()}
     document = json.loads(query(store, "SELECT document FROM session_documents WHERE name='bisection'")[0][0])
@@ -129,7 +133,7 @@ def test_a_pushed_regression_is_bisected_by_a_real_local_fleet(tmp_path, bisect_
     assert FIXTURE_FUNCTION in open(own["diff_flamegraph"]).read()
     profiled = [p for p in state["pairs"].values() if p["purpose"] == "own change"]
     assert len(profiled) == 1 and query(store, "SELECT count(*) FROM runs r JOIN profiles p ON p.run_id = r.id "
-                                               "WHERE r.purpose = 'profile'")[0][0] == 2    # GET, two sides
+                                               "WHERE r.purpose = 'profile'")[0][0] == 2 * jobs_per_pair  # two sides
     print(report["markdown"])
 
 
