@@ -16,9 +16,10 @@ from redline.instructions.costs import estimated_cycles, window_metrics
 from redline.instructions.folded import folded_stacks
 from redline.instructions.profile import callgrind_profile
 from redline.analysis.counted import deterministic_verdict, spread_pct
+from redline.instructions import window as window_module
 from redline.instructions.window import (EARLIER, FIRST_PHASE_S, GIVEN, LOAD_GRACE_S, MAX_REQUESTS,
-                                        MIN_PER_CONNECTION, _first_plan, choose_requests, measure_window,
-                                        phase_bound)
+                                        MIN_PER_CONNECTION, RequestPlan, _first_plan, choose_requests,
+                                        measure_window, phase_bound)
 from redline.core.errors import RunError
 from redline.load.redline_load import LoadRequest, run_load
 from redline.server.process import ManagedServer, ServerSettings
@@ -171,6 +172,30 @@ def test_a_load_phase_bound_is_positive_finite_and_paced_by_the_phase_before_it(
                         ("warm-up", 800, 3600.0)):
             limit = phase_bound(requests, earlier).limit_s
             assert LOAD_GRACE_S <= limit < float("inf"), (requests, earlier, limit)
+
+
+def test_a_later_runs_probe_is_bounded_for_every_connection_it_opens(monkeypatch, tmp_path):
+    # measured on the upstream stream-100Kentries-pel-xpending-idle-scan (200 connections, 2.2 s per
+    # XPENDING under callgrind): later probes were bounded as 1 request (311 s) while they send 200
+    # (about 430 s), so every later run failed with "0 of 200 requests had completed after 310s"
+    seen = []
+
+    def load_until_the_probe(request, *, timeout_s, expected, **_):
+        seen.append((request.requests, timeout_s, expected))
+        raise RunError("stopped after the probe")
+
+    class Control:
+        def instrumentation_restart(self):
+            pass
+
+    monkeypatch.setattr(window_module, "run_load", load_until_the_probe)
+    plan = RequestPlan(per_connection=2, connections=200, estimate_per_op=4e7, window_instructions=10**9)
+    request = LoadRequest(["--command", "XPENDING s g IDLE 1 - + 10"], "127.0.0.1", 1, tmp_path / "run.json")
+    with pytest.raises(RunError, match="after the probe"):
+        measure_window(Control(), request, plan=plan, earlier_pace=("previous run's window", 400, 860.0))
+    [(per_connection, limit_s, expected)] = seen
+    assert per_connection == 1 and limit_s == LOAD_GRACE_S + 5 * 430.0
+    assert expected.startswith("the probe: expected about 430.0s for 200 requests"), expected
 
 
 def test_a_counted_server_keeps_no_slow_log_and_no_active_rehashing_unless_the_suite_sets_them():

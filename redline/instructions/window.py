@@ -210,7 +210,8 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
         paces.append((name, result.report.ops or 0, time.monotonic() - started))
         return result
 
-    probe = send(PROBE_PER_CONNECTION, None, "probe")
+    # the probe opens every connection of the test: a later run (`plan` known) bounds all of them
+    probe = send(PROBE_PER_CONNECTION, plan.connections if plan else None, "probe")
     probe_dump = _dumped(control)
     probe_cost = request_driven(probe_dump)
     probe_per_op = probe_cost / max(probe.report.ops or 1, 1)
