@@ -2,6 +2,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -10,6 +11,9 @@ import pytest
 from redline.server.process import ManagedServer, ServerSettings
 
 REPO = Path(__file__).resolve().parent.parent
+# the tests' redline processes take turns on the machine among themselves (redline.system.machine_share),
+# not with a redline a developer runs beside them
+os.environ["REDLINE_MACHINE_LOCK"] = str(Path(tempfile.mkdtemp(prefix="redline-tests-")) / "machine.lock")
 REDLINE = [sys.executable, "-m", "redline.cli"]
 REDIS_SERVER = Path("/usr/bin/redis-server")
 

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Protocol, Sequence
 
 from redline.core.errors import RunError, SkipTest
+from redline.core.metrics import INSTRUCTIONS
 from redline.core.run import Run
 from redline.engine.run_plan import Observer, Observers, RunSettings, Side
 from redline.engine.sinks import ResultSink
 from redline.system import machine
+from redline.system.machine_share import machine_share
 from redline.system.workdirs import make_workdir
 
 if TYPE_CHECKING:
@@ -84,12 +86,14 @@ class Engine:
 
     def execute_test(self, test: TestSpec, *, sides: list[Side], settings: RunSettings, session_id: int | None,
                      more_runs: MoreRuns | None = None, position: tuple[int, int] = (1, 1)) -> list[Run]:
-        """One test on each of the settings' topologies, in a work directory of its own."""
+        """One test on each of the settings' topologies, in a work directory of its own, holding the
+        machine as its measure needs (redline.system.machine_share: a timed test alone)."""
         self.observer.test_started(test, *position)
         for dropped in test.dropped:          # redline-owned settings (redline.suites.owned)
             self.observer.note(f"{dropped.location}: {dropped.message}")
         runs: list[Run] = []
-        with fresh_workdir() as workdir:
+        counted = settings.measure_for(test) == INSTRUCTIONS
+        with machine_share(counted=counted, waiting=self.observer.note), fresh_workdir() as workdir:
             for topology in settings.topologies:
                 runner = self.runners(test, topology, sides, settings, self.observer, workdir)
                 runs += _TestExecution(self, test, topology, sides, settings, session_id, runner).execute(more_runs)

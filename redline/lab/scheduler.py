@@ -9,7 +9,8 @@ local_engine), so its runs go to the store and the sinks exactly as they do ther
   group per lane; a lane runs one job at a time, its server and its client on its own cores.
   Never more lanes than cores.
 * **Timed** jobs wait until every lane is empty, then hold the whole machine (every core) until
-  they end: no lane runs beside a timed run.
+  they end: no lane runs beside a timed run. Between processes (another gate, a fleet agent, a
+  `redline compare`) the engine's machine lock keeps the same rule (redline.system.machine_share).
 * Memory is shared like the cores: a counted job starts beside others only while the memory the
   running jobs hold (their preloads' estimate, every side, redline.bench.admission) plus its own
   stays within the share of the machine's available memory a preload may take; a job that needs
