@@ -17,7 +17,7 @@ from redline.instructions.folded import folded_stacks
 from redline.instructions.profile import callgrind_profile
 from redline.analysis.counted import deterministic_verdict, spread_pct
 from redline.instructions import window as window_module
-from redline.instructions.window import (EARLIER, FIRST_PHASE_S, GIVEN, LOAD_GRACE_S, MAX_REQUESTS,
+from redline.instructions.window import (EARLIER, TooCostlyToCount, check_countable, FIRST_PHASE_S, GIVEN, LOAD_GRACE_S, MAX_REQUESTS,
                                         MIN_PER_CONNECTION, RequestPlan, _first_plan, choose_requests,
                                         measure_window, phase_bound)
 from redline.core.errors import RunError
@@ -196,6 +196,49 @@ def test_a_later_runs_probe_is_bounded_for_every_connection_it_opens(monkeypatch
     [(per_connection, limit_s, expected)] = seen
     assert per_connection == 1 and limit_s == LOAD_GRACE_S + 5 * 430.0
     assert expected.startswith("the probe: expected about 430.0s for 200 requests"), expected
+
+
+def test_a_test_too_costly_to_count_is_said_after_its_first_probe(monkeypatch, tmp_path):
+    # as the upstream CLIENT LIST suites: 1,000 connections, each request walking all of them; at 2M
+    # instructions a request, 2 requests per connection make 4,000M, 80x a gate's 50M window
+    phases = []
+
+    class Report:
+        def __init__(self, ops):
+            self.ops, self.connections_opened = ops, 1000
+
+    class Result:
+        def __init__(self, ops):
+            self.report = Report(ops)
+
+    def load(request, **_):
+        phases.append(request.requests)
+        if len(phases) == 3:
+            raise RunError("stopped at the window")
+        return Result(request.requests * 1000)
+
+    class Control:
+        def instrumentation_restart(self):
+            pass
+
+    monkeypatch.setattr(window_module, "run_load", load)
+    monkeypatch.setattr(window_module, "_dumped", lambda control: None)
+    monkeypatch.setattr(window_module, "request_driven", lambda dump: 2e9)     # 1,000 requests of 2M
+    request = LoadRequest(["--command", "CLIENT LIST"], "127.0.0.1", 1, tmp_path / "run.json")
+    with pytest.raises(TooCostlyToCount) as refused:
+        measure_window(Control(), request, window_instructions=50_000_000)
+    assert phases == [1], "nothing after the probe"
+    message = str(refused.value)
+    assert "2 requests on each of 1,000 connections at about 2,000,000 instructions each" in message
+    assert "4,000M instructions, 80x the 50M asked for" in message and "--window-instructions" in message
+    # a window asked to be large enough counts it (the guard is relative to what was asked)
+    check_countable(2e6, 1000, 200_000_000, ("probe", 1000, 100.0))
+    # so does a later run, whose plan the first run made: only the first window decides
+    phases.clear()
+    plan = RequestPlan(per_connection=2, connections=1000, estimate_per_op=2e6, window_instructions=50_000_000)
+    with pytest.raises(RunError, match="stopped at the window"):
+        measure_window(Control(), request, plan=plan, window_instructions=50_000_000)
+    assert phases == [1, 2, 2]                             # probe, warm-up, window: no refusal
 
 
 def test_a_counted_server_keeps_no_slow_log_and_no_active_rehashing_unless_the_suite_sets_them():

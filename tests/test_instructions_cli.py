@@ -115,6 +115,24 @@ def test_calibrate_stores_the_aa_spread(tmp_path, redline_cli):
     assert "instructions_per_op" in proc.stdout
 
 
+@needs_valgrind
+def test_a_test_too_costly_for_its_window_runs_once_and_says_why(tmp_path, redline_cli):
+    """A window asked far smaller than the test's smallest one (2 GETs on each connection): the
+    first run's probe finds it, that run fails saying why, no other run or side is started."""
+    db = tmp_path / "r.db"
+    proc = redline_cli("compare", "quick", "--name", "string-get-100B-pipeline-1$", "--measure", "instructions",
+                       "--window-instructions", "1000", "--runs", "3", "--store", db, timeout=600)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, (proc.stdout[-2000:], proc.stderr[-2000:])
+    output = " ".join((proc.stdout + proc.stderr).split())
+    assert "not counted, no more runs: too costly to count" in output, output[-3000:]
+    with sqlite3.connect(db) as check:
+        runs = check.execute("SELECT status, error FROM runs").fetchall()
+    assert len(runs) == 1 and runs[0][0] == "failed", runs
+    assert re.search(r"too costly to count: its smallest window, 2 requests on each of [\d,]+ connections at about "
+                     r"[\d,]+ instructions each, is [\d,]+M instructions, [\d,]+x the 1,000 asked for",
+                     runs[0][1]), runs[0][1]
+
+
 def test_usage_errors_and_the_suite_key(tmp_path, redline_cli):
     proc = redline_cli("run", "--measure", "instructions", "--duration", "3s", check_exit=2)
     assert "--duration does not apply to --measure instructions" in proc.stderr

@@ -13,7 +13,8 @@ from redline.engine.run_plan import Side
 from redline.instructions.callgrind import COUNTED_CONFIG, control_of, under_callgrind
 from redline.instructions.profile import callgrind_profile
 from redline.instructions.visibility import visibility_warnings
-from redline.instructions.window import WINDOW_INSTRUCTIONS, RequestPlan, WindowResult, measure_window
+from redline.instructions.window import (WINDOW_INSTRUCTIONS, RequestPlan, TooCostlyToCount, WindowResult,
+                                         measure_window)
 from redline.load.groups import is_grouped
 from redline.load.redline_load import LoadRequest, LoadResult
 from redline.server.probes import WindowProbe
@@ -47,6 +48,7 @@ class InstructionsRunner(ServerRunner):
         self.warnings: list[str] = []
         self.first_run_id: str | None = None       # the fixed hash seed makes every server's run_id this one
         self.seed_flag: str | None = None
+        self.too_costly: str | None = None          # why the test's first window was not counted
 
     def skip_reason(self) -> str | None:
         reason = super().skip_reason()
@@ -73,15 +75,29 @@ class InstructionsRunner(ServerRunner):
             self.observer.note(f"⚠ {warning}")
         return description + "; servers run under valgrind --tool=callgrind (20-50x slower)"
 
+    def measure(self, side: Side, run: Run) -> None:
+        """One counted run; a test too costly to count ends at its first run, every side released
+        (each run would pay the probe again to learn the same)."""
+        super().measure(side, run)
+        if self.too_costly:
+            for ready in list(self.ready_sides):
+                self.release(ready)
+            self.observer.note(f"not counted, no more runs: {self.too_costly}")
+
     def _drive(self, side: Side, run: Run, request: LoadRequest, probe: WindowProbe,
                watch: ServerAlive) -> LoadResult:
         self.observer.phase("callgrind: probe, warm-up, measured requests")
-        window = measure_window(control_of(self.ready_sides[side].server), request, plan=self.request_plan,
-                                window_instructions=self.settings.window_instructions or WINDOW_INSTRUCTIONS,
-                                fixed_per_connection=self.settings.window_requests,
-                                earlier_per_connection=self.settings.earlier_window_requests,
-                                listener=_LoadProgress(self.observer, None, request), server_alive=watch,
-                                edges=_ProbeEdges(probe), earlier_pace=self.window.pace if self.window else None)
+        try:
+            window = measure_window(control_of(self.ready_sides[side].server), request, plan=self.request_plan,
+                                    window_instructions=self.settings.window_instructions or WINDOW_INSTRUCTIONS,
+                                    fixed_per_connection=self.settings.window_requests,
+                                    earlier_per_connection=self.settings.earlier_window_requests,
+                                    listener=_LoadProgress(self.observer, None, request), server_alive=watch,
+                                    edges=_ProbeEdges(probe),
+                                    earlier_pace=self.window.pace if self.window else None)
+        except TooCostlyToCount as exc:
+            self.too_costly = str(exc)
+            raise
         self.request_plan = self.request_plan or window.plan
         self.window = window
         run_id = (probe.info_start or {}).get("run_id")

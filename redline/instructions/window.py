@@ -48,6 +48,14 @@ COSTLY_REQUEST = 1_000_000          # instructions: above this the warm-up sends
 FIRST_PHASE_S = 3600.0
 LOAD_GRACE_S = 300.0
 BOUND_FACTOR = 5.0
+# A test is not counted when its smallest window (MIN_PER_CONNECTION requests on each connection at
+# the probe's cost per request) is over this many times the window asked for; it says so
+# (TooCostlyToCount) and time measures it. In the catalogue gate's first session (50M windows) two
+# tests were far over: the upstream CLIENT LIST suites (1,000 connections, each request walking all
+# of them, 11.4M instructions: 456x) and XPENDING IDLE (200 connections, 125M each: 1,000x) held a
+# lane for 40-45 minutes per job where timing one takes under two. The costliest below the line
+# (ZSCAN COUNT 1000, 41x) took 6 minutes for 4 runs.
+MAX_WINDOW_FACTOR = 50.0
 
 
 # An earlier session's count is kept while this run's estimate puts its window within this range
@@ -161,6 +169,34 @@ def _first_plan(estimate_per_op: float, connections: int, window_instructions: i
     return choose_requests(estimate_per_op, connections, window_instructions)
 
 
+class TooCostlyToCount(RunError):
+    """The test's smallest window is over MAX_WINDOW_FACTOR times the window asked for."""
+
+
+def check_countable(per_op: float, connections: int, window_instructions: int,
+                    probe_pace: tuple[str, int, float]) -> None:
+    """Raise TooCostlyToCount when MIN_PER_CONNECTION requests on every connection at `per_op`
+    instructions each exceed MAX_WINDOW_FACTOR × `window_instructions`; the message says what the
+    window would cost and how long its requests would take at the probe's pace (`probe_pace`:
+    its name, requests, seconds)."""
+    smallest = MIN_PER_CONNECTION * connections * per_op
+    if smallest <= MAX_WINDOW_FACTOR * window_instructions:
+        return
+    _, probe_requests, probe_s = probe_pace
+    # the warm-up of a costly request sends as many requests as the smallest window
+    minutes = 2 * MIN_PER_CONNECTION * connections * probe_s / max(probe_requests, 1) / 60
+    raise TooCostlyToCount(
+        f"too costly to count: its smallest window, {MIN_PER_CONNECTION} requests on each of {connections:,} "
+        f"connections at about {per_op:,.0f} instructions each, is {_count(smallest)} instructions, "
+        f"{smallest / window_instructions:,.0f}x the {_count(window_instructions)} asked for (its warm-up "
+        f"and window would take about {minutes:,.0f} min under callgrind at the probe's pace, per run); "
+        "measure it by time, or allow a larger window (--window-instructions)")
+
+
+def _count(instructions: float) -> str:
+    return f"{instructions / 1e6:,.0f}M" if instructions >= 1e6 else f"{instructions:,.0f}"
+
+
 def _connections(result: LoadResult) -> int:
     opened = result.report.connections_opened
     if not opened:
@@ -215,6 +251,8 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
     probe_dump = _dumped(control)
     probe_cost = request_driven(probe_dump)
     probe_per_op = probe_cost / max(probe.report.ops or 1, 1)
+    if plan is None and fixed_per_connection is None:     # the test's first window: is it worth counting?
+        check_countable(probe_per_op, _connections(probe), window_instructions, paces[-1])
     # every run of a test warms up alike: by the test's plan once there is one (a later run's probe
     # also holds what the server did between runs)
     warmup_size = WARMUP_PER_CONNECTION if (plan.estimate_per_op if plan else probe_per_op) < COSTLY_REQUEST else 2
