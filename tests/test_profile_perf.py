@@ -9,6 +9,7 @@ import shutil
 import socket
 import struct
 import subprocess
+import sys
 import time
 import zlib
 from contextlib import contextmanager
@@ -336,6 +337,25 @@ def test_recorder_reports_missing_process(tmp_path):
         Recorder(pids=[proc.pid], binary=None, workdir=tmp_path)
     with pytest.raises(RunError, match="at least one"):
         Recorder(pids=[], binary=None, workdir=tmp_path)
+
+
+def test_a_prepared_recorder_records_the_window_only(tmp_path):
+    """prepare() attaches perf with its events off (attaching took over a second on a busy machine,
+    which a 1-second window lost); nothing of the 3 busy seconds before start() is sampled."""
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        recorder = Recorder(pids=[busy.pid], binary=None, workdir=tmp_path / "busy", title="busy loop")
+        recorder.prepare()
+        time.sleep(3.0)                       # busy, perf attached, events off
+        recorder.start()
+        time.sleep(0.5)
+        profile = recorder.stop()
+    finally:
+        busy.kill()
+        busy.wait()
+    assert profile.samples > 0
+    # a sample per 1/frequency of the loop's CPU time at most; the 3 s before start() would triple it
+    assert profile.samples <= profile.frequency_hz * (profile.window_s + 0.5), (profile.samples, profile.window_s)
 
 
 def test_two_server_processes_are_recorded_together(tmp_path):

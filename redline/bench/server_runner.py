@@ -199,6 +199,8 @@ class ServerRunner:
         """The load of one run (and, for a profile run, perf around its window)."""
         recorder = self._recorder(side, self.ready_sides[side].server, run) if run.purpose == "profile" else None
         try:
+            if recorder is not None:
+                recorder.prepare()           # perf attached before the load: the window is all recorded
             result = self.load(self.test, request, self.ready_sides[side].server.load_arguments,
                                listener=_LoadProgress(self.observer, probe, request, recorder),
                                server_alive=watch, timeout_s=self._run_timeout())

@@ -58,8 +58,15 @@ class CounterSession:
                   "-p", ",".join(map(str, pids))],
             log_path=Path(workdir) / "perf-stat.log", name="perf stat")
 
+    def prepare(self) -> None:
+        """perf stat attached with its counters off (Recorder.prepare)."""
+        self._perf.start(controlled=True, enable=False)
+
     def start(self) -> None:
-        self._perf.start(controlled=True)
+        if self._perf.started:
+            self._perf.enable()
+        else:
+            self._perf.start(controlled=True)
 
     def stop(self) -> dict[str, float]:
         self._perf.stop()

@@ -48,8 +48,13 @@ class PerfProcess:
             return ""
         return text[-800:]
 
-    def start(self, *, controlled: bool) -> None:
-        """Start perf; when controlled, with events disabled until it acknowledges 'enable'."""
+    @property
+    def started(self) -> bool:
+        return self._proc is not None
+
+    def start(self, *, controlled: bool, enable: bool = True) -> None:
+        """Start perf; when controlled, with events disabled until it acknowledges 'enable' (sent
+        here unless `enable` is false: then `enable()` starts the events later)."""
         args = list(self.args)
         pass_fds: tuple[int, ...] = ()
         if controlled:
@@ -71,11 +76,13 @@ class PerfProcess:
             except OSError as exc:
                 self._close_control()
                 raise RunError(f"could not start {self.name}: {exc}") from exc
-        if controlled:
-            self._enable()
+        if controlled and enable:
+            self.enable()
 
-    def _enable(self) -> None:
-        assert self._control is not None and self._proc is not None
+    def enable(self) -> None:
+        """Start the events of a controlled perf; returns once perf acknowledged it."""
+        if self._control is None or self._proc is None:
+            raise RunError(f"{self.name} was not started with a control channel")
         control, ack = self._control
         os.write(control, b"enable\n")
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -1,6 +1,7 @@
 """Profile server processes for one measured window: perf record → folded stacks → flame graph.
 
     recorder = Recorder(pids=[server_pid], binary=None, workdir=run_dir / "profile")
+    recorder.prepare()        # optional: perf attached, recording nothing yet (before the load)
     recorder.start()          # the measured window starts
     ...load...
     result = recorder.stop()  # perf stops; folding, SVG, top symbols and counters happen here
@@ -112,10 +113,23 @@ class Recorder:
                 "--call-graph", call_graph, "-p", ",".join(map(str, self.pids)),
                 "-o", str(self.perf_data), "--no-buildid-cache", "--mmap-pages", "1024", "--quiet"]
 
+    def prepare(self) -> None:
+        """perf attached to the processes with its events off, ahead of the window: attaching (and,
+        for DWARF unwinding, mapping its buffers) took over a second on a busy machine, and inside a
+        1-second window that left 45 ms and no sample; `start()` then only switches the events on."""
+        if self._record.started:
+            raise RunError("profiling: Recorder.prepare() called twice")
+        self._record.start(controlled=True, enable=False)
+        if self._counters is not None:
+            self._counters.prepare()
+
     def start(self) -> None:
         if self._started_at is not None:
             raise RunError("profiling: Recorder.start() called twice")
-        self._record.start(controlled=True)
+        if self._record.started:
+            self._record.enable()
+        else:
+            self._record.start(controlled=True)
         if self._counters is not None:
             try:
                 self._counters.start()
