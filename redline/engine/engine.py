@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Protocol, Sequence
 
 from redline.core.errors import RunError, SkipTest
-from redline.core.metrics import INSTRUCTIONS
 from redline.core.run import Run
 from redline.engine.run_plan import Observer, Observers, RunSettings, Side
 from redline.engine.sinks import ResultSink
@@ -92,8 +91,7 @@ class Engine:
         for dropped in test.dropped:          # redline-owned settings (redline.suites.owned)
             self.observer.note(f"{dropped.location}: {dropped.message}")
         runs: list[Run] = []
-        counted = settings.measure_for(test) == INSTRUCTIONS
-        with machine_share(counted=counted, waiting=self.observer.note), fresh_workdir() as workdir:
+        with machine_share(counted=settings.counts(test), waiting=self.observer.note), fresh_workdir() as workdir:
             for topology in settings.topologies:
                 runner = self.runners(test, topology, sides, settings, self.observer, workdir)
                 runs += _TestExecution(self, test, topology, sides, settings, session_id, runner).execute(more_runs)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from redline.core.metrics import TIME
+from redline.core.metrics import INSTRUCTIONS, TIME
 from redline.core.run import Run
 from redline.server.targets import Target
 from redline.topology import DEFAULT_TOPOLOGY, TopologySpec, parse_topology
@@ -46,6 +46,10 @@ class RunSettings:
     def measure_for(self, test: TestSpec) -> str:
         """How `test` is measured: the session's --measure, else the suite's `redline: measure`, else time."""
         return self.measure or test.extensions.get("measure") or TIME
+
+    def counts(self, test: TestSpec) -> bool:
+        """Is `test` counted (the server under callgrind) rather than timed?"""
+        return self.measure_for(test) == INSTRUCTIONS
 
 
 class Observer:

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Callable, Collection, Sequence
 
 from redline.analysis.comparison import compare_test, extra_runs_needed, looks_confidence
-from redline.core.metrics import INSTRUCTIONS
 from redline.core.run import Run
 from redline.engine.engine import Engine, MoreRuns
 from redline.engine.job import Job, JobResolver
@@ -30,8 +29,7 @@ def real_runner(test, topology, sides, settings, observer: Observer, workdir: Pa
     from redline.bench.servers import RealServers
     from redline.instructions.runner import InstructionsRunner
     from redline.load.groups import run_test_load
-    counted = settings.measure_for(test) == INSTRUCTIONS
-    runner = InstructionsRunner if counted else ServerRunner       # timed, or under callgrind
+    runner = InstructionsRunner if settings.counts(test) else ServerRunner       # timed, or under callgrind
     servers = RealServers(test, topology, sides, settings, observer=observer, cpus=cpus, workdir=workdir,
                           under=runner.servers_under)
     return runner(test, topology, sides, settings, observer=observer, servers=servers, load=run_test_load,

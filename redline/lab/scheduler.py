@@ -69,7 +69,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 from redline.core.errors import RunError, UsageError
-from redline.core.metrics import INSTRUCTIONS
 from redline.core.run import Run
 from redline.engine.engine import Engine, MoreRuns
 from redline.engine.job import Job, JobResolver
@@ -129,7 +128,7 @@ def default_lanes(cpus: Sequence[int]) -> int:
 
 def counted(job: Job, test: TestSpec) -> bool:
     """Does the job count instructions (a lane job) rather than time (a whole-machine job)?"""
-    return job.run_settings().measure_for(test) == INSTRUCTIONS
+    return job.run_settings().counts(test)
 
 
 class SchedulerObserver:

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 
 from redline.core import terminal
 from redline.core.errors import UsageError
-from redline.core.metrics import INSTRUCTIONS
 from redline.core.run import Run
 from redline.engine.job import JobResolver, jobs_for
 from redline.engine.run_plan import RunSettings, Side
@@ -158,5 +157,5 @@ def carry_request_counts(jobs: list, tests: list, settings: RunSettings, store: 
     by_name = {test.name: test for test in tests}
     target = settings.window_instructions or WINDOW_INSTRUCTIONS
     for job in jobs:
-        if settings.measure_for(by_name[job.test]) == INSTRUCTIONS:
+        if settings.counts(by_name[job.test]):
             job.settings["earlier_window_requests"] = store.earlier_window_requests(job.test, job.topology, target)

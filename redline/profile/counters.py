@@ -60,13 +60,12 @@ class CounterSession:
 
     def prepare(self) -> None:
         """perf stat attached with its counters off (Recorder.prepare)."""
-        self._perf.start(controlled=True, enable=False)
+        self._perf.start(controlled=True)
 
     def start(self) -> None:
-        if self._perf.started:
-            self._perf.enable()
-        else:
-            self._perf.start(controlled=True)
+        if not self._perf.started:
+            self.prepare()
+        self._perf.enable()
 
     def stop(self) -> dict[str, float]:
         self._perf.stop()

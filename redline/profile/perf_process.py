@@ -52,11 +52,10 @@ class PerfProcess:
     def started(self) -> bool:
         return self._proc is not None
 
-    def start(self, *, controlled: bool, enable: bool = True) -> None:
-        """Start perf; when controlled, with events disabled until it acknowledges 'enable' (sent
-        here unless `enable` is false: then this returns once perf is set up and answers, its
-        events off, and `enable()` switches them on in milliseconds: perf answers its control
-        channel only after opening its events and buffers, 0.2-0.7 s on a busy machine)."""
+    def start(self, *, controlled: bool) -> None:
+        """Start perf; when controlled, with its events off: this returns once perf is set up and
+        answers (it answers its control channel only after opening its events and buffers, 0.2-0.7
+        s on a busy machine), and `enable()` then switches them on in milliseconds."""
         args = list(self.args)
         pass_fds: tuple[int, ...] = ()
         if controlled:
@@ -79,7 +78,7 @@ class PerfProcess:
                 self._close_control()
                 raise RunError(f"could not start {self.name}: {exc}") from exc
         if controlled:
-            self._command("enable" if enable else "ping")
+            self._command("ping")
 
     def enable(self) -> None:
         """Start the events of a controlled perf; returns once perf acknowledged it."""

@@ -119,17 +119,16 @@ class Recorder:
         1-second window that left 45 ms and no sample; `start()` then only switches the events on."""
         if self._record.started:
             raise RunError("profiling: Recorder.prepare() called twice")
-        self._record.start(controlled=True, enable=False)
+        self._record.start(controlled=True)
         if self._counters is not None:
             self._counters.prepare()
 
     def start(self) -> None:
         if self._started_at is not None:
             raise RunError("profiling: Recorder.start() called twice")
-        if self._record.started:
-            self._record.enable()
-        else:
-            self._record.start(controlled=True)
+        if not self._record.started:
+            self.prepare()
+        self._record.enable()
         if self._counters is not None:
             try:
                 self._counters.start()

@@ -27,7 +27,7 @@ import fcntl
 import os
 import tempfile
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -47,13 +47,17 @@ def lock_path() -> Path:
 def machine_share(*, counted: bool, waiting: Callable[[str], None] | None = None) -> Iterator[None]:
     """Hold this machine for one test: shared when `counted`, else exclusively. `waiting(text)` hears
     once why the test does not start at once."""
-    if getattr(_thread, "depth", 0):
-        _thread.depth += 1
-        try:
+    depth = getattr(_thread, "depth", 0)
+    _thread.depth = depth + 1
+    try:
+        with nullcontext() if depth else _flocked(counted, waiting):
             yield
-        finally:
-            _thread.depth -= 1
-        return
+    finally:
+        _thread.depth = depth
+
+
+@contextmanager
+def _flocked(counted: bool, waiting: Callable[[str], None] | None) -> Iterator[None]:
     path = lock_path()
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
@@ -64,11 +68,9 @@ def machine_share(*, counted: bool, waiting: Callable[[str], None] | None = None
             if waiting:
                 waiting(_why_waiting(counted, path))
             fcntl.flock(descriptor, mode)          # a signal (Ctrl-C, SIGTERM) ends the wait
-        _thread.depth = 1
         try:
             yield
         finally:
-            _thread.depth = 0
             fcntl.flock(descriptor, fcntl.LOCK_UN)
     finally:
         os.close(descriptor)
