@@ -1,11 +1,11 @@
 """`redline accuracy` end to end on one small entry: the fixture repository the bisect tests use
 (scripts/make_redis_bisect_repo.sh: Debian's redis source, 16 commits, commit 12 adds work to GET's
 code path), an entry naming commit 12 and its parent as a regression of the quick suite's GET,
-both commits built for real (libc-malloc, through ccache: one cold build, then a build whose
-objects are nearly all cache hits), counted under callgrind (2 runs per side, 30M-instruction
+both commits built for real (libc-malloc, through ccache: at most one cold build, the rest
+cache hits; the test session shares one object cache, $REDLINE_CCACHE_DIR), counted under callgrind (2 runs per side, 30M-instruction
 windows), scored, written as a table; then run again: it resumes, measuring nothing.
 
-Cost: one cold build of Debian's redis and one nearly cached one, 4 counted runs of GET; about
+Cost: at most one cold build of Debian's redis and one nearly cached one, 4 counted runs of GET; about
 2-4 minutes on 2 cores. The fast parts (schema, scoring, resume) are tests/test_accuracy.py."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pytest
 
 from accuracy_helpers import entry, write_corpus
 from redline.accuracy.runner import DOCUMENT
+from redline.builder.cache import BuildCache
 from redline.store.results import Store
 
 REPO = Path(__file__).resolve().parent.parent
@@ -80,8 +81,9 @@ def test_the_second_build_came_mostly_from_ccache(fixture):
     work, *_ = fixture
     builds = [b for b in (work / "cache" / "builds").glob("git-*") if (b / "build.json").is_file()]
     assert len(builds) == 2
+    assert all(" CC=ccache cc " in (b / "build.log").read_text().splitlines()[0] for b in builds)
     stats = subprocess.run(["ccache", "--print-stats"], capture_output=True, text=True, check=True,
-                           env={**os.environ, "CCACHE_DIR": str(work / "cache" / "builds" / ".ccache")}).stdout
+                           env={**os.environ, "CCACHE_DIR": str(BuildCache(work / "cache" / "builds").ccache_dir)}).stdout
     counts = dict(line.split("\t", 1) for line in stats.splitlines() if "\t" in line)
     hits = int(counts["direct_cache_hit"]) + int(counts["preprocessed_cache_hit"])
     assert hits > 0.4 * int(counts["cache_miss"]), stats     # the second tree differs from the first in one file

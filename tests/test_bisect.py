@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from redline.builder.cache import BuildCache
 from redline.store.results import Store
 
 REPO = Path(__file__).resolve().parent.parent
@@ -166,7 +167,8 @@ def test_bad_input_is_one_line_before_anything_runs(bisect_repo, tmp_path, argum
 
 def test_the_builds_went_through_ccache_with_unchanged_records(bisection, workdir):
     """setup.sh installs ccache; each build ran `CC=ccache cc`, recorded `CC=cc` (the variant's),
-    and nearby commits took most objects from ccache (its statistics in builds/.ccache)."""
+    and nearby commits took most objects from ccache (the statistics of the object cache they used:
+    builds/.ccache, or the one $REDLINE_CCACHE_DIR names, shared by the session's builds)."""
     assert shutil.which("ccache"), "setup.sh installs ccache"
     builds = workdir / "cache" / "builds"
     entries = [entry for entry in builds.glob("git-*") if (entry / "build.json").is_file()]
@@ -175,7 +177,7 @@ def test_the_builds_went_through_ccache_with_unchanged_records(bisection, workdi
         assert "CC=cc" in json.loads((entry / "build.json").read_text())["make_command"]
         assert " CC=ccache cc " in (entry / "build.log").read_text().splitlines()[0]
     stats = subprocess.run(["ccache", "--print-stats"], capture_output=True, text=True, check=True,
-                           env={**os.environ, "CCACHE_DIR": str(builds / ".ccache")}).stdout
+                           env={**os.environ, "CCACHE_DIR": str(BuildCache(builds).ccache_dir)}).stdout
     counts = dict(line.split("\t", 1) for line in stats.splitlines() if "\t" in line)
     hits, misses = int(counts["direct_cache_hit"]) + int(counts["preprocessed_cache_hit"]), int(counts["cache_miss"])
     assert hits > misses, stats

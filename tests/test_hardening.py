@@ -11,6 +11,7 @@ from redline.core.errors import UsageError
 from redline.load.redline_load import LoadRequest
 from redline.output.files import check_output_paths
 
+from cli_forks import run_many
 from conftest import start_redis_server
 from test_run_cli import write_suite
 
@@ -198,9 +199,11 @@ def _malformed(tmp: Path) -> list[tuple[list[str], str]]:
 def test_every_subcommand_refuses_malformed_arguments_in_one_line_before_anything_starts(tmp_path, redline_cli):
     _suite_with(tmp_path, "good")
     failures, cases = [], _malformed(tmp_path)
-    from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(max_workers=4) as pool:     # each is refused before it starts anything: no two meet
-        answers = list(pool.map(lambda case: redline_cli(*case[0]), cases))
+    # each is refused before it starts anything, so no two meet: a hundred command lines, each in a
+    # process of its own forked from one that imported redline once (tests/cli_forks.py)
+    answers = run_many([arguments for arguments, _ in cases], tmp_path)
+    # and one as a user runs it, from Python's start
+    answers[0] = redline_cli(*cases[0][0])
     for (arguments, fragment), proc in zip(cases, answers):
         lines = proc.stderr.splitlines()      # exactly one line: no plan, no blank line, no wrapping
         if proc.returncode != 2 or len(lines) != 1 or not lines[0].startswith("redline: error: ") \

@@ -11,7 +11,8 @@ Layout under the cache root ($REDLINE_CACHE, else $XDG_CACHE_HOME/redline, else
     builds/.tmp/<key>.*/          builds in progress (renamed to builds/<key> when done)
     builds/failed/<key>.log       the log of the last failed build of a key
     builds/.ccache/               ccache's object cache, when ccache is installed (nearby commits
-                                  recompile only what changed)
+                                  recompile only what changed); $REDLINE_CCACHE_DIR puts it
+                                  elsewhere (one object cache shared by several cache roots)
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ class BuildCache:
 
     @property
     def ccache_dir(self) -> Path:
-        return self.root / ".ccache"
+        shared = os.environ.get("REDLINE_CCACHE_DIR")
+        return Path(shared).expanduser() if shared else self.root / ".ccache"
 
     def failed_log(self, key: str) -> Path:
         return self.root / "failed" / f"{key}.log"
