@@ -119,9 +119,20 @@ def gate(args, out: Path, log: Path, sampler: LoadSampler, baseline: str, compar
             argv += [f"--{flag.replace('_', '-')}", str(value)]
     argv += args.gate_args
     code, wall = run(argv, log)
-    document = json.loads((out / f"{name}.json").read_text()) if (out / f"{name}.json").exists() else {}
+    document = stored_gate(out / f"{name}.db")
     return {"exit": code, "wall_s": round(wall, 1), "document": document, "load": sampler.stats(name),
             "sessions": chain(out / f"{name}.db", document)}
+
+
+def stored_gate(store: Path) -> dict:
+    """The gate's document as its last session stored it: there also when the gate was stopped
+    (SIGTERM, Ctrl-C) before it wrote its --json file."""
+    import sqlite3
+    if not store.exists():
+        return {}
+    row = sqlite3.connect(store).execute("SELECT document FROM session_documents WHERE name='gate' "
+                                         "ORDER BY session_id DESC LIMIT 1").fetchone()
+    return json.loads(row[0]) if row else {}
 
 
 def compare_sessions(store: Path) -> list[tuple[int, float, float]]:
