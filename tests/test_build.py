@@ -303,8 +303,11 @@ def test_failed_build_reports_the_log_tail(redis_tree, tmp_path, build_cache):
     assert not list((build_cache.root / ".tmp").iterdir())
 
 
-def test_a_build_past_its_timeout_is_stopped_with_its_compilers(redis_tree, quick_variant, tmp_path):
+def test_a_build_past_its_timeout_is_stopped_with_its_compilers(redis_tree, quick_variant, tmp_path, monkeypatch):
     cache = BuildCache(root=tmp_path / "builds")
+    # an object cache of its own, empty: a tree compiled from the session's shared ccache can take
+    # less than the 3 s bound, one that really compiles takes far longer
+    monkeypatch.setenv("REDLINE_CCACHE_DIR", str(tmp_path / "ccache"))
     started = time.monotonic()
     with pytest.raises(BuildFailed, match=r"make ran longer than 3s and was stopped") as caught:
         build_source(redis_tree, quick_variant, cache=cache, timeout_s=3)
@@ -329,6 +332,14 @@ def test_ccache_wraps_the_compiler_only_in_the_command_run(tmp_path, monkeypatch
     plain = MakeJob(tree=tmp_path / "tree", targets=("redis-server",), variables=("CC=cc",), jobs=2,
                     log=tmp_path / "log", timeout_s=10)
     assert plain.command()[-1] == "CC=cc" and "CCACHE_DIR" not in plain.environment(tmp_path)
+
+
+def test_the_object_cache_is_under_builds_unless_redline_ccache_dir_names_one(tmp_path, monkeypatch):
+    monkeypatch.delenv("REDLINE_CCACHE_DIR", raising=False)
+    assert BuildCache(root=tmp_path / "builds").ccache_dir == tmp_path / "builds" / ".ccache"
+    monkeypatch.setenv("REDLINE_CCACHE_DIR", str(tmp_path / "shared"))
+    assert BuildCache(root=tmp_path / "builds").ccache_dir == BuildCache(root=tmp_path / "x").ccache_dir \
+        == tmp_path / "shared"
 
 
 def test_valkey_trees_build_valkey_binaries(tmp_path):
