@@ -50,7 +50,6 @@ def _child(arguments: list[str], cwd: str, out: str, err: str) -> None:
         for fd, path in ((1, out), (2, err)):
             os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
         from redline.cli import main
-        sys.argv = ["redline", *arguments]
         code = main(arguments)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from redline.builder.cache import BuildCache
 from redline.server.process import ManagedServer, ServerSettings
-from redline.system.cache_dir import cache_root
 
 REPO = Path(__file__).resolve().parent.parent
 # the tests' redline processes take turns on the machine among themselves (redline.system.machine_share),
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ["REDLINE_MACHINE_LOCK"] = str(Path(tempfile.mkdtemp(prefix="redline-tests-")) / "machine.lock")
 # many tests build Debian's redis tree (and fixture commits of it) in build caches of their own: one
 # ccache object cache for all of them makes every build after the first mostly hits
-os.environ.setdefault("REDLINE_CCACHE_DIR", str(cache_root() / "builds" / ".ccache"))
+os.environ.setdefault("REDLINE_CCACHE_DIR", str(BuildCache.default().ccache_dir))
 REDLINE = [sys.executable, "-m", "redline.cli"]
 REDIS_SERVER = Path("/usr/bin/redis-server")
 
