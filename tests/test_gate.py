@@ -37,13 +37,13 @@ class Clock:
         return self.now
 
 
-def a_gate(tmp_path, script, tests, names, *, budget_s=None, resumed=(), clock=None, session=None):
+def a_gate(tmp_path, script, tests, names, *, budget_s=None, resumed=(), clock=None, session=None, settings=None):
     store = Store(tmp_path / "g.db")
     session = session or store.begin_session(kind="gate", argv=[], machine={})
     sides = fake_sides("baseline", "comparison")
     scheduler = Scheduler(store, lanes=2, cpus=[0, 1], engines=fake_engines(script, store.path))
     plan = GatePlan(sides=sides, tests=[tests[n] for n in names], broken=[],
-                    settings=GateSettings(timed_runs=5, timed_max_runs=7), budget_s=budget_s,
+                    settings=settings or GateSettings(timed_runs=5, timed_max_runs=7), budget_s=budget_s,
                     resumed=list(resumed))
     return Gate(plan, store=store, session_id=session, scheduler=scheduler, floors={},
                 clock=clock or Clock()), store, session
@@ -221,6 +221,26 @@ def test_timed_jobs_go_where_time_is_likeliest_to_decide(tmp_path, tests):
     # its sibling's move counts for more (~16%); HSET moved 4%, ~0.4% visible; LPUSH did not move
     assert timed == [GET_P10, GET_P1, HSET]
     assert gate.expected_effect(GET_P10) > gate.expected_effect(GET_P1) > gate.expected_effect(HSET)
+
+
+def test_each_timed_change_needs_only_what_survives_the_catalogues_fdr_after_the_ones_before(tmp_path, tests):
+    """Every quick test twice as costly on the comparison, by counts and by time: all 15 end up
+    timed. With no earlier discovery the first change must be sure alone among 15 (p <= 0.05/15;
+    the timed test's rank p with 5 + 5 runs is 2/252 = 0.0079, so 7 + 7); the second needs 2q/15,
+    still 7; from the third on, 3q/15 and more, 5 + 5 are enough: Benjamini-Hochberg grants each
+    what the changes decided before it leave room for. Every change survives the catalogue's
+    false-discovery control at the end."""
+    slower = {"instructions_per_op": 2000.0, "instructions_per_op_command": 800.0, "est_cycles_per_op": 2400.0,
+              "server_cpu_us_per_op": 20.0}
+    script = Script(log=tmp_path / "log.jsonl", values={name: {"comparison": slower} for name in tests})
+    gate, store, session = a_gate(tmp_path, script, tests, list(tests),
+                                  settings=GateSettings(timed_runs=5, timed_max_runs=15))
+    result = gate.run()
+    order = [test for test, measure in jobs_run(script) if measure == "time"]
+    timed = [r for r in store.load_runs(session) if "server_cpu_us_per_op" in r.metrics and r.side == "comparison"]
+    runs = [sum(1 for r in timed if r.test == name) for name in order]
+    assert len(order) == 15 and runs == [7, 7] + [5] * 13, (order, runs)
+    assert all(v.verdict == Verdict.REGRESSION and v.timed.survives_fdr for v in result.verdicts)
 
 
 def _counted_runs(side: str, instructions: float, command: float, cycles: float, runs: int = 3):

@@ -190,6 +190,30 @@ def test_noise_floor_from_aa_runs():
         noise_floor_pct([1, 2], [1, 2])
 
 
+def test_benjamini_hochberg_room_is_what_a_lone_finding_needs_with_no_earlier_discoveries():
+    assert stats.benjamini_hochberg_room([], family=400) == pytest.approx(0.05 / 400)
+    assert stats.benjamini_hochberg_room([0.3, 0.9], family=400) == pytest.approx(0.05 / 400)
+    # two earlier discoveries at or under 3q/m: the third finding needs 3q/m, not q/m
+    assert stats.benjamini_hochberg_room([1e-6, 2e-4, 0.5], family=400) == pytest.approx(3 * 0.05 / 400)
+    with pytest.raises(ValueError, match="family of 2 cannot hold 2 p-values and one more"):
+        stats.benjamini_hochberg_room([0.1, 0.2], family=2)
+
+
+def test_a_p_value_inside_the_room_is_rejected_whatever_the_untested_ones_turn_out_to_be():
+    """BH over the final family (the earlier p-values, the new one at the room, and the hypotheses
+    not yet tested, any p-values, any count up to the family) rejects the new one; a little above
+    the room, with the untested ones all at 1, it does not: the room is the largest such p."""
+    rng = np.random.default_rng(35)
+    for _ in range(2000):
+        family = int(rng.integers(1, 60))
+        earlier = [float(v) for v in rng.uniform(0, 0.05, size=int(rng.integers(0, family))) ** 2]
+        room = stats.benjamini_hochberg_room(earlier, family=family)
+        untested = [float(v) for v in rng.uniform(0, 1, size=int(rng.integers(0, family - len(earlier))))]
+        assert benjamini_hochberg([*earlier, room, *untested])[len(earlier)], (earlier, room, untested)
+        worst = [1.0] * (family - len(earlier) - 1)
+        assert not benjamini_hochberg([*earlier, room * 1.0001, *worst])[len(earlier)], (earlier, room)
+
+
 def test_benjamini_hochberg_step_up():
     assert benjamini_hochberg([0.01, 0.04, 0.03, 0.005]) == [True, True, True, True]
     assert benjamini_hochberg([0.01, 0.02, 0.03, 0.5]) == [True, True, True, False]

@@ -553,6 +553,28 @@ def benjamini_hochberg(p_values: Sequence[float], q: float = 0.05) -> list[bool]
     return rejected
 
 
+def benjamini_hochberg_room(p_values: Sequence[float], *, family: int, q: float = 0.05) -> float:
+    """The largest p-value one more hypothesis may have and still be rejected by Benjamini-Hochberg
+    at rate q over the final family, whatever the p-values of the hypotheses not yet tested, given
+    these (already final) p-values and at most `family` hypotheses in all (these and the new one
+    included).
+
+    The new p is rejected when it is at most q*k/m for a k at which k-1 of these are at most q*k/m:
+    then at least k p-values lie at or under q*k/m, so the step-up cutoff reaches k or beyond. A
+    smaller final family only raises every q*k/m. With none of these small enough this is q/m,
+    the Bonferroni threshold of a lone finding."""
+    if not (0 < q < 1):
+        raise ValueError(f"q must be in (0, 1), got {q!r}")
+    p = sorted(float(v) for v in p_values)
+    if family < len(p) + 1:
+        raise ValueError(f"a family of {family} cannot hold {len(p)} p-values and one more")
+    for k in range(len(p) + 1, 0, -1):
+        threshold = q * k / family
+        if k == 1 or p[k - 2] <= threshold:      # the (k-1)-th smallest: k-1 of them at or under it
+            return threshold
+    raise AssertionError("unreachable: k = 1 always returns")
+
+
 # Pocock (1977): the constant two-sided level per look that keeps the overall level at 5%
 # over K equally spaced looks at accumulating data.
 _POCOCK_5PCT = {1: 0.05, 2: 0.0294, 3: 0.0221, 4: 0.0182, 5: 0.0158, 6: 0.0142, 7: 0.0130,

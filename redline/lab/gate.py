@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
 from redline.analysis.comparison import looks_confidence, profile_differences
-from redline.analysis.stats import Verdict
+from redline.analysis.stats import Verdict, benjamini_hochberg_room
 from redline.analysis.gate import (COUNT, DECISION_METRIC, FALLBACK_METRIC, NO_CHANGE, TIME, Evidence, TestVerdict,
                                    counted_rule, judge, screen, summary, timed_reasons)
 from redline.core.errors import UsageError
@@ -168,7 +168,7 @@ class Gate:
         self.first_screen_at: float | None = None
         self.last_screen_at: float | None = None
         self.budget_left: list[str] = []                   # keys whose next stage the budget cut
-        self.timed_count = 0
+        self._verdicts: list[TestVerdict] | None = None      # the latest, from _done
         self.countable: dict[str, bool] = {}               # callgrind can run it (a profile after a timed change)
         self._screens: dict[str, tuple] = {}
         self._costs: dict[str, float] = {}
@@ -233,20 +233,30 @@ class Gate:
                         "window_requests": requests}
             max_runs, lone = None, None
         else:
-            self.timed_count += 1
             settings = {**common, "measure": TIMED, "runs": s.timed_runs, "duration_s": s.duration_s,
                         "warmup_s": s.warmup_s}
-            # the p a lone change needs to survive the catalogue's false-discovery control
-            max_runs, lone = s.timed_max_runs, s.q / max(1, self._expected_timed())
+            # the p its change needs to survive the catalogue's false-discovery control is set as the
+            # job starts (_rule), from the timed decisions that ended before it
+            max_runs, lone = s.timed_max_runs, None
         job = Job(suite=suite_reference(test.path), test=test.name, sides=[SideSpec.of(side) for side in self.plan.sides],
                   topology=self.topology[key], settings=settings, max_runs=max_runs, lone_p_value=lone)
         self.job_stage[job.job_id] = (key, stage)
         return job
 
-    def _expected_timed(self) -> int:
-        """How many tests the catalogue's timed decisions will cover: those sent to time, and
-        those confirmed so far (at least this one)."""
-        return sum(1 for e in self.evidence.values() if e.route == TIME) + self.timed_count
+    def _room_for_a_change(self) -> float:
+        """The p a timed change needs now to survive the catalogue's Benjamini-Hochberg whatever the
+        tests still to be timed turn out to be (redline.analysis.stats.benjamini_hochberg_room): q/m
+        for the first, more as earlier timed confirmations decide changes. So a test that moved a
+        lot stops as soon as its runs are that sure, not when they would be sure alone among m."""
+        verdicts = self._verdicts if self._verdicts is not None else self.verdicts()
+        decided = [v.timed.result.p_value for v in verdicts if v.timed is not None and v.timed.result is not None]
+        return benjamini_hochberg_room(decided, family=max(self._timed_family_bound(), len(decided) + 1),
+                                       q=self.settings.q)
+
+    def _timed_family_bound(self) -> int:
+        """At most how many tests the catalogue's timed decisions will cover: every test but those
+        whose counted screen ended them without time."""
+        return sum(1 for key in self.evidence if CONFIRM in self.stages[key] or self._needs(key))
 
     def _needs(self, key: str, verdicts: dict[str, TestVerdict] | None = None) -> list[str]:
         """The stages a test needs next, given what it has: its counted screen; a timed
@@ -256,7 +266,7 @@ class Gate:
         if e.route == COUNT:
             if SCREEN not in done:
                 return [SCREEN]
-            found = screen(key, e.counted, self.floors)
+            found = self._screen_of(key)
             if found.decision == NO_CHANGE or _skipped(e.counted) or _data_failed(e.counted):
                 return []
         if CONFIRM not in done:
@@ -345,7 +355,7 @@ class Gate:
         if stage == PROFILE:
             return None
         metric = self.settings.metric if all(side.target.managed for side in self.plan.sides) else FALLBACK_METRIC
-        return compare_policy(job, self.floors, metrics={metric})
+        return compare_policy(replace(job, lone_p_value=self._room_for_a_change()), self.floors, metrics={metric})
 
     # -- running ------------------------------------------------------------------------------------
     def run(self) -> GateResult:
@@ -392,7 +402,7 @@ class Gate:
             self.first_screen_at = self.first_screen_at or now
             self.last_screen_at = now
         self.phase_s[stage] += _job_seconds(runs)
-        verdicts = self.verdicts()
+        verdicts = self._verdicts = self.verdicts()
         follow = [] if lost else self._next_jobs(key, {v.test: v for v in verdicts})
         self.store.save_session_document(self.session_id, DOCUMENT, self._document(verdicts, finished=False))
         self._tell_progress(verdicts)
