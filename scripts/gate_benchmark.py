@@ -192,7 +192,7 @@ def geo_check(document: dict) -> list[str]:
             continue
         wanted = next((words for end, words in expected.items() if t["key"].endswith(end)), "(not named by the issue)")
         effect = t.get("effect_pct")
-        ratio = f" ({1 / (1 + effect / 100):.2f}x less work)" if effect is not None and effect > -100 else ""
+        ratio = f" ({1 / (1 + effect / 100):.2f}x less per op)" if effect is not None and effect > -100 else ""
         flagged = t["verdict"] in ("regression", "improvement")
         ok = "–" if wanted.startswith("(") else "yes" if flagged == (wanted != "not flagged") and \
             (not flagged or t["verdict"] == wanted.split(",")[0]) else "NO"
