@@ -4,8 +4,10 @@ build), real builds (libc-malloc, through ccache), real redis-server, real inter
 
 Cost: one bisection (7 builds, one of them cold; about 6 compares of 5-7 runs of 1 s per side,
 the last one profiled) and one endpoint check on commits that bisection built; 5-7 minutes
-on 2 cores. Both share
-one build cache. The decision logic itself is tested fast in tests/test_bisect_search.py.
+on 2 cores. Both build into redline's default build cache, as a user's bisection would: the
+fixture's commits have fixed dates, so their shas, and the builds of them, are the same in every
+module that makes the repository, and tests/test_fleet_loop_real.py's fleet (which builds there
+too) finds them built. The decision logic itself is tested fast in tests/test_bisect_search.py.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def workdir(tmp_path_factory) -> Path:
 
 
 def _bisect(workdir: Path, *arguments: str, store: str = "r.db") -> subprocess.CompletedProcess:
-    env = {**os.environ, "REDLINE_CACHE": str(workdir / "cache"), "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run([sys.executable, "-m", "redline.cli", "bisect", *arguments, "--store", str(workdir / store)],
                           capture_output=True, text=True, timeout=1200, env=env, cwd=workdir)
 
@@ -165,19 +167,23 @@ def test_bad_input_is_one_line_before_anything_runs(bisect_repo, tmp_path, argum
     assert not store.exists() and not (tmp_path / "cache").exists()
 
 
-def test_the_builds_went_through_ccache_with_unchanged_records(bisection, workdir):
-    """setup.sh installs ccache; each build ran `CC=ccache cc`, recorded `CC=cc` (the variant's),
-    and nearby commits took most objects from ccache (the statistics of the object cache they used:
-    builds/.ccache, or the one $REDLINE_CCACHE_DIR names, shared by the session's builds)."""
+def test_the_builds_went_through_ccache_with_unchanged_records(bisection, bisect_repo):
+    """setup.sh installs ccache; each build of a fixture commit ran `CC=ccache cc`, recorded `CC=cc`
+    (the variant's), and nearby commits took most objects from ccache (the statistics of the object
+    cache they used: builds/.ccache, or the one $REDLINE_CCACHE_DIR names, shared by the session's
+    builds)."""
     assert shutil.which("ccache"), "setup.sh installs ccache"
-    builds = workdir / "cache" / "builds"
-    entries = [entry for entry in builds.glob("git-*") if (entry / "build.json").is_file()]
-    assert len(entries) >= 5
+    repo, _ = bisect_repo
+    shas = subprocess.run(["git", "-C", str(repo), "rev-list", "bad"], capture_output=True, text=True,
+                          check=True).stdout.split()
+    builds = BuildCache.default().root
+    entries = [entry for sha in shas for entry in builds.glob(f"git-{sha[:12]}-*") if (entry / "build.json").is_file()]
+    assert len(entries) >= 5, sorted(p.name for p in builds.iterdir())
     for entry in entries:
         assert "CC=cc" in json.loads((entry / "build.json").read_text())["make_command"]
         assert " CC=ccache cc " in (entry / "build.log").read_text().splitlines()[0]
     stats = subprocess.run(["ccache", "--print-stats"], capture_output=True, text=True, check=True,
-                           env={**os.environ, "CCACHE_DIR": str(BuildCache(builds).ccache_dir)}).stdout
+                           env={**os.environ, "CCACHE_DIR": str(BuildCache.default().ccache_dir)}).stdout
     counts = dict(line.split("\t", 1) for line in stats.splitlines() if "\t" in line)
     hits, misses = int(counts["direct_cache_hit"]) + int(counts["preprocessed_cache_hit"]), int(counts["cache_miss"])
     assert hits > misses, stats
@@ -186,7 +192,7 @@ def test_the_builds_went_through_ccache_with_unchanged_records(bisection, workdi
 def test_the_html_report_shows_the_bisection(bisection, workdir):
     _, doc = bisection
     out = workdir / "bisect.html"
-    env = {**os.environ, "REDLINE_CACHE": str(workdir / "cache"), "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-m", "redline.cli", "report", str(doc["session"]), "-o", str(out),
                            "--store", str(workdir / "r.db")], capture_output=True, text=True, timeout=300, env=env,
                           cwd=workdir)
