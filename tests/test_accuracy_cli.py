@@ -3,7 +3,8 @@
 code path), an entry naming commit 12 and its parent as a regression of the quick suite's GET,
 both commits built for real (libc-malloc, through ccache: at most one cold build, the rest
 cache hits; the test session shares one object cache, $REDLINE_CCACHE_DIR), counted under
-callgrind (2 runs per side, 30M-instruction windows), scored, written as a table; then run again: it resumes, measuring nothing.
+callgrind (2 runs per side, 30M-instruction windows), scored, written as a table; then run again:
+it resumes, measuring nothing.
 
 Cost: at most one cold build of Debian's redis and one nearly cached one, 4 counted runs of GET; about
 2-4 minutes on 2 cores. The fast parts (schema, scoring, resume) are tests/test_accuracy.py."""

@@ -168,7 +168,7 @@ class Gate:
         self.first_screen_at: float | None = None
         self.last_screen_at: float | None = None
         self.budget_left: list[str] = []                   # keys whose next stage the budget cut
-        self._verdicts: list[TestVerdict] | None = None      # the latest, from _done
+        self._verdicts: list[TestVerdict] = []              # the latest: run() sets them, then each _done
         self.countable: dict[str, bool] = {}               # callgrind can run it (a profile after a timed change)
         self._screens: dict[str, tuple] = {}
         self._costs: dict[str, float] = {}
@@ -224,22 +224,22 @@ class Gate:
             settings = {**common, "measure": INSTRUCTIONS, "runs": s.counted_runs, "window_instructions": window,
                         "earlier_window_requests": self.store.earlier_window_requests(test.name, self.topology[key],
                                                                                        window)}
-            max_runs, lone = s.counted_max_runs, None
+            max_runs = s.counted_max_runs
         elif stage == PROFILE:
             requests = next((r.facts.get("instructions", {}).get("requests_per_connection")
                              for r in self.evidence[key].counted if r.status == "ok"), None)
             settings = {**common, "measure": INSTRUCTIONS, "runs": 0, "profile": True,
                         "window_instructions": s.window_instructions or GATE_WINDOW_INSTRUCTIONS,
                         "window_requests": requests}
-            max_runs, lone = None, None
+            max_runs = None
         else:
             settings = {**common, "measure": TIMED, "runs": s.timed_runs, "duration_s": s.duration_s,
                         "warmup_s": s.warmup_s}
             # the p its change needs to survive the catalogue's false-discovery control is set as the
             # job starts (_rule), from the timed decisions that ended before it
-            max_runs, lone = s.timed_max_runs, None
+            max_runs = s.timed_max_runs
         job = Job(suite=suite_reference(test.path), test=test.name, sides=[SideSpec.of(side) for side in self.plan.sides],
-                  topology=self.topology[key], settings=settings, max_runs=max_runs, lone_p_value=lone)
+                  topology=self.topology[key], settings=settings, max_runs=max_runs)
         self.job_stage[job.job_id] = (key, stage)
         return job
 
@@ -248,8 +248,7 @@ class Gate:
         tests still to be timed turn out to be (redline.analysis.stats.benjamini_hochberg_room): q/m
         for the first, more as earlier timed confirmations decide changes. So a test that moved a
         lot stops as soon as its runs are that sure, not when they would be sure alone among m."""
-        verdicts = self._verdicts if self._verdicts is not None else self.verdicts()
-        decided = [v.timed.result.p_value for v in verdicts if v.timed is not None and v.timed.result is not None]
+        decided = [v.timed.result.p_value for v in self._verdicts if v.timed is not None and v.timed.result is not None]
         return benjamini_hochberg_room(decided, family=max(self._timed_family_bound(), len(decided) + 1),
                                        q=self.settings.q)
 
@@ -359,7 +358,8 @@ class Gate:
 
     # -- running ------------------------------------------------------------------------------------
     def run(self) -> GateResult:
-        verdicts = {v.test: v for v in self.verdicts()}
+        self._verdicts = self.verdicts()
+        verdicts = {v.test: v for v in self._verdicts}
         jobs = [job for key in self.evidence for job in self._next_jobs(key, verdicts)]
         self._tell_progress()
         completed = False
