@@ -208,12 +208,12 @@ def test_the_html_report_shows_the_bisection(bisection, workdir):
 def test_a_counted_bisection_measures_each_commit_once(bisect_repo, workdir):
     """--measure instructions: the endpoints by 3 interleaved counted runs per side, then one run
     of each step's commit against the counts already taken, with the endpoints' request count.
-    (The builds are cache hits of the bisection above when it ran first.) A 30M-instruction
+    (The builds are cache hits of the bisection above when it ran first.) A 10M-instruction
     window keeps it short; GET's step (about 30x) is far above the 8.2% one run needs."""
     repo, tags = bisect_repo
     out = workdir / "counted.json"
     proc = _bisect(workdir, f"git:{repo}", "--good", "good", "--bad", "bad", "--name", "string-get-100B-pipeline-10$",
-                   "--variant", "libc-malloc", "--measure", "instructions", "--window-instructions", "30000000",
+                   "--variant", "libc-malloc", "--measure", "instructions", "--window-instructions", "10000000",
                    "--json", str(out), "--markdown", str(workdir / "counted.md"), store="counted.db")
     assert proc.returncode == 0, proc.stderr[-4000:]
     doc = json.loads(out.read_text())

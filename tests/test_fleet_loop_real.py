@@ -12,10 +12,10 @@ The pushed range is commit 9 → commit 16 (seven commits; commit 12 in it): a p
 is where the fleet's last measurement was. Timed: GET and SET with pipeline 10, whose pipelining is
 what counts cannot see (docs/fleet.md "The closed loop"). Cost on an idle 2-core machine: the builds
 of about six commits (cached by redline's build cache across runs), the work item (2 jobs) and
-about six one-test compares of 5 runs of 1 s per side.
+about six one-test compares of 5 runs of 1 s per side (0.5 s of warm-up each).
 
 The same push on GET and SET with pipeline 1 is bisected counted: the servers under valgrind, the
-confirmation by 5 runs per side, each later commit alone by one run (30M-instruction windows).
+confirmation by 5 runs per side, each later commit alone by one run (10M-instruction windows).
 Nothing here asserts a duration."""
 
 from __future__ import annotations
@@ -72,7 +72,8 @@ def pushed(tmp_path, bisect_repo, *, tests: str, fleet_flags=(), api_flags=()):
     port = free_port()
     api = redline_process("api", *redis_arguments(url), "--port", port, "--secret-file", secret, "--repository", repo,
                           "--branch", "line", "--platform", "ci", "--suite", "quick", "--name", tests,
-                          "--runs", 5, "--max-runs", 5, "--duration", "1s", "--variant", "libc-malloc", *api_flags,
+                          "--runs", 5, "--max-runs", 5, "--duration", "1s", "--warmup", "0.5s", "--variant", "libc-malloc",
+                          *api_flags,
                           log=log)
     try:
         def listening():
@@ -145,9 +146,9 @@ def test_a_pushed_regression_is_bisected_counted_by_a_real_local_fleet(tmp_path,
     collector's loop counts — the confirmation by 5 interleaved runs per side under callgrind, then
     each commit alone by one run with the confirmation's request count — on a real `fleet local
     --agents 2` (real agents, builds, valgrind), and the report names commit 12 from the counts.
-    A 30M-instruction window keeps each counted run short."""
+    A 10M-instruction window keeps each counted run short (GET's change is about 5x)."""
     with pushed(tmp_path, bisect_repo, tests=COUNTABLE,
-                api_flags=("--window-instructions", 30_000_000)) as (r, url, store, work_id, culprit):
+                api_flags=("--window-instructions", 10_000_000)) as (r, url, store, work_id, culprit):
         report = wait_for(lambda: next((f for _, f in r.xrange(keys.COMMENTS.key())
                                         if f["work_id"] == work_id and f.get("bisection")), None),
                           "the bisection's report", timeout_s=LONG_S, every_s=2)
