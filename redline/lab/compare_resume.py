@@ -6,8 +6,8 @@ session that measures what the earlier one left unfinished, with the earlier one
 and judges every test — false-discovery control over all of them, as one compare would.
 
 What is carried over: the runs of each test whose job ended in the earlier session (every run ok
-or skipped, none interrupted, and compare's adaptive rule asking for no more runs, so the test
-got exactly what an uninterrupted compare gives it). A test that was interrupted, failed, or
+or skipped, none interrupted, and compare's adaptive rule asking for no more runs, given the
+changes decided by the other tests that ended: `ended_runs`). A test that was interrupted, failed, or
 never reached is measured again, whole. Carried runs must come from the same binaries the sides
 resolve to now (sha256 of the executable), else the resume is refused.
 
@@ -115,16 +115,31 @@ def carry_ended_tests(plan: SessionPlan, earlier: EarlierCompare) -> None:
 def ended_runs(earlier: EarlierCompare, plan: SessionPlan) -> list[Run]:
     """The runs of every test whose job ended in the earlier compare (all of its topologies): the
     runs a resumed compare carries instead of measuring again. Carried runs must have measured the
-    binaries the plan's (ready) sides are now."""
+    binaries the plan's (ready) sides are now.
+
+    A job ended when compare's adaptive rule asks no more of its runs with the p a lone finding
+    needs given the tests found ended (`plan.lone_p_value_for`: a compare grants more as changes
+    are decided, so a test that stopped once its change would survive the session's control is
+    found ended once the tests that granted it that are). That room only grows as tests are
+    found ended, so this looks again until no more are: every change it carries survives the
+    final control whatever the tests measured again turn out to be."""
     by_key: dict[tuple[str, str], list[Run]] = {}
     for run in earlier.runs:
         by_key.setdefault((run.test, run.topology), []).append(run)
     carried: list[Run] = []
-    for test in plan.tests:
-        jobs = jobs_for([test], plan.sides, plan.settings, max_runs=plan.max_runs, lone_p_value=plan.lone_p_value)
-        groups = [by_key.get((test.name, job.topology), []) for job in jobs]
-        if all(_job_ended(job, runs, plan) for job, runs in zip(jobs, groups)):
-            carried += [run for runs in groups for run in runs]
+    waiting = list(plan.tests)
+    while waiting:
+        ended = []
+        for test in waiting:
+            jobs = jobs_for([test], plan.sides, plan.settings, max_runs=plan.max_runs,
+                            lone_p_value=plan.lone_p_value_for(carried))
+            groups = [by_key.get((test.name, job.topology), []) for job in jobs]
+            if all(_job_ended(job, runs, plan) for job, runs in zip(jobs, groups)):
+                carried += [run for runs in groups for run in runs]
+                ended.append(test.name)
+        if not ended:
+            break
+        waiting = [test for test in waiting if test.name not in ended]
     _check_same_binaries(carried, plan.sides, earlier.session_id)
     return carried
 

@@ -9,6 +9,7 @@ and observers. `execute_job` runs one job
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Collection, Sequence
 
@@ -81,9 +82,15 @@ def execute_job(job: Job, *, engine: Engine, session_id: int | None, resolver: J
 
 
 def execute_jobs(jobs: list[Job], *, engine: Engine, session_id: int | None, resolver: JobResolver,
-                 floors: dict | None = None) -> list[Run]:
+                 floors: dict | None = None,
+                 lone_p_value: Callable[[list[Run]], float | None] | None = None) -> list[Run]:
+    """Run `jobs` one after another. `lone_p_value(runs measured so far)`: the p a lone finding of
+    the next adaptive job needs, asked as it starts (a compare grants more as its tests decide
+    changes, redline.lab.compare.ComparePlan); else each job's own."""
     runs: list[Run] = []
     for number, job in enumerate(jobs, 1):
+        if lone_p_value is not None and job.adaptive:
+            job = replace(job, lone_p_value=lone_p_value(runs))
         runs += execute_job(job, engine=engine, session_id=session_id, resolver=resolver, floors=floors,
                             position=(number, len(jobs)))
     return runs

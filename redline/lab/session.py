@@ -94,6 +94,12 @@ class SessionPlan:
     documents: dict = field(default_factory=dict)     # stored with the session as it begins ({name: document})
     carried: list[Run] = field(default_factory=list)  # a resumed compare: earlier runs judged with its own
 
+    def lone_p_value_for(self, measured: list[Run]) -> float | None:
+        """The p a lone finding of the next job needs, given the runs this session measured before
+        it: `lone_p_value` here; a compare grants more as its tests decide changes
+        (redline.lab.compare.ComparePlan)."""
+        return self.lone_p_value
+
 
 @dataclass
 class Session:
@@ -140,7 +146,7 @@ def execute_session(plan: SessionPlan, *, store_path, argv: list[str], sinks: tu
         try:
             records = execute_jobs(jobs, engine=local_engine(store, observers=[observer], sinks=sinks),
                                    session_id=session_id, resolver=JobResolver(tests=plan.tests, sides=sides),
-                                   floors=plan.floors)
+                                   floors=plan.floors, lone_p_value=plan.lone_p_value_for)
             status = "finished"
         finally:
             store.finish_session(session_id, status)
