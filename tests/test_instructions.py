@@ -461,3 +461,23 @@ def test_a_call_arc_over_its_dump_by_a_few_events_is_taken_as_the_whole(tmp_path
     far_over = NESTED.replace("cfn=evalCommand\ncalls=2 0\n0 800", "cfn=evalCommand\ncalls=2 0\n0 1017")
     with pytest.raises(RunError, match=r"callgrind counts 1,017 Ir for the calls call → evalCommand, more than"):
         _dump(tmp_path, far_over)
+
+
+def test_the_preloaded_library_pins_the_seeds_of_srand_and_srandom_too():
+    """Redis seeds srand()/srandom() from the time and its pid, and draws a sorted set's skiplist
+    levels from random(): two counted servers built different skiplists from one RDB file (a false
+    +7.0% in ZRANK's call(), docs/measure-instructions.md). With the library preloaded, processes
+    that seed differently draw the same numbers; without it they do not."""
+    import os
+    import subprocess
+    import sys
+    from redline.instructions.seed import fixed_seed_library
+    draw = ("import ctypes, sys; libc = ctypes.CDLL(None); seed = int(sys.argv[1]); libc.srandom(seed); "
+            "first = libc.random(); libc.srand(seed + 1); print(first, libc.rand())")
+
+    def numbers(seed: int, preload: bool) -> str:
+        env = {**os.environ, "LD_PRELOAD": str(fixed_seed_library())} if preload else dict(os.environ)
+        return subprocess.run([sys.executable, "-c", draw, str(seed)], env=env, capture_output=True, text=True,
+                              check=True, timeout=60).stdout
+    assert numbers(1234, preload=False) != numbers(98765, preload=False)
+    assert numbers(1234, preload=True) == numbers(98765, preload=True)
