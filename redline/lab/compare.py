@@ -29,6 +29,9 @@ class ComparePlan(SessionPlan):
     family: int = 1
     _p_values: dict[str, list[float]] = field(default_factory=dict, repr=False)    # per test key, once ended
 
+    def __post_init__(self) -> None:
+        self.lone_p_value = FDR_Q / self.family          # the first test's room: a lone finding among m
+
     def lone_p_value_for(self, measured: list[Run]) -> float:
         final = [p for key, runs in measured_runs_by_test(self.carried + measured).items()
                  for p in self._final_p_values(key, runs)]
@@ -53,8 +56,7 @@ def compare_plan(sides: list[Side], tests: list[TestSpec], settings: RunSettings
                  floors: dict, kind: str = "compare") -> ComparePlan:
     """The plan of an adaptive A/B session over `tests` on every topology of `settings`."""
     comparisons = len(tests) * len(settings.topologies) * len(COMPARED_METRICS)
-    return ComparePlan(kind, sides, tests, settings, max_runs=max_runs, lone_p_value=FDR_Q / comparisons,
-                       floors=floors, family=comparisons)
+    return ComparePlan(kind, sides, tests, settings, max_runs=max_runs, floors=floors, family=comparisons)
 
 
 def session_verdicts(session: Session, plan: SessionPlan) -> list[TestComparison]:

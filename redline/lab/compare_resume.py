@@ -127,15 +127,16 @@ def ended_runs(earlier: EarlierCompare, plan: SessionPlan) -> list[Run]:
     for run in earlier.runs:
         by_key.setdefault((run.test, run.topology), []).append(run)
     carried: list[Run] = []
+    room = plan.lone_p_value_for(carried)
     waiting = list(plan.tests)
     while waiting:
         ended = []
         for test in waiting:
-            jobs = jobs_for([test], plan.sides, plan.settings, max_runs=plan.max_runs,
-                            lone_p_value=plan.lone_p_value_for(carried))
+            jobs = jobs_for([test], plan.sides, plan.settings, max_runs=plan.max_runs, lone_p_value=room)
             groups = [by_key.get((test.name, job.topology), []) for job in jobs]
             if all(_job_ended(job, runs, plan) for job, runs in zip(jobs, groups)):
                 carried += [run for runs in groups for run in runs]
+                room = plan.lone_p_value_for(carried)
                 ended.append(test.name)
         if not ended:
             break
