@@ -20,6 +20,7 @@ from redline.engine.run_plan import Side
 from redline.server.targets import Target
 from redline.store.results import Store
 from redline.suites import resolve_suites
+from redline.system.steadiness import CoreProbe, Steadiness
 
 WAIT_S = 60.0          # the longest a fake waits for another lane (a generous bound, never a speed assumption)
 
@@ -44,6 +45,7 @@ class Script:
     die: set = field(default_factory=set)            # tests whose lane process is killed (the OOM killer)
     usage_error: set = field(default_factory=set)    # tests whose runner raises a usage error
     fail: set = field(default_factory=set)           # tests whose runs fail
+    unsteady: set = field(default_factory=set)       # timed tests whose probe finds core 0 unsteady (1.6x)
 
     def write(self, **entry) -> None:
         with open(self.log, "a") as out:
@@ -124,6 +126,11 @@ class FakeRunner:
         run.facts = {"state": {"origin": "empty"}}
         if counted:
             run.facts["instructions"] = {"requests_per_connection": 10}
+        else:                    # a timed test's runs carry the probe taken as it started
+            spread = 1.6 if name in self.script.unsteady else 1.02
+            probe = Steadiness(tuple(CoreProbe(core, 100, spread if core == 0 else 1.02, 1.0, 0.0)
+                                     for core in self.cpus), 0.5)
+            run.facts["machine"] = {"steadiness": probe.as_json()}
         run.finish("ok")
 
     def close(self):

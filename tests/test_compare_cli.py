@@ -45,6 +45,13 @@ def test_a_real_difference_is_a_regression_on_writes_only(tmp_path, redline_cli)
     assert proc.returncode == 3, proc.stderr[-2000:]        # --fail-on-regression gates the job (its own code)
     text = md.read_text()
     assert text.startswith("**redline**:") and "<details>" in text and "| test | metric |" in text
+    # each test probed how steady its cores were as it started (both tests, every run carries it)
+    for test in {r["test"] for r in document["runs"]}:
+        probes = [r["facts"]["machine"]["steadiness"] for r in document["runs"] if r["test"] == test]
+        pinning = document["runs"][0]["facts"]["pinning"]
+        assert all(p == probes[0] for p in probes)
+        assert {c["core"] for c in probes[0]["cores"]} == {*pinning["server_cpus"], *pinning["client_cpus"]}
+    assert "timed tests probed" in text and ("Machine steady during the 2" in text or "of 2 timed tests" in text)
     stored = sqlite3.connect(tmp_path / "r.db").execute(
         "SELECT verdict FROM comparisons WHERE metric='server_cpu_us_per_op' AND test LIKE '%-set-%'").fetchone()
     assert stored == ("regression",)

@@ -210,6 +210,21 @@ def test_the_pages_list_every_test_once_changes_first_with_their_evidence(tmp_pa
     assert json.loads(renderer("json")(stored))["summary"] == {"improvement": 1, "no_change": 2}
 
 
+def test_the_pages_say_how_steady_the_machine_was_as_the_timed_confirmations_began(tmp_path, tests):
+    from redline.output import renderer
+    script = Script(log=tmp_path / "log.jsonl", unsteady={GET_P10})
+    gate, store, session = a_gate(tmp_path, script, tests, [GET_P1, GET_P10, LPUSH])
+    document = gate.run().document
+    assert document["steadiness"]["tests"] == 1 and document["steadiness"]["unsteady"] == 1   # GET_P10: timed
+    stored = store.load_session(session)
+    sentence = ("Machine unsteady during 1 of 1 timed tests probed (worst: core 0's speed moved 1.60x (p90/p10 of "
+                "equal work)): timed intervals are wider than this machine gives when quiet; counted runs are not "
+                "affected.")
+    assert sentence in renderer("markdown")(stored).splitlines()
+    assert sentence in " ".join(renderer("terminal")(stored).split())
+    assert "steadiness" in renderer("html")(stored) and "Machine unsteady during 1 of 1" in renderer("html")(stored)
+
+
 def test_timed_jobs_go_where_time_is_likeliest_to_decide(tmp_path, tests):
     script = Script(log=tmp_path / "log.jsonl", values={      # GET's counts move a lot, HSET's a little
         GET_P1: {"comparison": {"instructions_per_op": 600.0, "est_cycles_per_op": 700.0}},
@@ -321,6 +336,26 @@ def test_a_timed_test_stopped_because_more_runs_could_not_decide_says_so():
     assert "9 runs per side; more had a " in stopped.why and "chance to decide (below 5%, so none were added)" in stopped.why
     [at_the_limit] = judge(evidence, floors={}, confidence=looks_confidence(5, 15), runs_allowed=9)
     assert at_the_limit.verdict == "inconclusive" and "more had a" not in at_the_limit.why
+    assert "machine" not in stopped.why                     # no probe stored: nothing said
+
+
+def test_an_undecided_timed_test_says_when_the_machine_was_unsteady_as_its_runs_began():
+    from redline.analysis.gate import TIME, Evidence, judge
+    from redline.core.run import Run
+    from redline.system.steadiness import CoreProbe, Steadiness
+
+    def evidence(spread: float, share: float) -> list[Evidence]:
+        probe = Steadiness((CoreProbe(0, 120, 1.02, 1.0, 0.0), CoreProbe(1, 120, spread, share, 0.0)), 0.5).as_json()
+        timed = [Run(test="t", target=side, side=side, run_index=i, status="ok", facts={"machine": {"steadiness": probe}},
+                     metrics={"server_cpu_us_per_op": 10.0 * (change if side == "comparison" else 1.0)})
+                 for i, change in enumerate([1.2, 0.85, 1.1, 0.9, 1.15]) for side in ("baseline", "comparison")]
+        return [Evidence("t", "t", TIME, timed=timed, why_timed=["pipelining"])]
+    [wide] = judge(evidence(1.55, 0.7), floors={})
+    assert wide.verdict == "inconclusive"
+    assert wide.why.endswith("; the machine was unsteady: core 1's speed moved 1.55x (p90/p10 of equal work); "
+                             "other processes took 30% of core 1 as its timed runs began; timed because pipelining")
+    [calm] = judge(evidence(1.03, 1.0), floors={})
+    assert calm.verdict == "inconclusive" and "the machine was" not in calm.why
 
 
 def test_keys_that_expire_within_a_counted_run_send_a_test_to_time(tmp_path):

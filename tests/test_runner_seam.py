@@ -30,6 +30,7 @@ from redline.server.process import Server
 from redline.server.targets import Target
 from redline.server.watch import ServerHung
 from redline.suites import load_test
+from redline.system.steadiness import CoreProbe, Steadiness
 from redline.topology import CpuPlan
 from test_engine_fakes import Heard
 from test_run_cli import write_suite
@@ -120,10 +121,12 @@ class FakeServers:
     """A ServerFactory: a new FakeServer (port 7001, 7002 …) for every start; the turns say what each
     run's server does while the load runs."""
 
-    def __init__(self, turns: list[Turn], *, restart_fails_at: int | None = None):
+    def __init__(self, turns: list[Turn], *, restart_fails_at: int | None = None, spread: float | None = 1.02):
         self.turns, self.restart_fails_at = turns, restart_fails_at
         self.started: list[FakeServer] = []
         self.runs = 0
+        self.spread = spread                      # what the steadiness probe finds
+        self.probed: list[list[int]] = []
 
     def plan(self) -> str:
         return "server state: empty (fake servers)"
@@ -158,6 +161,12 @@ class FakeServers:
 
     def at_run_start(self, server: FakeServer) -> dict:
         return {"keys": 0, "keys_with_ttl": 0, "used_memory": 1_000_000}
+
+    def steadiness(self, cores: list[int]) -> Steadiness | None:
+        self.probed.append(cores)
+        if self.spread is None:          # the probe could not run
+            return None
+        return Steadiness(tuple(CoreProbe(core, 100, self.spread, 1.0, 0.0) for core in cores), 0.5)
 
 
 class CannedLoad:
@@ -196,12 +205,12 @@ def stub_loadgen(tmp_path, monkeypatch):
 
 
 def play(tmp_path: Path, turns: list[Turn], *, runs: int, arguments: str = "--ratio 0:1 -c 5 -t 1 --pipeline 10",
-         restart_fails_at: int | None = None) -> Played:
+         restart_fails_at: int | None = None, spread: float | None = 1.02) -> Played:
     """The real Engine and ServerRunner over the fakes, one side, `runs` runs."""
     suites = tmp_path / "suites"
     suites.mkdir(exist_ok=True)
     test = load_test(write_suite(suites, "seam", f"{arguments} --test-time 2"))
-    servers, heard = FakeServers(turns, restart_fails_at=restart_fails_at), Heard()
+    servers, heard = FakeServers(turns, restart_fails_at=restart_fails_at, spread=spread), Heard()
 
     def runners(test, topology, sides, settings, observer, workdir):
         return ServerRunner(test, topology, sides, settings, observer=observer, servers=servers,
@@ -346,3 +355,30 @@ def test_the_reader_reads_memtiers_file_and_an_unreadable_one_is_a_run_error(tmp
     (tmp_path / "cut.json").write_text('{"ALL STATS": ')
     with pytest.raises(RunError, match="^redline-load wrote no readable JSON to .*cut.json: "):
         LoadReport.read(tmp_path / "cut.json")
+
+
+# -- how steady the machine was ------------------------------------------------------------------------
+def test_the_first_run_of_a_timed_test_probes_its_cores_once_and_every_run_carries_that_probe(tmp_path):
+    played = play(tmp_path, [ok_turn(), ok_turn(), ok_turn()], runs=3)
+    assert played.servers.probed == [[0, 1]]                  # the server's core and the client's, once
+    probes = [r["facts"]["machine"]["steadiness"] for r in played.runs]
+    assert probes[0] == probes[1] == probes[2]
+    assert probes[0]["steady"] is True and [c["core"] for c in probes[0]["cores"]] == [0, 1]
+    assert not any("unsteady" in note for note in played.notes)
+
+
+def test_an_unsteady_machine_is_said_as_the_test_starts(tmp_path):
+    played = play(tmp_path, [ok_turn(), ok_turn()], runs=2, spread=1.6)
+    assert played.runs[0]["facts"]["machine"]["steadiness"]["steady"] is False
+    [note] = [note for note in played.notes if "unsteady" in note]
+    assert note == ("the machine is unsteady: core 0's speed moved 1.60x (p90/p10 of equal work); core 1's speed "
+                    "moved 1.60x (p90/p10 of equal work): this test's timed intervals will be wider than on a "
+                    "quiet machine")
+
+
+def test_a_probe_that_could_not_run_leaves_the_runs_without_one_and_says_nothing(tmp_path):
+    played = play(tmp_path, [ok_turn(), ok_turn()], runs=2, spread=None)
+    assert played.servers.probed == [[0, 1]]                  # tried once, not again for the second run
+    assert [r["status"] for r in played.runs] == ["ok", "ok"]
+    assert all("steadiness" not in r["facts"]["machine"] for r in played.runs)
+    assert not any("steady" in note for note in played.notes)

@@ -31,6 +31,7 @@ from redline.core.run import Run
 from redline.instructions.visibility import visibility_warnings
 from redline.suites import roles
 from redline.suites.commands import measured_commands
+from redline.system.steadiness import probe_of
 
 COUNT, TIME = "count", "time"
 NO_CHANGE, MOVED, UNDECIDED = "no change", "moved", "undecided"
@@ -231,6 +232,8 @@ def _verdict(e: Evidence, found: Screen | None, timed: TestComparison | None,
             held = " (significant alone, not among the catalogue's comparisons)" if timed.held_back_by_fdr else ""
             why = f"{basis}{held}; smallest detectable change {timed.result.min_detectable_pct:.1f}%"
             why += f"; {timed.result.futility_note}" if timed.result.futility_note else ""
+            probe = probe_of(e.timed)
+            why += f"; the machine was {probe.describe()} as its timed runs began" if probe and not probe.steady else ""
         else:
             why = basis
         if e.route == TIME:

@@ -28,6 +28,7 @@ from redline.server.probes import WindowProbe
 from redline.server.process import Server
 from redline.server.watch import ServerHung
 from redline.system import machine
+from redline.system.steadiness import Steadiness
 from redline.topology import CpuPlan, TopologySpec
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ class ServerFactory(Protocol):
     def watch(self, server: Server) -> ServerAlive: ...   # polled during the load: False once exited, ServerHung once hung
     def probe(self, server: Server) -> WindowProbe: ...   # CPU and INFO at the measured window's edges
     def at_run_start(self, server: Server) -> dict | None: ...   # keys and memory as the run starts
+    def steadiness(self, cores: list[int]) -> Steadiness | None: ...   # how steady those cores are now (a probe)
 
 
 class _LoadProgress:
@@ -96,6 +98,7 @@ class ServerRunner:
     and redline.engine.engine.TestRunner)."""
 
     servers_under = None       # what this runner's servers run under (redline.topology.deploy's `under`)
+    probes_steadiness = True   # timed runs depend on how steady the machine is; counted ones do not
 
     def __init__(self, test: TestSpec, topology: TopologySpec, sides: list[Side], settings: RunSettings, *,
                  observer: Observer, servers: ServerFactory, load: LoadRunner, workdir: Path,
@@ -105,6 +108,8 @@ class ServerRunner:
         self.workdir, self.artifacts = workdir, artifacts
         self.ready_sides: dict[Side, Prepared] = {}
         self.replace: set[Side] = set()          # sides whose server hung: a fresh one is due
+        self.probed = False                      # how steady the cores are: probed once, as the first run starts
+        self.steadiness: Steadiness | None = None    # what that probe found (None: it could not run)
 
     def skip_reason(self) -> str | None:
         managed = all(side.target.managed for side in self.sides)
@@ -165,7 +170,7 @@ class ServerRunner:
                               duration_s=settings.duration_s, warmup_s=settings.warmup_s,
                               cpus=prepared.plan.client_cpus)
         probe, watch = self.servers.probe(server), self.servers.watch(server)
-        run.facts = {**prepared.facts, "machine": machine.facts(), "loadgen_argv": request.argv(),
+        run.facts = {**prepared.facts, "machine": self._machine_facts(prepared), "loadgen_argv": request.argv(),
                      "warmup_s": settings.warmup_s,
                      "state": {**prepared.facts["state"], "at_run_start": self.servers.at_run_start(server)}}
         try:
@@ -193,6 +198,22 @@ class ServerRunner:
             run.finish("failed", error=str(exc))
         finally:
             probe.close()
+
+    def _machine_facts(self, prepared: Prepared) -> dict:
+        """The machine's facts for a run, with how steady the test's cores were as its first run
+        started (redline.system.steadiness: the servers are idle then); every run of the test
+        carries that one probe."""
+        if not self.probes_steadiness:
+            return machine.facts()
+        if not self.probed:
+            self.probed = True
+            plan = prepared.plan
+            self.steadiness = self.servers.steadiness(sorted({c for cores in (*plan.servers, plan.client_cpus)
+                                                              for c in cores}))
+            if self.steadiness is not None and not self.steadiness.steady:
+                self.observer.note(f"the machine is {self.steadiness.describe()}: this test's timed intervals "
+                                   "will be wider than on a quiet machine")
+        return {**machine.facts(), **({"steadiness": self.steadiness.as_json()} if self.steadiness else {})}
 
     def _drive(self, side: Side, run: Run, request: LoadRequest, probe: WindowProbe,
                watch: ServerAlive) -> LoadResult:

@@ -13,6 +13,7 @@ from redline.bench.state import Prepared
 from redline.server.probes import WindowProbe
 from redline.server.process import Server
 from redline.server.watch import ServerWatch
+from redline.system.steadiness import Steadiness, measure_steadiness
 
 if TYPE_CHECKING:
     from redline.engine.run_plan import Observer, RunSettings, Side
@@ -50,3 +51,6 @@ class RealServers:
 
     def at_run_start(self, server: Server) -> dict | None:
         return state.at_run_start(server)
+
+    def steadiness(self, cores: list[int]) -> Steadiness | None:
+        return measure_steadiness(cores)

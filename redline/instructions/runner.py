@@ -40,6 +40,7 @@ class InstructionsRunner(ServerRunner):
     """ServerRunner under callgrind (see the module docstring)."""
 
     servers_under = staticmethod(under_callgrind)
+    probes_steadiness = False       # counts do not move with the machine's speed
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -40,6 +40,7 @@ from redline.lab.local import compare_policy
 from redline.lab.scheduler import Scheduler
 from redline.suites import SpecError, TestSpec, discover, load_test
 from redline.suites.discovery import name_pattern
+from redline.system.steadiness import summarize
 from redline.topology import DEFAULT_TOPOLOGY, TopologySpec, parse_topology
 
 DOCUMENT = "gate"
@@ -433,6 +434,7 @@ class Gate:
             "broken": [{"location": b.location, "message": b.message} for b in self.plan.broken],
             "elapsed_s": round(self.clock() - self.started, 1),
             "phases": self._phases(),
+            "steadiness": self._steadiness(),
             "summary": summary(verdicts),
             "budget_left_undecided": sorted(set(self.budget_left)),
             "tests": [{"key": key, "test": e.test, "topology": self.topology[key], "route": e.route,
@@ -440,6 +442,11 @@ class Gate:
                        **{k: v for k, v in by_key[key].as_json().items() if k not in ("test", "route", "why_timed")}}
                       for key, e in self.evidence.items()],
         }
+
+    def _steadiness(self) -> dict | None:
+        """How steady the machine was as each timed confirmation began (redline.system.steadiness)."""
+        found = summarize(run for e in self.evidence.values() for run in e.timed)
+        return found.as_json() if found else None
 
     def _phases(self) -> dict:
         """Where the time went: the counted screen's wall time (first to last screen job), the

@@ -15,6 +15,7 @@ from redline.core import metrics
 from redline.core.numbers import format_duration as duration_words
 from redline.core.terminal import styled
 from redline.profile.compare import describe_move
+from redline.system.steadiness import SteadinessSummary
 
 REGRESSION, IMPROVEMENT, NO_CHANGE, INCONCLUSIVE = "regression", "improvement", "no_change", "inconclusive"
 NOT_MEASURED, SKIPPED = "undecided", "skipped"      # redline.analysis.gate's words for the other two
@@ -126,6 +127,12 @@ def phases_line(document: dict) -> str:
             f"datasets prepared {duration_words(p.get('preparation_s'))} (inside those)")
 
 
+def steadiness_line(document: dict) -> str | None:
+    """How steady the machine was as the timed confirmations began, None before any."""
+    found = SteadinessSummary.from_json(document.get("steadiness"))
+    return found.sentence() if found else None
+
+
 def moved_lines(document: dict) -> list[str]:
     lines = []
     for entry in ordered(document):
@@ -162,6 +169,8 @@ def print_gate(console, document: dict) -> None:
     for line in moved_lines(document):
         console.print(line, soft_wrap=True)
     console.print(summary_sentence(document), soft_wrap=True)
+    if steadiness_line(document):
+        console.print(steadiness_line(document) + ".", soft_wrap=True)
 
 
 # -- markdown ----------------------------------------------------------------------------------------
@@ -180,7 +189,9 @@ LEGEND = ("Legend: a test is screened by counts (the server under callgrind, 2-3
 def gate_markdown(document: dict) -> str:
     entries = ordered(document)
     lines = [f"**redline gate**: {summary_sentence(document)}", "", sides_line(document) + ".", "",
-             phases_line(document) + ".", "", "| " + " | ".join(HEADERS) + " |", "|---|---|---|---:|---|---|---|"]
+             phases_line(document) + ".", "",
+             *([steadiness_line(document) + ".", ""] if steadiness_line(document) else []),
+             "| " + " | ".join(HEADERS) + " |", "|---|---|---|---:|---|---|---|"]
     for entry in entries:
         if entry["verdict"] in SHOWN_IN_FULL:
             row = [_md(c) for c in cells(entry)]

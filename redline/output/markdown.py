@@ -13,6 +13,7 @@ from redline.core.run import Run
 from redline.output.bisect_report import report_markdown
 from redline.output.verdicts import WORDS, cells, explain, interval_label, moves, sorted_comparisons, summary_sentence
 from redline.store.session import SessionDocument
+from redline.system.steadiness import summarize
 
 # What the verdict table's columns and words mean (markdown emphasis; the HTML report shows it too).
 LEGEND = ("Legend: Δ is the Hodges–Lehmann estimate of comparison vs baseline; the 95% interval is "
@@ -48,8 +49,10 @@ def comparison_markdown(comparisons: list[TestComparison], records: list[Run], *
              comparison: str) -> str:
     tests = len({c.test for c in comparisons})
     shown = metrics.compared(metrics.measure_of(r.metrics for r in records))
+    steadiness = summarize(records)
     lines = [f"**redline**: {summary_sentence(comparisons, tests)}", "",
              sides_sentence(baseline, comparison), "",
+             *([f"{steadiness.sentence()}.", ""] if steadiness else []),
              f"| test | metric | baseline | comparison | Δ | {interval_label(comparisons)} | p | verdict |",
              "|---|---|---:|---:|---:|---:|---:|---|"]
     for c in sorted_comparisons(comparisons):

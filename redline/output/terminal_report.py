@@ -11,6 +11,7 @@ from redline.output import verdicts
 from redline.output.bisect_report import report_lines
 from redline.output.tables import noise_floor_table, print_profiles, print_results
 from redline.store.session import SessionDocument
+from redline.system.steadiness import summarize
 
 
 def render(session: SessionDocument) -> str:
@@ -52,5 +53,8 @@ def _comparisons(console, session: SessionDocument) -> None:
     for line in verdicts.name_legend(comparisons, width=console.width):
         console.print(line)
     console.print(verdicts.summary_sentence(comparisons, len({r.key for r in session.measured})))
+    steadiness = summarize(session.measured)
+    if steadiness:
+        console.print(steadiness.sentence() + ".", soft_wrap=True)
     for line in verdicts.profile_lines(comparisons):
         console.print(line)

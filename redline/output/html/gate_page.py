@@ -5,7 +5,8 @@ moved."""
 from __future__ import annotations
 
 from redline.output.gate_report import (HEADERS, NO_CHANGE, NOT_MEASURED, SHOWN_IN_FULL, SKIPPED, cells, ordered,
-                                        phases_line, sides_line, skipped_groups, summary_sentence)
+                                        phases_line, sides_line, skipped_groups, steadiness_line,
+                                        summary_sentence)
 from redline.output.html.page import Page, facts_table, table, text
 from redline.profile.compare import describe_move
 
@@ -24,6 +25,7 @@ def gate_page(document: dict) -> Page:
     settings = document.get("settings") or {}
     page.section("summary", "Summary", facts_table([
         ("time", phases_line(document)),
+        ("steadiness", steadiness_line(document)),
         ("counted screen", f"{settings.get('counted_runs')} runs per side, up to {settings.get('counted_max_runs')} "
                            "while not 'no change' (server under callgrind)"),
         ("timed confirmation", f"{settings.get('timed_runs')} runs per side, up to {settings.get('timed_max_runs')} "

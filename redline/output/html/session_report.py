@@ -21,6 +21,7 @@ from redline.output.markdown import LEGEND, sides_sentence
 from redline.output.verdicts import (WORDS, by_test, cells, explain, interval_label, interval_words, moves,
                                      sorted_comparisons, summary_sentence)
 from redline.store.session import SessionDocument
+from redline.system.steadiness import summarize
 
 
 def when(timestamp: float | None) -> str:
@@ -81,6 +82,7 @@ def _summary(data: SessionDocument, tests: dict[str, list[Run]]) -> str:
         if r.facts.get("identity"):
             builds.setdefault(r.target, history.describe_build(r.facts["identity"]))
     warmups = sorted({r.facts.get("warmup_s") for r in data.measured if r.facts.get("warmup_s") is not None})
+    steadiness = summarize(data.measured)
     pairs = [
         ("machine", f"{machine.get('cpu_model', '?')}, {machine.get('cores', '?')} cores, kernel "
                     f"{machine.get('kernel', '?')}, host {machine.get('hostname', data.host)}"),
@@ -96,6 +98,7 @@ def _summary(data: SessionDocument, tests: dict[str, list[Run]]) -> str:
                     + (" (shared)" if pinning.get("shared") else "") if pinning else None),
         ("topologies", ", ".join(sorted({r.topology for r in data.runs}))),
         ("warm-up", ", ".join(f"{w:g} s" for w in warmups)),
+        ("steadiness", steadiness.sentence() if steadiness else None),
         ("runs", f"{len(data.measured)} measured ({sum(r.status == 'ok' for r in data.measured)} ok) in "
                  f"{len(tests)} tests; {sum(r.purpose == 'profile' for r in data.runs)} profiled"),
     ]
@@ -133,6 +136,9 @@ def _warnings(data: SessionDocument) -> str:
     for c in data.comparisons:
         for flag in c.state_flags:
             items.append(f"{text(c.test)} ({text(c.metric)}): {text(flag)}")
+    steadiness = summarize(data.measured)
+    if steadiness and steadiness.unsteady:
+        items.append(text(steadiness.sentence()))
     if not items:
         return '<p class="note">None: no run was flagged (client saturated, miss path, error replies), failed or skipped.</p>'
     return '<ul class="warnings">' + "".join(f'<li class="warn">{item}</li>' for item in dict.fromkeys(items)) + "</ul>"
