@@ -69,7 +69,7 @@ class Turn:
 
     report: dict                          # what redline-load wrote
     refused: str | None = None            # its last stderr line when it exited non-zero after writing it
-    server: str | None = None             # "hangs" or "exits" while the load runs
+    server: str | None = None             # "hangs" or "exits" while the load runs (not before it)
     server_cpu_s: float = 1.0             # the server's CPU over the measured window
     info_start: dict = field(default_factory=dict)
     info_end: dict = field(default_factory=dict)
@@ -147,8 +147,12 @@ class FakeServers:
 
     def watch(self, server: FakeServer):
         turn = self.turns[self.runs - 1]
+        polls = []
 
         def server_alive() -> bool:
+            polls.append(1)
+            if len(polls) == 1:          # the check before the load: the turn's fault comes during it
+                return server.alive()
             if turn.server == "hangs":
                 raise ServerHung(STOPPED.format(pid=server.pid))
             if turn.server == "exits":

@@ -171,10 +171,12 @@ class ServerRunner:
                               cpus=prepared.plan.client_cpus)
         probe, watch = self.servers.probe(server), self.servers.watch(server)
         run.facts = {**prepared.facts, "machine": self._machine_facts(prepared), "loadgen_argv": request.argv(),
-                     "warmup_s": settings.warmup_s,
-                     "state": {**prepared.facts["state"], "at_run_start": self.servers.at_run_start(server)}}
+                     "warmup_s": settings.warmup_s, "state": dict(prepared.facts["state"])}
         try:
             try:
+                if not watch():      # stopped or gone since its last run: said now, not after INFO's timeouts
+                    raise ServerGone()
+                run.facts["state"]["at_run_start"] = self.servers.at_run_start(server)
                 result = self._drive(side, run, request, probe, watch)
             except ServerHung as hung:
                 prepared.hung = True
