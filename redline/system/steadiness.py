@@ -11,8 +11,8 @@ The probe: on each core a test's processes use, one child runs the same fixed lo
 equal work for `PROBE_S` seconds, all cores at once (as a timed run loads them all). Per core:
 
 * **spread**: p90 ÷ p10 of the slices' CPU time. Equal work should cost equal CPU time; the
-  limit of 1.10 is a choice, not a measured property of quiet machines (none was at hand: the
-  project's VMs read 1.2x to 1.8x on the day it was written). CPU time, not wall time, so that being
+  limit of 1.10 is a choice, not a measured property of quiet machines (none was at hand; this
+  project's idle VM read 1.03 to 1.17, docs/statistics.md). CPU time, not wall time, so that being
   descheduled does not count here: what moves it is the core's own speed (a busy SMT sibling, a
   frequency change, a host taking the core).
 * **share**: CPU time ÷ wall time of the loop: below 1 when other processes of this machine ran on
