@@ -169,8 +169,9 @@ def print_gate(console, document: dict) -> None:
     for line in moved_lines(document):
         console.print(line, soft_wrap=True)
     console.print(summary_sentence(document), soft_wrap=True)
-    if steadiness_line(document):
-        console.print(steadiness_line(document) + ".", soft_wrap=True)
+    steadiness = steadiness_line(document)
+    if steadiness:
+        console.print(steadiness + ".", soft_wrap=True)
 
 
 # -- markdown ----------------------------------------------------------------------------------------
@@ -187,10 +188,9 @@ LEGEND = ("Legend: a test is screened by counts (the server under callgrind, 2-3
 
 
 def gate_markdown(document: dict) -> str:
-    entries = ordered(document)
+    entries, steadiness = ordered(document), steadiness_line(document)
     lines = [f"**redline gate**: {summary_sentence(document)}", "", sides_line(document) + ".", "",
-             phases_line(document) + ".", "",
-             *([steadiness_line(document) + ".", ""] if steadiness_line(document) else []),
+             phases_line(document) + ".", "", *([steadiness + ".", ""] if steadiness else []),
              "| " + " | ".join(HEADERS) + " |", "|---|---|---|---:|---|---|---|"]
     for entry in entries:
         if entry["verdict"] in SHOWN_IN_FULL:

@@ -21,8 +21,8 @@ equal work for `PROBE_S` seconds, all cores at once (as a timed run loads them a
 
 `UNSTEADY_SPREAD`, `BUSY_SHARE` and `STEAL_SHARE` say where "steady" ends. The probe is
 evidence for the reader, never for a verdict: the statistics already widen the intervals.
-Run as `python -m redline.system.steadiness --core N --seconds S` it is the child: it pins
-itself to core N and prints its slices as JSON.
+Run as `python -m redline.system.steadiness --seconds S` (started on one core by taskset) it is
+the child: it prints its slices as JSON.
 """
 
 from __future__ import annotations
@@ -30,11 +30,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
+
+from redline.system.children import spawn
+from redline.system.pinning import pinned
 
 PROBE_S = 0.5                # long enough for a few hundred slices per core
 SLICE_WORK = 40_000          # loop iterations per slice: about 2 ms of one core of this project's VMs
@@ -95,7 +99,7 @@ class Steadiness:
         return {"seconds": self.seconds, "steady": self.steady, "cores": [asdict(c) for c in self.cores]}
 
     @classmethod
-    def from_json(cls, document: dict) -> Steadiness | None:
+    def from_json(cls, document) -> Steadiness | None:
         """A stored probe (a run's facts are read back from the store: validated, None if not one)."""
         try:
             if not document["cores"]:
@@ -128,7 +132,7 @@ class SteadinessSummary:
 
     @classmethod
     def from_json(cls, document) -> SteadinessSummary | None:
-        if not isinstance(document, dict) or not isinstance(document.get("worst"), dict):
+        if not isinstance(document, dict):
             return None
         worst = Steadiness.from_json(document.get("worst"))
         try:
@@ -140,8 +144,7 @@ class SteadinessSummary:
 def probe_of(runs: Iterable) -> Steadiness | None:
     """The probe the runs of one test carry (the first run's: every run of a test carries the same)."""
     for run in runs:
-        stored = ((run.facts or {}).get("machine") or {}).get("steadiness")
-        found = Steadiness.from_json(stored) if isinstance(stored, dict) else None
+        found = Steadiness.from_json(((run.facts or {}).get("machine") or {}).get("steadiness"))
         if found is not None:
             return found
     return None
@@ -166,9 +169,6 @@ def _cores(cores: Sequence[CoreProbe]) -> str:
 def measure_steadiness(cores: Sequence[int], seconds: float = PROBE_S) -> Steadiness | None:
     """The probe on `cores`, all at once (one pinned child per core); about `seconds` long. None
     when no core could be probed (a probe says nothing rather than "steady")."""
-    import subprocess
-    from redline.system.children import spawn
-    from redline.system.pinning import pinned
     before = _steal_counters()
     children = []
     for core in sorted(set(cores)):

@@ -21,7 +21,7 @@ from redline.output.markdown import LEGEND, sides_sentence
 from redline.output.verdicts import (WORDS, by_test, cells, explain, interval_label, interval_words, moves,
                                      sorted_comparisons, summary_sentence)
 from redline.store.session import SessionDocument
-from redline.system.steadiness import summarize
+from redline.system.steadiness import SteadinessSummary, summarize
 
 
 def when(timestamp: float | None) -> str:
@@ -42,8 +42,9 @@ def session_page(data: SessionDocument) -> Page:
     if data.bisection:
         from redline.output.html.bisect_section import bisection_section
         page.section("bisection", "Bisection", bisection_section(page, data.bisection))
-    page.section("summary", "Summary", _summary(data, tests))
-    page.section("warnings", "Warnings", _warnings(data))
+    steadiness = summarize(data.measured)
+    page.section("summary", "Summary", _summary(data, tests, steadiness))
+    page.section("warnings", "Warnings", _warnings(data, steadiness))
     by_key = _comparisons_by_test(data.comparisons)
     for i, (key, runs) in enumerate(tests.items()):
         page.section(anchor_of(i), key, _test_block(page, data, key, runs, by_key.get(runs[0].test, [])))
@@ -72,7 +73,7 @@ def _first_facts(data: SessionDocument) -> dict:
                 next((r.facts for r in data.runs if r.facts), {}))
 
 
-def _summary(data: SessionDocument, tests: dict[str, list[Run]]) -> str:
+def _summary(data: SessionDocument, tests: dict[str, list[Run]], steadiness: SteadinessSummary | None) -> str:
     machine = data.machine or {}
     facts = _first_facts(data)
     pinning = facts.get("pinning") or {}
@@ -82,7 +83,6 @@ def _summary(data: SessionDocument, tests: dict[str, list[Run]]) -> str:
         if r.facts.get("identity"):
             builds.setdefault(r.target, history.describe_build(r.facts["identity"]))
     warmups = sorted({r.facts.get("warmup_s") for r in data.measured if r.facts.get("warmup_s") is not None})
-    steadiness = summarize(data.measured)
     pairs = [
         ("machine", f"{machine.get('cpu_model', '?')}, {machine.get('cores', '?')} cores, kernel "
                     f"{machine.get('kernel', '?')}, host {machine.get('hostname', data.host)}"),
@@ -123,7 +123,7 @@ def _results_table(data: SessionDocument, tests: dict[str, list[Run]]) -> str:
                  numeric=set(range(2, 3 + len(shown))))
 
 
-def _warnings(data: SessionDocument) -> str:
+def _warnings(data: SessionDocument, steadiness: SteadinessSummary | None) -> str:
     items = []
     for r in data.runs:
         where = f"{r.key}{f' [{r.side}]' if r.side else ''} run {r.run_index + 1}{' (profile)' if r.purpose == 'profile' else ''}"
@@ -136,7 +136,6 @@ def _warnings(data: SessionDocument) -> str:
     for c in data.comparisons:
         for flag in c.state_flags:
             items.append(f"{text(c.test)} ({text(c.metric)}): {text(flag)}")
-    steadiness = summarize(data.measured)
     if steadiness and steadiness.unsteady:
         items.append(text(steadiness.sentence()))
     if not items:
