@@ -4,6 +4,8 @@ change; a real difference (appendonly=yes) must show up on writes and not on rea
 import json
 import sqlite3
 
+import pytest
+
 from redline.analysis.comparison import COMPARED_METRICS
 
 FAST = ("--duration", "1s", "--warmup", "0.5s")
@@ -97,6 +99,38 @@ def test_failed_runs_fail_a_comparison_even_with_fail_on_regression(tmp_path, re
 def test_max_runs_below_runs_is_a_usage_error(redline_cli):
     proc = redline_cli("compare", "--runs", "7", "--max-runs", "5", check_exit=2)
     assert "--max-runs (5) is smaller than --runs (7)" in proc.stderr
+
+
+def test_a_duet_measures_both_sides_at_once_on_the_same_cores(tmp_path, redline_cli):
+    """Real servers, real redline-load: each pair's measured windows overlap, on one server core."""
+    out, db = tmp_path / "duet.json", tmp_path / "r.db"
+    redline_cli("compare", "quick", "--name", "string-get-100B-pipeline-1$", "--duet", "--runs", "3", "--max-runs",
+                "3", "--duration", "2s", "--warmup", "0.5s", "--json", out, "--store", db, check_exit=0, timeout=600)
+    pairs: dict[int, dict] = {}
+    for side, index, status, facts in sqlite3.connect(db).execute(
+            "SELECT side, run_index, status, facts FROM runs WHERE purpose = 'measure'"):
+        assert status == "ok", (side, index)
+        pairs.setdefault(index, {})[side] = json.loads(facts)
+    assert sorted(pairs) == [0, 1, 2]
+    for index, sides in pairs.items():
+        baseline, comparison = sides["baseline"], sides["comparison"]
+        assert baseline["pinning"]["server_cpus"] == comparison["pinning"]["server_cpus"]
+        assert baseline["duet"]["overlap"] == comparison["duet"]["overlap"] > 0, (index, baseline["duet"])
+        windows = [baseline["window"], comparison["window"]]
+        assert max(w["start"] for w in windows) < min(w["end"] for w in windows)     # at once, not in turn
+        assert baseline["duet"]["load_order"][0].startswith("bin:") and len(baseline["duet"]["load_order"]) == 2
+    comparisons = json.loads(out.read_text())["comparisons"]
+    assert not [c for c in comparisons if c["verdict"] in ("regression", "improvement")], comparisons
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--measure", "instructions"], "--duet: counted runs (--measure instructions) do not feel the machine's noise"),
+    (["--baseline", "tcp://127.0.0.1:1"], "--duet: both servers must run on this machine to share its cores, and "
+                                          "tcp://127.0.0.1:1 is a server redline does not run"),
+])
+def test_a_duet_that_cannot_share_the_cores_is_a_usage_error(redline_cli, args, words):
+    proc = redline_cli("compare", "--duet", *args, check_exit=2)
+    assert proc.stderr.count("\n") == 1 and words in proc.stderr, proc.stderr
 
 
 def test_help_states_the_exit_codes_the_commands_use(redline_cli):

@@ -89,6 +89,11 @@ class FakeRunner:
         run.metrics = {"ops_per_sec": values[run.run_index % len(values)]}
         run.finish("ok")
 
+    def measure_together(self, runs):
+        self.calls.append(("together", [side.name for side, _ in runs], runs[0][1].run_index))
+        for side, run in runs:
+            self.measure(side, run)
+
     def close(self):
         self.calls.append(("close",))
 
@@ -150,6 +155,56 @@ def test_two_sides_run_interleaved_a_b_b_a(test_spec):
     assert measured(calls) == [("baseline", 0), ("comparison", 0), ("comparison", 1), ("baseline", 1),
                                ("baseline", 2), ("comparison", 2), ("comparison", 3), ("baseline", 3)]
     assert [r.status for r in runs] == ["ok"] * 8 and calls[-1] == ("close",)
+
+
+def together(calls):
+    return [(c[1], c[2]) for c in calls if c[0] == "together"]
+
+
+def test_a_duet_runs_each_pair_at_once_and_alternates_which_load_starts_first(test_spec):
+    engine, calls = engine_with(Script())
+    runs = engine.execute(tests=[test_spec], sides=sides("baseline", "comparison"),
+                          settings=RunSettings(runs=3, duet=True), session_id=None)
+    assert together(calls) == [(["baseline", "comparison"], 0), (["comparison", "baseline"], 1),
+                               (["baseline", "comparison"], 2)]
+    assert [(r.side, r.run_index, r.status) for r in runs] == [
+        ("baseline", 0, "ok"), ("comparison", 0, "ok"), ("comparison", 1, "ok"), ("baseline", 1, "ok"),
+        ("baseline", 2, "ok"), ("comparison", 2, "ok")]
+
+
+def test_a_duets_extra_runs_are_duets_too(test_spec):
+    engine, calls = engine_with(Script())
+    engine.execute(tests=[test_spec], sides=sides("baseline", "comparison"), settings=RunSettings(runs=2, duet=True),
+                   session_id=None, more_runs=lambda test, runs, so_far: 2 if so_far < 4 else 0)
+    assert [index for _, index in together(calls)] == [0, 1, 2, 3] and len(measured(calls)) == 8
+
+
+def test_a_counted_test_or_a_lone_side_is_never_a_duet(test_spec):
+    engine, calls = engine_with(Script())
+    engine.execute(tests=[test_spec], sides=sides("baseline", "comparison"),
+                   settings=RunSettings(runs=2, duet=True, measure="instructions"), session_id=None)
+    engine.execute(tests=[test_spec], sides=sides("baseline"), settings=RunSettings(runs=2, duet=True),
+                   session_id=None)
+    assert together(calls) == [] and len(measured(calls)) == 6
+
+
+def test_a_duet_ends_when_a_side_can_run_no_more(test_spec):
+    engine, calls = engine_with(Script(fail_run={"comparison": {1}}))
+    runs = engine.execute(tests=[test_spec], sides=sides("baseline", "comparison"),
+                          settings=RunSettings(runs=4, duet=True), session_id=None)
+    assert [index for _, index in together(calls)] == [0, 1]      # never a lone baseline measured as a duet
+    assert [(r.side, r.run_index, r.status) for r in runs][-2:] == [("comparison", 1, "failed"), ("baseline", 1, "ok")]
+
+
+def test_an_interrupted_duet_marks_both_of_its_runs_interrupted(test_spec):
+    sink = ListSink()
+    engine, calls = engine_with(Script(interrupt_at=3), sinks=[sink])
+    with pytest.raises(KeyboardInterrupt):
+        engine.execute(tests=[test_spec], sides=sides("baseline", "comparison"),
+                       settings=RunSettings(runs=2, duet=True), session_id=None)
+    assert [e[0] for e in sink.events] == ["started", "started", "finished", "finished", "started", "started",
+                                           "interrupted", "interrupted"]
+    assert calls[-1] == ("close",)
 
 
 def test_every_run_reaches_every_sink_and_observer_once(test_spec):

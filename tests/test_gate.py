@@ -173,6 +173,7 @@ def test_a_catalogue_with_broken_suites_names_them_with_file_and_line_and_keeps_
     (["--budget", "soon"], "--budget: not a time budget: 'soon'"),
     (["--budget", "0h"], "leaves no time"),
     (["--resume", "3", "quick"], "--resume continues the stored gate"),
+    (["--duet", "--comparison", "tcp://127.0.0.1:1"], "--duet: both servers must run on this machine"),
 ])
 def test_bad_input_is_one_line_and_exit_2(redline_cli, args, words):
     proc = redline_cli("gate", *args)

@@ -11,6 +11,7 @@ replies); the run documents asserted here are the ones those tests see."""
 from __future__ import annotations
 
 import stat
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -209,20 +210,23 @@ def stub_loadgen(tmp_path, monkeypatch):
 
 
 def play(tmp_path: Path, turns: list[Turn], *, runs: int, arguments: str = "--ratio 0:1 -c 5 -t 1 --pipeline 10",
-         restart_fails_at: int | None = None, spread: float | None = 1.02) -> Played:
-    """The real Engine and ServerRunner over the fakes, one side, `runs` runs."""
+         restart_fails_at: int | None = None, spread: float | None = 1.02, names: tuple = (None,),
+         duet: bool = False, load: type = None) -> Played:
+    """The real Engine and ServerRunner over the fakes: one side (or one per name), `runs` runs."""
     suites = tmp_path / "suites"
     suites.mkdir(exist_ok=True)
     test = load_test(write_suite(suites, "seam", f"{arguments} --test-time 2"))
     servers, heard = FakeServers(turns, restart_fails_at=restart_fails_at, spread=spread), Heard()
+    loads = (load or CannedLoad)(turns)
 
     def runners(test, topology, sides, settings, observer, workdir):
         return ServerRunner(test, topology, sides, settings, observer=observer, servers=servers,
-                            load=CannedLoad(turns), workdir=workdir, artifacts=lambda run: tmp_path)
+                            load=loads, workdir=workdir, artifacts=lambda run: tmp_path)
 
-    side = Side(Target("bin:/fake/redis-server", binary=Path("/fake/redis-server")))
+    binaries = [Path("/fake/redis-server" + (f"-{name}" if name else "")) for name in names]
+    sides = [Side(Target(f"bin:{binary}", binary=binary), name) for binary, name in zip(binaries, names)]
     records = Engine(runners=runners, observers=[heard]).execute_test(
-        test, sides=[side], settings=RunSettings(runs=runs, duration_s=2.0, warmup_s=0.0), session_id=None)
+        test, sides=sides, settings=RunSettings(runs=runs, duration_s=2.0, warmup_s=0.0, duet=duet), session_id=None)
     return Played([run.to_json() for run in records], heard.notes, servers)
 
 
@@ -386,3 +390,52 @@ def test_a_probe_that_could_not_run_leaves_the_runs_without_one_and_says_nothing
     assert [r["status"] for r in played.runs] == ["ok", "ok"]
     assert all("steadiness" not in r["facts"]["machine"] for r in played.runs)
     assert not any("steady" in note for note in played.notes)
+
+
+# -- duets -----------------------------------------------------------------------------------------
+class MeetingLoad(CannedLoad):
+    """Each load waits, inside its run, for the other side's to be running too: the duet's loads
+    can only both end if they ran at once (one after the other, the first waits out the barrier
+    and the test fails with BrokenBarrierError)."""
+
+    def __init__(self, turns: list[Turn]):
+        super().__init__(turns)
+        self.meeting = threading.Barrier(2, timeout=60)
+        self.lock = threading.Lock()
+        self.ports: list[int] = []
+
+    def __call__(self, test, request, arguments_for, **kwargs):
+        with self.lock:
+            self.ports.append(request.port)
+        self.meeting.wait()
+        with self.lock:
+            return super().__call__(test, request, arguments_for, **kwargs)
+
+
+def test_a_duet_runs_both_sides_loads_at_once_after_one_probe_and_says_so_in_each_run(tmp_path):
+    played = play(tmp_path, [ok_turn() for _ in range(6)], runs=3, names=("baseline", "comparison"), duet=True,
+                  load=MeetingLoad)
+    assert [(r["side"], r["run_index"], r["status"]) for r in played.runs] == [
+        ("baseline", 0, "ok"), ("comparison", 0, "ok"), ("comparison", 1, "ok"), ("baseline", 1, "ok"),
+        ("baseline", 2, "ok"), ("comparison", 2, "ok")]
+    assert played.servers.probed == [[0, 1]]                  # once, before any load
+    label = {"baseline": "bin:/fake/redis-server-baseline", "comparison": "bin:/fake/redis-server-comparison"}
+    for run in played.runs:
+        assert run["facts"]["duet"]["with"] == [label["comparison" if run["side"] == "baseline" else "baseline"]]
+        assert run["facts"]["duet"]["overlap"] == 1.0 and run["flags"] == []    # the fakes' windows are one
+    # the side whose load starts first alternates, as interleaved runs alternate A B, B A
+    assert [r["facts"]["duet"]["load_order"] for r in played.runs[::2]] == [
+        [label["baseline"], label["comparison"]], [label["comparison"], label["baseline"]],
+        [label["baseline"], label["comparison"]]]
+
+
+def test_a_duet_whose_partner_cannot_start_its_run_measures_neither_and_ends(tmp_path):
+    played = play(tmp_path, [ok_turn() for _ in range(6)], runs=3, names=("baseline", "comparison"), duet=True,
+                  load=MeetingLoad, restart_fails_at=3)     # run 1: the first side's restart fails
+    statuses = [(r["side"], r["run_index"], r["status"]) for r in played.runs]
+    assert statuses == [("baseline", 0, "ok"), ("comparison", 0, "ok"),
+                        ("comparison", 1, "failed"), ("baseline", 1, "failed")], statuses
+    assert played.runs[2]["error"].startswith("not measured: a duet of bin:/fake/redis-server-comparison, "
+                                              "bin:/fake/redis-server-baseline needs every side")
+    assert played.runs[3]["error"] == "the server did not come back: fake restart failure"
+    assert "could not be restarted" in " ".join(played.notes)

@@ -14,6 +14,8 @@ milliseconds.
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol
 
@@ -38,6 +40,7 @@ CLIENT_SATURATION = 0.90       # client_cpu_util above this: the load generator 
 MISS_PATH_RATIO = 0.50         # a read workload with more misses than this measures the miss path
 MIN_ROUNDS = 10                # a window shorter than this many median latencies measures too few rounds
 ERROR_TYPES_SHOWN = 3
+DUET_OVERLAP = 0.90           # a duet whose measured windows overlapped less than this (of the shorter) is flagged
 
 ArtifactPlace = Callable[[Run], Path]      # where a run's files (profiles) are kept
 ServerAlive = Callable[[], bool]
@@ -142,6 +145,46 @@ class ServerRunner:
     def measure(self, side: Side, run: Run) -> None:
         """One run of one side on a server in the test's planned state. A side whose server could
         not be brought back into that state, or exited, runs no more; one that hung is replaced."""
+        prepared = self._before_run(side, run)
+        if prepared is not None:
+            self._measure(side, run, prepared)
+            self._after_run(side, run, prepared)
+
+    def measure_together(self, runs: list[tuple[Side, Run]]) -> None:
+        """A duet (redline.engine.engine): every side's server brought into the test's state, here
+        (a server dies with the thread that started it), then every side's load at once, one thread
+        each, the servers sharing the plan's server cores and the loads its client cores. A run
+        whose partner could not start is not measured alone: alone it would measure something else."""
+        prepared = {side: self._before_run(side, run) for side, run in runs}
+        partners = ", ".join(side.target.label for side, _ in runs)
+        if any(ready is None for ready in prepared.values()):
+            for side, run in runs:
+                if prepared[side] is not None:
+                    run.facts = {**prepared[side].facts, "machine": machine.facts()}
+                    run.finish("failed", error=f"not measured: a duet of {partners} needs every side, "
+                                               "and another could not start this run")
+            return
+        self._probe_once(next(iter(prepared.values())).plan)      # before any load: the servers are idle
+        interrupted = threading.Event()
+        duet = _Duet([(side, run, prepared[side]) for side, run in runs], self._measure, stop=interrupted.is_set)
+        try:
+            duet.wait()
+        except BaseException:
+            interrupted.set()             # each load ends at its next poll; the engine marks the runs interrupted
+            duet.wait(reraise=False)
+            raise
+        overlap = _overlap([run.facts.get("window") for _, run in runs])
+        for side, run in runs:
+            run.facts["duet"] = {"with": [other.target.label for other, _ in runs if other is not side],
+                                 "load_order": [s.target.label for s, _ in runs], "overlap": overlap}
+            if overlap is not None and overlap < DUET_OVERLAP:
+                run.flags.append(f"duet: the sides' measured windows overlapped for {overlap:.0%} of the shorter; "
+                                 "the rest of it did not share the machine with the other side")
+            self._after_run(side, run, prepared[side])
+
+    def _before_run(self, side: Side, run: Run) -> Prepared | None:
+        """The side's server, in the test's state for this run; None (the run failed, the side
+        runs no more) when it could not be brought back into that state."""
         try:
             self.ready_sides[side] = self.servers.before_run(side, self.ready_sides[side])
         except (RunError, SkipTest) as exc:
@@ -149,9 +192,11 @@ class ServerRunner:
             self.observer.note(f"{side.target.label}: the server could not be restarted into the test's state; "
                                f"the remaining runs of {self.test.name} are skipped")
             run.finish("failed", error=str(exc))
-            return
-        prepared = self.ready_sides[side]
-        self._measure(side, run, prepared)
+            return None
+        return self.ready_sides[side]
+
+    def _after_run(self, side: Side, run: Run, prepared: Prepared) -> None:
+        """A server that hung is replaced for the next run; one that exited runs no more."""
         if prepared.hung:
             self.release(side)
             self.replace.add(side)
@@ -163,13 +208,16 @@ class ServerRunner:
                                f"the remaining runs of {self.test.name} are skipped")
 
     # -- one run ------------------------------------------------------------------------------
-    def _measure(self, side: Side, run: Run, prepared: Prepared) -> None:
+    def _measure(self, side: Side, run: Run, prepared: Prepared, stop: Callable[[], bool] | None = None) -> None:
+        """The run's load and what it measured. `stop()` true ends the load at its next poll (a
+        duet's other thread saw redline interrupted)."""
         server, settings = prepared.server, self.settings
         request = LoadRequest(arguments=server.load_arguments(self.test.client.arguments), host=server.host,
                               port=server.port, json_path=self.workdir / f"run-{run.uid}.json",
                               duration_s=settings.duration_s, warmup_s=settings.warmup_s,
                               cpus=prepared.plan.client_cpus)
-        probe, watch = self.servers.probe(server), self.servers.watch(server)
+        probe, server_watch = self.servers.probe(server), self.servers.watch(server)
+        watch = server_watch if stop is None else (lambda: not stop() and server_watch())
         run.facts = {**prepared.facts, "machine": self._machine_facts(prepared), "loadgen_argv": request.argv(),
                      "warmup_s": settings.warmup_s, "state": dict(prepared.facts["state"])}
         try:
@@ -190,6 +238,7 @@ class ServerRunner:
                 raise RunError(_why_not_a_result(exc, probe)) from exc
             run.metrics, run.series, run.flags = self._results(result, probe, prepared.plan)
             run.facts["state"]["memory_at_window_start"] = memory_figures(probe.info_start)
+            run.facts["window"] = _window_times(probe)
             run.facts["loadgen"] = result.report.facts
             if result.groups:       # several clients at once (redline.load.groups): the headline is the last
                 run.facts.update(groups=result.groups, headline_group=result.headline, loadgen_argv=result.argv)
@@ -207,15 +256,19 @@ class ServerRunner:
         carries that one probe."""
         if not self.probes_steadiness:
             return machine.facts()
-        if not self.probed:
-            self.probed = True
-            plan = prepared.plan
-            self.steadiness = self.servers.steadiness(sorted({c for cores in (*plan.servers, plan.client_cpus)
-                                                              for c in cores}))
-            if self.steadiness is not None and not self.steadiness.steady:
-                self.observer.note(f"the machine is {self.steadiness.describe()}: this test's timed intervals "
-                                   "will be wider than on a quiet machine")
+        self._probe_once(prepared.plan)
         return {**machine.facts(), **({"steadiness": self.steadiness.as_json()} if self.steadiness else {})}
+
+    def _probe_once(self, plan: CpuPlan) -> None:
+        """The steadiness probe of the test's cores, taken once, as its first timed run starts."""
+        if not self.probes_steadiness or self.probed:
+            return
+        self.probed = True
+        self.steadiness = self.servers.steadiness(sorted({c for cores in (*plan.servers, plan.client_cpus)
+                                                          for c in cores}))
+        if self.steadiness is not None and not self.steadiness.steady:
+            self.observer.note(f"the machine is {self.steadiness.describe()}: this test's timed intervals "
+                               "will be wider than on a quiet machine")
 
     def _drive(self, side: Side, run: Run, request: LoadRequest, probe: WindowProbe,
                watch: ServerAlive) -> LoadResult:
@@ -253,6 +306,51 @@ class ServerRunner:
         from redline.profile import Recorder  # perf tooling is only needed with --profile
         return Recorder(pids=server.pids(), binary=side.target.binary, workdir=self.artifacts(run),
                         title=f"{self.test.name} — {side.target.label}")
+
+
+def _window_times(probe: WindowProbe) -> dict | None:
+    """When the measured window began and ended (Unix time), from the probe's own marks."""
+    if probe.cpu_start is None or probe.cpu_end is None:
+        return None
+    offset = time.time() - time.monotonic()
+    return {"start": round(probe.cpu_start.at + offset, 3), "end": round(probe.cpu_end.at + offset, 3)}
+
+
+def _overlap(windows: list[dict | None]) -> float | None:
+    """The share of the shortest measured window that every side's window covered (a duet's loads
+    start together; a share below 1 is time one side ran alone, or nobody: negative)."""
+    if not windows or any(w is None for w in windows):
+        return None
+    shortest = min(w["end"] - w["start"] for w in windows)
+    if shortest <= 0:
+        return None
+    return round((min(w["end"] for w in windows) - max(w["start"] for w in windows)) / shortest, 3)
+
+
+class _Duet:
+    """The loads of a duet, one thread per side, started in the given order. A thread only waits on
+    its load generator, which it starts and outlives (redline.system.children); whatever one
+    raises that is not a failed run is raised again here."""
+
+    def __init__(self, sides: list[tuple[Side, Run, Prepared]], measure, *, stop: Callable[[], bool]):
+        self.raised: list[BaseException] = []
+        self.threads = [threading.Thread(target=self._one, args=(measure, side, run, prepared, stop), daemon=True,
+                                         name=f"duet {side.target.label}") for side, run, prepared in sides]
+        for thread in self.threads:
+            thread.start()
+
+    def _one(self, measure, side: Side, run: Run, prepared: Prepared, stop) -> None:
+        try:
+            measure(side, run, prepared, stop)
+        except BaseException as exc:      # noqa: BLE001 — handed to the waiting thread
+            self.raised.append(exc)
+
+    def wait(self, *, reraise: bool = True) -> None:
+        for thread in self.threads:
+            while thread.is_alive():
+                thread.join(timeout=0.2)      # short waits: Ctrl-C reaches the waiting thread between them
+        if self.raised and reraise:
+            raise self.raised[0]
 
 
 def _metrics(test: TestSpec, report: LoadReport, probe: WindowProbe, plan: CpuPlan):

@@ -8,7 +8,8 @@ from redline.analysis.stats import FUTILITY_CHANCE, Verdict
 from redline.commands.argtypes import positive_int, session_id
 from redline.commands.arguments import (COMPARE_MAX_RUNS, EXIT_STATUS, Parser, add_measurement_arguments,
                                        add_selection_arguments, measurement_defaults)
-from redline.commands.session import check_before_starting, execute, finish, run_settings
+from redline.commands.session import (DUET_HELP, check_before_starting, check_duet, execute, finish,
+                                      run_settings)
 from redline.core.errors import UsageError
 from redline.engine.run_plan import Side
 from redline.export.options import add_export_arguments
@@ -34,6 +35,7 @@ def add_parser(commands) -> None:
                         help=f"inconclusive tests get more runs, up to this many per side, while those runs have at "
                              f"least a {100 * FUTILITY_CHANCE:g}%% chance to decide (default {COMPARE_MAX_RUNS}; "
                              "with --measure instructions: --runs)")
+    parser.add_argument("--duet", action="store_true", help=DUET_HELP)
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit 3 when a regression survives Benjamini–Hochberg false-discovery control "
                              "(exit 1, as always, when a run failed)")
@@ -54,6 +56,7 @@ def compare_command(args) -> int:
                       "comparison")
     if args.max_runs < args.runs:
         raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")
+    check_duet(args, [baseline, comparison])
     tests = check_before_starting(args, [baseline, comparison])
     floors = Store(args.store).noise_floors() if args.store.exists() else {}
     plan = compare_plan([baseline, comparison], tests, run_settings(args), max_runs=args.max_runs, floors=floors)

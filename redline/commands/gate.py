@@ -13,7 +13,7 @@ from redline.analysis.stats import FUTILITY_CHANCE, Verdict
 from redline.commands.argtypes import duration, positive_int, regex, session_id, whole_seconds
 from redline.commands.arguments import (EXIT_STATUS, add_scale_argument, add_snapshots_argument, add_store_argument,
                                         add_window_argument)
-from redline.commands.session import check_outputs, finish
+from redline.commands.session import DUET_HELP, check_duet, check_outputs, finish
 from redline.core import metrics, terminal
 from redline.core.errors import UsageError
 from redline.engine.job import suite_path
@@ -92,6 +92,9 @@ def add_parser(commands) -> None:
     parser.add_argument("--resume", type=session_id, metavar="SESSION",
                         help="continue an interrupted or budget-limited gate of this store ('latest'): its "
                              "targets, tests and settings; decided tests are not measured again")
+    parser.add_argument("--duet", action="store_true",
+                        help=DUET_HELP.replace("timed A/B as duets", "timed confirmations as duets")
+                        + "; with --resume: the timed confirmations still to run")
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit 3 when a regression survives false-discovery control")
     add_store_argument(parser)
@@ -162,7 +165,9 @@ def _what_to_gate(args):
         settings = GateSettings(counted_runs=args.counted_runs, counted_max_runs=args.counted_max_runs,
                                 timed_runs=args.runs, timed_max_runs=args.max_runs, duration_s=args.duration,
                                 warmup_s=args.warmup, scale=args.scale, window_instructions=args.window_instructions,
-                                snapshots=args.snapshots, metric=args.metric, profile=args.profile)
+                                snapshots=args.snapshots, metric=args.metric, profile=args.profile,
+                                duet=args.duet)
+        check_duet(args, sides)
         return [], sides, settings, args.suites or [DEFAULT_CATALOGUE]
     if args.suites or args.baseline or args.comparison or args.name:
         raise UsageError("--resume continues the stored gate with its own targets and tests; give no suites, "
@@ -179,4 +184,7 @@ def _what_to_gate(args):
     sides = [Side(parse_target(s["target"], s.get("config") or {}, s.get("variant")), s["name"])
              for s in latest["sides"]]
     suites = [str(suite_path(reference)) for reference in latest["suites"]]
-    return documents, sides, GateSettings.from_json(latest["settings"]), suites
+    settings = GateSettings.from_json(latest["settings"])
+    settings.duet = settings.duet or args.duet          # the timed confirmations still to run
+    check_duet(args, sides)
+    return documents, sides, settings, suites

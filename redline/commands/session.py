@@ -45,6 +45,24 @@ def check_before_starting(args, sides: list[Side]) -> list[TestSpec]:
     return tests
 
 
+DUET_HELP = ("timed A/B as duets: run i of both sides at once, both servers sharing the same cores, so that what "
+             "the machine does meanwhile falls on both; server CPU per operation keeps its meaning, throughput and "
+             "latency are each side's share (docs/statistics.md, \"Duets\")")
+
+
+def check_duet(args, sides: list[Side]) -> None:
+    """--duet needs two servers redline runs on this machine, measured by time."""
+    if not getattr(args, "duet", False):
+        return
+    if getattr(args, "measure", None) == metrics.INSTRUCTIONS:
+        raise UsageError("--duet: counted runs (--measure instructions) do not feel the machine's noise; "
+                         "a duet is for timed runs")
+    remote = [side.target.spec for side in sides if not side.target.managed]
+    if remote:
+        raise UsageError(f"--duet: both servers must run on this machine to share its cores, and {remote[0]} "
+                         "is a server redline does not run")
+
+
 def check_outputs(args, outputs: dict[str, Path | None]) -> None:
     """The files a command will write ({flag: path}): never the store (checked before the file is
     touched), and writable."""
@@ -59,7 +77,8 @@ def run_settings(args) -> RunSettings:
     topologies = tuple(parse_topology(name) for name in (args.topology or [DEFAULT_TOPOLOGY]))
     return RunSettings(runs=args.runs, duration_s=args.duration, warmup_s=args.warmup, scale=args.scale,
                        profile=args.profile, topologies=topologies, snapshots=args.snapshots,
-                       measure=args.measure, window_instructions=args.window_instructions)
+                       measure=args.measure, window_instructions=args.window_instructions,
+                       duet=getattr(args, "duet", False))
 
 
 def session_sinks(args) -> tuple:

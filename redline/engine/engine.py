@@ -7,6 +7,12 @@ hands every run document to every *result sink* (the SQLite store is one) and ev
 (progress display, logs). It knows nothing of servers: the real runner is
 redline.bench.server_runner.ServerRunner, composed with the store in redline.lab.local; tests drive the
 engine with in-process fakes.
+
+A timed A/B can run as a *duet* (`RunSettings.duet`): run i of both sides at once, both servers on
+the same cores and both load generators on the client cores, so that whatever the machine does
+meanwhile (a host taking the core, a busy neighbour, a frequency change) falls on both sides of
+the pair alike. Only server CPU per operation keeps its meaning there; each side's throughput and
+latency are what it got while sharing its cores (docs/statistics.md, "Duets").
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ class TestRunner(Protocol):
     def release(self, side: Side) -> None: ...         # the side runs no more: stop its server
     def needs_fresh_server(self, side: Side) -> bool: ...   # its server was lost in a way a new one mends
     def measure(self, side: Side, run: Run) -> None: ...    # fill the run: status ok or failed, metrics …
+    def measure_together(self, runs: list[tuple[Side, Run]]) -> None: ...   # a duet: every side's run at once
     def close(self) -> None: ...
 
 
@@ -55,6 +62,14 @@ def interleaved(sides: list[Side], runs: int, start: int = 0) -> list[tuple[Side
         pair = sides if index % 2 == 0 else list(reversed(sides))
         order += [(side, index) for side in pair]
     return order
+
+
+def slots(sides: list[Side], runs: int, start: int = 0, *, duet: bool = False) -> list[tuple[list[Side], int]]:
+    """What runs at once, in order, for runs start..runs-1: one side at a time, interleaved; or, in a
+    duet, every side of run i together (listed A B, then B A, …, the order their loads start in)."""
+    if duet:
+        return [(sides if index % 2 == 0 else list(reversed(sides)), index) for index in range(start, runs)]
+    return [([side], index) for side, index in interleaved(sides, runs, start)]
 
 
 @contextmanager
@@ -148,18 +163,23 @@ class _TestExecution:
         return self.runs
 
     def _measured_runs(self, more_runs: MoreRuns | None) -> None:
-        planned, batch = self.settings.runs, interleaved(self.sides, self.settings.runs)
+        duet = self.settings.duet_for(self.test, self.sides)
+        planned, batch = self.settings.runs, slots(self.sides, self.settings.runs, duet=duet)
         while batch and self._any_ready():
-            for side, index in batch:
-                if self.runner.ready(side):
-                    self.runs.append(self._run(side, index))
+            for together, index in batch:
+                ready = [side for side in together if self.runner.ready(side)]
+                if duet and len(ready) < len(together):
+                    break             # a duet without one of its sides measures something else: no more pairs
+                if ready:
+                    self.runs += self._run_slot(ready, index)
+                for side in ready:
                     if self.runner.needs_fresh_server(side):
                         self._prepare(side)
             all_ready = all(self.runner.ready(side) for side in self.sides)
             extra = more_runs(self.test, self.runs, planned) if more_runs and all_ready else 0
             if extra:
                 self.observer.note(f"undecided: {extra} more runs per side")
-            planned, batch = planned + extra, interleaved(self.sides, planned + extra, start=planned)
+            planned, batch = planned + extra, slots(self.sides, planned + extra, start=planned, duet=duet)
         if self.settings.profile:
             for side in self.sides:
                 if self.runner.ready(side):
@@ -191,14 +211,23 @@ class _TestExecution:
             self.runs.append(self._failed(side, exc))
 
     def _run(self, side: Side, index: int, purpose: str = "measure") -> Run:
-        run = self.engine.new_run(self.test, side, self.topology, self.session_id, index, purpose)
+        return self._run_slot([side], index, purpose)[0]
+
+    def _run_slot(self, sides: list[Side], index: int, purpose: str = "measure") -> list[Run]:
+        """Run `index` of `sides`: of one side, or of several at once (a duet)."""
+        runs = [self.engine.new_run(self.test, side, self.topology, self.session_id, index, purpose) for side in sides]
         try:
-            self.runner.measure(side, run)
+            if len(runs) == 1:
+                self.runner.measure(sides[0], runs[0])
+            else:
+                self.runner.measure_together(list(zip(sides, runs)))
         except BaseException:
-            self.engine.interrupted(run, "redline was interrupted during this run")
+            for run in runs:
+                self.engine.interrupted(run, "redline was interrupted during this run")
             raise
-        self.observer.run_finished(self.engine.finished(run))
-        return run
+        for run in runs:
+            self.observer.run_finished(self.engine.finished(run))
+        return runs
 
     def _failed(self, side: Side, exc: RunError, index: int = 0) -> Run:
         """A side that could not be prepared: one failed run says why."""

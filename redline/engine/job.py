@@ -22,7 +22,7 @@ from redline.topology import parse_topology
 JOB_FORMAT = 1
 BUILTIN = "builtin:"
 # The RunSettings a job carries (its topology is the job's own).
-SETTINGS = ("runs", "duration_s", "warmup_s", "scale", "profile", "snapshots", "measure", "window_instructions",
+SETTINGS = ("runs", "duration_s", "warmup_s", "scale", "profile", "duet", "snapshots", "measure", "window_instructions",
             "window_requests", "earlier_window_requests")
 
 

@@ -3,6 +3,7 @@ the Observer interface through which the engine reports what it is doing."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,9 @@ class RunSettings:
     warmup_s: float = 2.0
     scale: float | None = None           # None: the suite's own dataset-scale, else 1.0
     profile: bool = False                # one extra, profiled run per test and side after the measured ones
+    # timed A/B: run i of both sides at once, both servers on the same cores, so that what the machine
+    # does meanwhile falls on both (redline.engine.engine, "duet"); counted tests run as always
+    duet: bool = False
     topologies: tuple[TopologySpec, ...] = field(default_factory=lambda: (parse_topology(DEFAULT_TOPOLOGY),))
     snapshots: bool = True               # restore prepared datasets from the RDB snapshot cache
     # "time" or "instructions" (the server under callgrind, a fixed request count: redline.instructions);
@@ -51,6 +55,10 @@ class RunSettings:
         """Is `test` counted (the server under callgrind) rather than timed?"""
         return self.measure_for(test) == INSTRUCTIONS
 
+    def duet_for(self, test: TestSpec, sides: list[Side]) -> bool:
+        """Are `test`'s runs duets: both sides of an A/B at once? Timed A/Bs only."""
+        return self.duet and len(sides) == 2 and not self.counts(test)
+
 
 class Observer:
     """What the engine tells the outside world while it works (progress display, logs)."""
@@ -68,16 +76,19 @@ OBSERVER_EVENTS = ("test_started", "test_skipped", "phase", "progress", "detail"
 
 
 class Observers(Observer):
-    """Several observers as one: each hears every event, in order."""
+    """Several observers as one: each hears every event, in order, one event at a time (the two
+    runs of a duet report from two threads)."""
 
     def __init__(self, observers=()):
         self.observers = list(observers)
+        self.one_at_a_time = threading.RLock()
 
 
 def _to_each(event: str):
     def tell_each(self: Observers, *args, **kwargs) -> None:
-        for observer in self.observers:
-            getattr(observer, event)(*args, **kwargs)
+        with self.one_at_a_time:
+            for observer in self.observers:
+                getattr(observer, event)(*args, **kwargs)
     tell_each.__name__ = event
     return tell_each
 

@@ -71,6 +71,7 @@ class GateSettings:
     snapshots: bool = True
     metric: str = DECISION_METRIC
     profile: bool = True            # counted profiles of the tests whose counts moved
+    duet: bool = False              # timed confirmations as duets (redline.engine.engine)
     q: float = 0.05
 
     @classmethod
@@ -235,7 +236,7 @@ class Gate:
             max_runs = None
         else:
             settings = {**common, "measure": TIMED, "runs": s.timed_runs, "duration_s": s.duration_s,
-                        "warmup_s": s.warmup_s}
+                        "warmup_s": s.warmup_s, "duet": s.duet}
             # the p its change needs to survive the catalogue's false-discovery control is set as the
             # job starts (_rule), from the timed decisions that ended before it
             max_runs = s.timed_max_runs
