@@ -4,7 +4,9 @@ windows: A/A spread, appendonly's cost on SET and not on GET, the flame graph.""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import shutil
 from pathlib import Path
 
@@ -326,6 +328,24 @@ def test_a_load_phase_past_its_bound_says_what_was_expected_and_what_it_had_done
     assert re.fullmatch(r"redline-load did not finish within 2s and was stopped \(the window: expected about 0\.4s "
                         r"for 2,000 requests\); (it had reported no progress|[\d,]+ requests had completed after \d+s)",
                         str(stopped.value)), str(stopped.value)
+
+
+@pytest.mark.skipif(not REDIS_SERVER.exists(), reason="needs /usr/bin/redis-server (setup.sh installs it)")
+def test_a_load_that_completes_nothing_is_stopped_by_its_progress_bound_and_says_so(tmp_path):
+    """A preload has no bound on its whole length, only on progress: a server that answers nothing
+    (stopped by SIGSTOP, not watched here) stalls the load whatever this machine's speed."""
+    server = start_redis_server()
+    try:
+        os.kill(server.process.pid, signal.SIGSTOP)
+        request = LoadRequest(["--ratio", "1:0", "-c", "2", "-t", "1", "--test-time", "600"], server.host, server.port,
+                              tmp_path / "load.json")
+        with pytest.raises(RunError) as stopped:
+            run_load(request, stall_s=2.0)
+    finally:
+        os.kill(server.process.pid, signal.SIGCONT)
+        server.stop()
+    assert re.fullmatch(r"redline-load completed no request for 2s and was stopped; (it had reported no progress|"
+                        r"0 requests had completed after \d+s)", str(stopped.value)), str(stopped.value)
 
 
 # -- real valgrind, real redis-server -----------------------------------------------------------------

@@ -115,6 +115,25 @@ def _done(progress: dict | None) -> str:
     return f"{ops:,}{of} requests had completed after {float(progress.get('elapsed_s') or 0):,.0f}s"
 
 
+class _Progress:
+    """Whether a load has completed no request for `stall_s` seconds, from its progress events."""
+
+    def __init__(self, stall_s: float | None):
+        self.stall_s = stall_s
+        self.ops: int | None = None
+        self.since = time.monotonic()
+
+    def stalled(self, event: dict | None) -> bool:
+        if self.stall_s is None:
+            return False
+        ops = int((event or {}).get("ops") or 0)
+        now = time.monotonic()
+        if self.ops is None or ops > self.ops:
+            self.ops, self.since = ops, now
+            return False
+        return now - self.since > self.stall_s
+
+
 def _seconds_arg(seconds: float) -> str:
     return str(int(seconds)) if float(seconds).is_integer() else f"{seconds:g}"
 
@@ -165,10 +184,13 @@ class _Reader:
 
 def run_load(request: LoadRequest, *, listener: LoadListener | None = None,
              server_alive: Callable[[], bool] | None = None, poll_s: float = 0.1,
-             timeout_s: float | None = None, expected: str | None = None) -> LoadResult:
+             timeout_s: float | None = None, expected: str | None = None,
+             stall_s: float | None = None) -> LoadResult:
     """Run redline-load to completion. Raises ServerGone if `server_alive` turns false meanwhile,
-    RunError if redline-load fails or runs past `timeout_s` (a positive number of seconds; the
-    message then names `expected`, what the caller expected of it, and what it had done)."""
+    RunError if redline-load fails, runs past `timeout_s` (a positive number of seconds; the
+    message then names `expected`, what the caller expected of it, and what it had done), or
+    completes no request for `stall_s` seconds (a bound on progress, not on the whole: a long
+    load that keeps going is never stopped by it)."""
     if timeout_s is not None and not 0 < timeout_s < math.inf:
         raise RunError(f"internal: redline-load given a time bound of {timeout_s!r}s (must be positive and finite)")
     argv = request.argv()
@@ -179,8 +201,9 @@ def run_load(request: LoadRequest, *, listener: LoadListener | None = None,
     reader = _Reader(listener)
     thread = threading.Thread(target=reader.consume, args=(proc.stderr,), daemon=True)
     thread.start()
-    server_lost = timed_out = False
+    server_lost = timed_out = stalled = False
     deadline = time.monotonic() + timeout_s if timeout_s else None
+    progress = _Progress(stall_s)
     try:
         while proc.poll() is None:
             if server_alive is not None and not server_alive():
@@ -189,6 +212,10 @@ def run_load(request: LoadRequest, *, listener: LoadListener | None = None,
                 break
             if deadline is not None and time.monotonic() > deadline:
                 timed_out = True
+                proc.kill()
+                break
+            if progress.stalled(reader.progress):
+                stalled = True
                 proc.kill()
                 break
             time.sleep(poll_s)
@@ -209,6 +236,9 @@ def run_load(request: LoadRequest, *, listener: LoadListener | None = None,
     if timed_out:
         said = f" ({expected})" if expected else ""
         raise RunError(f"redline-load did not finish within {timeout_s:,.0f}s and was stopped{said}; "
+                       f"{_done(reader.progress)}")
+    if stalled:
+        raise RunError(f"redline-load completed no request for {stall_s:,.0f}s and was stopped; "
                        f"{_done(reader.progress)}")
     last = reader.other_lines[-1] if reader.other_lines else f"exit status {proc.returncode}"
     if proc.returncode != 0 and not request.json_path.exists():
