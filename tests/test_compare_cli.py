@@ -104,8 +104,11 @@ def test_max_runs_below_runs_is_a_usage_error(redline_cli):
 def test_a_duet_measures_both_sides_at_once_on_the_same_cores(tmp_path, redline_cli):
     """Real servers, real redline-load: each pair's measured windows overlap, on one server core."""
     out, db = tmp_path / "duet.json", tmp_path / "r.db"
-    redline_cli("compare", "quick", "--name", "string-get-100B-pipeline-1$", "--duet", "--runs", "3", "--max-runs",
-                "3", "--duration", "2s", "--warmup", "0.5s", "--json", out, "--store", db, check_exit=0, timeout=600)
+    proc = redline_cli("compare", "quick", "--name", "string-get-100B-pipeline-1$", "--duet", "--runs", "3",
+                       "--max-runs", "3", "--duration", "2s", "--warmup", "0.5s", "--json", out, "--markdown",
+                       tmp_path / "pr.md", "--store", db, check_exit=0, timeout=600)
+    for page in (" ".join(proc.stdout.split()), (tmp_path / "pr.md").read_text()):
+        assert "timed runs as duets: both sides at once on the same cores" in page
     pairs: dict[int, dict] = {}
     for side, index, status, facts in sqlite3.connect(db).execute(
             "SELECT side, run_index, status, facts FROM runs WHERE purpose = 'measure'"):

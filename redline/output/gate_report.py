@@ -123,7 +123,9 @@ def phases_line(document: dict) -> str:
     p = document.get("phases") or {}
     return (f"wall time {duration_words(document.get('elapsed_s'))} after builds of "
             f"{duration_words(p.get('builds_s'))}: counted screen {duration_words(p.get('screen_wall_s'))} (lanes), "
-            f"timed {duration_words(p.get('timed_s'))}, counted profiles {duration_words(p.get('profile_s'))}; "
+            f"timed {duration_words(p.get('timed_s'))}"
+            f"{' (duets)' if (document.get('settings') or {}).get('duet') else ''}, "
+            f"counted profiles {duration_words(p.get('profile_s'))}; "
             f"datasets prepared {duration_words(p.get('preparation_s'))} (inside those)")
 
 

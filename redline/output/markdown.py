@@ -41,7 +41,13 @@ def literal(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def sides_sentence(baseline: str, comparison: str, quote=literal) -> str:
+def sides_sentence(baseline: str, comparison: str, quote=literal, *, runs=()) -> str:
+    """Who was compared, and how the runs met the machine: interleaved, or as duets (when any of
+    `runs` was one: redline.engine.engine)."""
+    if any((run.facts or {}).get("duet") for run in runs):
+        return (f"Baseline {quote(baseline)} vs comparison {quote(comparison)}, timed runs as duets: both sides at "
+                "once on the same cores, so throughput and latency are each side's share; server CPU per "
+                "operation is the comparison that means what it says.")
     return f"Baseline {quote(baseline)} vs comparison {quote(comparison)}, runs interleaved A B B A on one machine."
 
 
@@ -51,7 +57,7 @@ def comparison_markdown(comparisons: list[TestComparison], records: list[Run], *
     shown = metrics.compared(metrics.measure_of(r.metrics for r in records))
     steadiness = summarize(records)
     lines = [f"**redline**: {summary_sentence(comparisons, tests)}", "",
-             sides_sentence(baseline, comparison), "",
+             sides_sentence(baseline, comparison, runs=records), "",
              *([f"{steadiness.sentence()}.", ""] if steadiness else []),
              f"| test | metric | baseline | comparison | Δ | {interval_label(comparisons)} | p | verdict |",
              "|---|---|---:|---:|---:|---:|---:|---|"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from redline.core import terminal
 from redline.output import verdicts
 from redline.output.bisect_report import report_lines
+from redline.output.markdown import sides_sentence
 from redline.output.tables import noise_floor_table, print_profiles, print_results
 from redline.store.session import SessionDocument
 from redline.system.steadiness import summarize
@@ -56,5 +57,8 @@ def _comparisons(console, session: SessionDocument) -> None:
     steadiness = summarize(session.measured)
     if steadiness:
         console.print(steadiness.sentence() + ".", soft_wrap=True)
+    if session.kind == "compare":
+        console.print(sides_sentence(session.side_label("baseline") or "?", session.side_label("comparison") or "?",
+                                     quote=str, runs=session.measured), soft_wrap=True)
     for line in verdicts.profile_lines(comparisons):
         console.print(line)

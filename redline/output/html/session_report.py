@@ -257,7 +257,7 @@ def _compare_sections(page: Page, data: SessionDocument, tests: dict[str, list[R
     comparisons = data.comparisons
     baseline, comparison = data.side_label("baseline") or "?", data.side_label("comparison") or "?"
     lead = (f'<p class="lead"><b>redline</b>: {text(summary_sentence(comparisons, len({c.test for c in comparisons})))}</p>'
-            f"<p>{sides_sentence(baseline, comparison, quote=lambda s: f'<code>{text(s)}</code>')}</p>")
+            f"<p>{sides_sentence(baseline, comparison, quote=lambda s: f'<code>{text(s)}</code>', runs=data.measured)}</p>")
     page.section("verdicts", "Verdicts", lead + _forest(page, comparisons) + _verdict_table(comparisons, tests)
                  + f'<p class="note">{_emphasis(LEGEND)}</p>')
 
