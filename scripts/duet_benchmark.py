@@ -59,7 +59,7 @@ def compare(args, test: str, mode: str, out: Path, log: Path) -> dict:
 
 
 def summarize(results: list[dict], args, sampler: LoadSampler) -> tuple[dict, str]:
-    by_mode = {mode: [r for r in results if r["mode"] == mode] for mode in MODES}
+    by_mode = {mode: [r for r in results if r["mode"] == mode] for mode in args.modes}
     totals = {}
     for mode, rows in by_mode.items():
         widths = [r["width_pct"] for r in rows if "width_pct" in r]
@@ -101,6 +101,8 @@ def main() -> int:
     parser.add_argument("--max-runs", dest="max_runs", type=int, default=15)
     parser.add_argument("--duration", default="3s")
     parser.add_argument("--warmup", default="1s")
+    parser.add_argument("--modes", nargs="+", choices=tuple(MODES), default=list(MODES),
+                        help="measure only these (default both, side by side)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     log = args.out / "commands.log"
@@ -112,7 +114,7 @@ def main() -> int:
     started = time.monotonic()
     try:
         for number, test in enumerate(args.tests):
-            order = list(MODES) if number % 2 == 0 else list(reversed(MODES))
+            order = list(args.modes) if number % 2 == 0 else list(reversed(args.modes))
             for mode in order:
                 print(f"[{time.monotonic() - started:6.0f}s] {test}: {mode}", file=sys.stderr, flush=True)
                 results.append(compare(args, test, mode, args.out, log))

@@ -122,6 +122,10 @@ def test_a_duet_measures_both_sides_at_once_on_the_same_cores(tmp_path, redline_
         windows = [baseline["window"], comparison["window"]]
         assert max(w["start"] for w in windows) < min(w["end"] for w in windows)     # at once, not in turn
         assert baseline["duet"]["load_order"][0].startswith("bin:") and len(baseline["duet"]["load_order"]) == 2
+        # one binary, one layout (redline.server.layout): the fixed seeds took, so the run_ids drawn from them agree
+        assert baseline["machine"]["layout"]["fixed_seeds"] is True
+        assert isinstance(baseline["machine"]["layout"]["aslr_off"], bool)
+        assert baseline["server_run_id"] == comparison["server_run_id"] is not None
     comparisons = json.loads(out.read_text())["comparisons"]
     assert not [c for c in comparisons if c["verdict"] in ("regression", "improvement")], comparisons
 

@@ -27,6 +27,7 @@ from redline.engine.run_plan import Observer, RunSettings, Side
 from redline.load.redline_load import LoadListener, LoadRequest, LoadResult, NotAResult, ServerGone
 from redline.load.report import LoadReport
 from redline.server.probes import WindowProbe
+from redline.server.layout import layout_facts, same_layout
 from redline.server.process import Server
 from redline.server.watch import ServerHung
 from redline.system import machine
@@ -100,7 +101,9 @@ class ServerRunner:
     """The engine's TestRunner on servers from `servers`, loaded by `load` (see the module docstring
     and redline.engine.engine.TestRunner)."""
 
-    servers_under = None       # what this runner's servers run under (redline.topology.deploy's `under`)
+    # what this runner's servers run under (redline.topology.deploy's `under`): timed servers of one
+    # binary laid out alike (fixed seeds, no address-space randomisation: redline.server.layout)
+    servers_under = staticmethod(same_layout)
     probes_steadiness = True   # timed runs depend on how steady the machine is; counted ones do not
 
     def __init__(self, test: TestSpec, topology: TopologySpec, sides: list[Side], settings: RunSettings, *,
@@ -239,6 +242,7 @@ class ServerRunner:
             run.metrics, run.series, run.flags = self._results(result, probe, prepared.plan)
             run.facts["state"]["memory_at_window_start"] = memory_figures(probe.info_start)
             run.facts["window"] = _window_times(probe)
+            run.facts["server_run_id"] = (probe.info_start or {}).get("run_id")   # equal where the seeds are fixed
             run.facts["loadgen"] = result.report.facts
             if result.groups:       # several clients at once (redline.load.groups): the headline is the last
                 run.facts.update(groups=result.groups, headline_group=result.headline, loadgen_argv=result.argv)
@@ -257,7 +261,8 @@ class ServerRunner:
         if not self.probes_steadiness:
             return machine.facts()
         self._probe_once(prepared.plan)
-        return {**machine.facts(), **({"steadiness": self.steadiness.as_json()} if self.steadiness else {})}
+        return {**machine.facts(), "layout": layout_facts(),
+                **({"steadiness": self.steadiness.as_json()} if self.steadiness else {})}
 
     def _probe_once(self, plan: CpuPlan) -> None:
         """The steadiness probe of the test's cores, taken once, as its first timed run starts."""
