@@ -10,7 +10,7 @@ noise; duets, 10 times narrower, showed them: an A/A of HGET on 1M hashes came o
 [−3.5%, −1.7%] (docs/statistics.md, "Duets").
 
 So every timed server starts with the counted servers' fixed seeds preloaded
-(redline/instructions/fixed_seed.c) and with address-space randomisation off (`setarch -R`,
+(redline/server/fixed_seed.c) and with address-space randomisation off (`setarch -R`,
 personality ADDR_NO_RANDOMIZE). Where either cannot be had (no C compiler to build the library,
 a sandbox that refuses the personality) the server starts as before, and the run's facts say so
 (`layout`)."""
@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from redline.core.errors import RunError
+from redline.server.seed import fixed_seed_library
 
 
 def same_layout(settings):
@@ -47,7 +48,6 @@ def layout_prefix() -> tuple[str, ...]:
 
 @functools.cache
 def _seed_library() -> Path | None:
-    from redline.instructions.seed import fixed_seed_library
     try:
         return fixed_seed_library()
     except (RunError, OSError, subprocess.SubprocessError):
