@@ -491,7 +491,7 @@ def test_the_preloaded_library_pins_the_seeds_of_srand_and_srandom_too():
     import os
     import subprocess
     import sys
-    from redline.instructions.seed import fixed_seed_library
+    from redline.server.seed import fixed_seed_library
     draw = ("import ctypes, sys; libc = ctypes.CDLL(None); seed = int(sys.argv[1]); libc.srandom(seed); "
             "first = libc.random(); libc.srand(seed + 1); print(first, libc.rand())")
 

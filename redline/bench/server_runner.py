@@ -261,7 +261,7 @@ class ServerRunner:
         if not self.probes_steadiness:
             return machine.facts()
         self._probe_once(prepared.plan)
-        return {**machine.facts(), "layout": layout_facts(),
+        return {**machine.facts(), "layout": layout_facts(cluster=self.topology.cluster),
                 **({"steadiness": self.steadiness.as_json()} if self.steadiness else {})}
 
     def _probe_once(self, plan: CpuPlan) -> None:

@@ -49,8 +49,8 @@ def find_valgrind() -> tuple[Path, Path]:
 
 def valgrind_prefix(workdir: Path) -> list[str]:
     """The command line that runs a server under callgrind, its dumps and vgdb FIFOs in `workdir`,
-    with the fixed hash seed preloaded (redline.instructions.seed)."""
-    from redline.instructions.seed import preloaded
+    with the fixed hash seed preloaded (redline.server.seed)."""
+    from redline.server.seed import preloaded
     valgrind, _ = find_valgrind()
     workdir = Path(workdir)
     return preloaded([str(valgrind), *VALGRIND_OPTIONS, f"--vgdb-prefix={workdir / VGDB_PREFIX_NAME}",

@@ -129,7 +129,7 @@ class InstructionsRunner(ServerRunner):
 
     def _seed_check(self, run_id: str | None) -> str | None:
         """A flag when this server's run_id differs from the first one's: its hash seed was not the
-        fixed one (redline.instructions.seed), so its dictionaries may be laid out differently."""
+        fixed one (redline.server.seed), so its dictionaries may be laid out differently."""
         if not run_id:
             return None
         self.first_run_id = self.first_run_id or run_id

@@ -10,7 +10,7 @@ noise; duets, 10 times narrower, showed them: an A/A of HGET on 1M hashes came o
 [−3.5%, −1.7%] (docs/statistics.md, "Duets").
 
 So every timed server starts with the counted servers' fixed seeds preloaded
-(redline/instructions/fixed_seed.c) and with address-space randomisation off (`setarch -R`,
+(redline/server/fixed_seed.c) and with address-space randomisation off (`setarch -R`,
 personality ADDR_NO_RANDOMIZE). Where either cannot be had (no C compiler to build the library,
 a sandbox that refuses the personality) the server starts as before, and the run's facts say so
 (`layout`)."""
@@ -25,29 +25,30 @@ from dataclasses import replace
 from pathlib import Path
 
 from redline.core.errors import RunError
+from redline.server.seed import fixed_seed_library
 
 
 def same_layout(settings):
     """`settings` (a redline.server.process.ServerSettings) for a server started with the fixed
-    seeds and without address-space randomisation, as far as this machine allows."""
-    prefix = layout_prefix()
+    seeds and without address-space randomisation, as far as this machine allows. A cluster node
+    keeps its own seed: it draws its node ID from it, and nodes of one ID cannot form a cluster."""
+    prefix = layout_prefix(cluster=settings.config.get("cluster-enabled") == "yes")
     return replace(settings, launcher=lambda workdir: list(prefix)) if prefix else settings
 
 
-def layout_facts() -> dict:
+def layout_facts(*, cluster: bool = False) -> dict:
     """What the timed servers of this machine start with (stored with each timed run)."""
-    return {"fixed_seeds": _seed_library() is not None, "aslr_off": bool(_no_aslr_prefix())}
+    return {"fixed_seeds": not cluster and _seed_library() is not None, "aslr_off": bool(_no_aslr_prefix())}
 
 
 @functools.cache
-def layout_prefix() -> tuple[str, ...]:
-    library = _seed_library()
+def layout_prefix(*, cluster: bool = False) -> tuple[str, ...]:
+    library = None if cluster else _seed_library()
     return (*_no_aslr_prefix(), *(("env", f"LD_PRELOAD={library}") if library else ()))
 
 
 @functools.cache
 def _seed_library() -> Path | None:
-    from redline.instructions.seed import fixed_seed_library
     try:
         return fixed_seed_library()
     except (RunError, OSError, subprocess.SubprocessError):

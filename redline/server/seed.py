@@ -1,5 +1,6 @@
-"""The fixed hash seed of counted servers: redline/instructions/fixed_seed.c, built once per
-source version into the cache, preloaded into every server that runs under callgrind.
+"""The fixed seeds of every measured server: redline/server/fixed_seed.c, built once per source
+version into the cache, preloaded into every server that runs under callgrind and every timed
+server (redline.server.layout).
 
 A Redis-protocol server draws its dictionaries' hash seed from /dev/urandom at startup; the
 layout of the command table and of the keyspace follows from it, and so do some costs (a

@@ -1,4 +1,4 @@
-/* Loaded into a counted server (LD_PRELOAD, redline/instructions/seed.py): every read of
+/* Loaded into every measured server (LD_PRELOAD, redline/server/seed.py): every read of
  * /dev/urandom through stdio gets the same bytes, so the server's random hash seed — drawn from
  * /dev/urandom at startup by Redis, Valkey and KeyDB (getRandomBytes) — is the same in every
  * instance, and so is the layout of its dictionaries (the command table, the keyspace).
