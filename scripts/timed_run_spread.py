@@ -5,7 +5,9 @@ side, the runs' spread (coefficient of variation) of
 * throughput summarised by each run's mean (what redline uses) and by its best second (the
   fastest of its per-second throughputs, as a minimum-of-times estimator would take it);
 
-beside the steadiness probe the test's runs carry (redline/system/steadiness.py: taken as the
+how much pairing helps: the standard deviation of the pairs' log ratios of server CPU per operation
+against that of two independent runs (1: pairing cancels nothing; 0: everything), and the
+correlation of a pair's two runs; beside the steadiness probe the test's runs carry (redline/system/steadiness.py: taken as the
 test's first timed run began): its widest spread over the cores, its lowest share, its fewest
 slices. The summary gives the ranges, and the rank correlation (Spearman) of each probe reading
 with the runs' spread of server CPU per operation over the tests that carry a probe.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sqlite3
 import statistics
 import sys
@@ -71,7 +74,21 @@ class TimedTest:
 
     def __init__(self):
         self.sides: dict[str, list[tuple[float, float, float | None]]] = defaultdict(list)
+        self.cpu_by_index: dict[str, dict[int, float]] = defaultdict(dict)
         self.probe: Steadiness | None = None
+
+    def pairing(self) -> tuple[float, float] | None:
+        """(sd of the pairs' log ratios ÷ sd of independent runs' log ratios, correlation of a pair's
+        runs) of server CPU per op, over the run indexes both sides have."""
+        base, comp = self.cpu_by_index.get("baseline", {}), self.cpu_by_index.get("comparison", {})
+        both = sorted(set(base) & set(comp))
+        if len(both) < 3:
+            return None
+        a, b = [math.log(base[i]) for i in both], [math.log(comp[i]) for i in both]
+        independent = math.sqrt(statistics.variance(a) + statistics.variance(b))
+        if independent == 0 or statistics.pstdev(a) == 0 or statistics.pstdev(b) == 0:
+            return None
+        return statistics.stdev([y - x for x, y in zip(a, b)]) / independent, statistics.correlation(a, b)
 
     def complete(self, min_runs: int) -> bool:
         return set(self.sides) == {"baseline", "comparison"} and min(len(v) for v in self.sides.values()) >= min_runs
@@ -92,12 +109,14 @@ def load(db: sqlite3.Connection) -> dict[tuple[int, str], TimedTest]:
         seconds[run_id].append(value)
     cpu = dict(db.execute("SELECT run_id, value FROM metrics WHERE name = 'server_cpu_us_per_op'"))
     tests: dict[tuple[int, str], TimedTest] = defaultdict(TimedTest)
-    query = ("SELECT r.id, r.test, r.side, r.session_id, r.facts, m.value FROM runs r JOIN metrics m ON m.run_id = r.id "
-             "WHERE r.purpose = 'measure' AND r.status = 'ok' AND m.name = 'ops_per_sec'")
-    for run_id, test, side, session, facts, mean in db.execute(query):
+    query = ("SELECT r.id, r.test, r.side, r.session_id, r.run_index, r.facts, m.value FROM runs r "
+             "JOIN metrics m ON m.run_id = r.id WHERE r.purpose = 'measure' AND r.status = 'ok' AND m.name = 'ops_per_sec'")
+    for run_id, test, side, session, index, facts, mean in db.execute(query):
         if len(seconds[run_id]) >= 2:                    # timed runs only: counted runs have no per-second series
             timed = tests[(session, test)]
             timed.sides[side].append((mean, max(seconds[run_id]), cpu.get(run_id)))
+            if cpu.get(run_id):
+                timed.cpu_by_index[side][index] = cpu[run_id]
             timed.probe = timed.probe or probe_in(facts)
     return tests
 
@@ -112,7 +131,7 @@ def main() -> int:
     parser.add_argument("--min-runs", type=int, default=5)
     args = parser.parse_args()
     db = sqlite3.connect(f"file:{args.store}?mode=ro", uri=True)
-    by_mean, by_best, by_cpu, probed = [], [], [], []
+    by_mean, by_best, by_cpu, probed, pairings = [], [], [], [], []
     for (session, test), timed in sorted(load(db).items()):
         if not timed.complete(args.min_runs):
             continue
@@ -123,6 +142,10 @@ def main() -> int:
         if cpu_cv is not None:
             by_cpu.append(cpu_cv)
             line += f"; server CPU/op {cpu_cv:.1%}"
+        pairing = timed.pairing()
+        if pairing is not None:
+            pairings.append(pairing)
+            line += f"; pairs {pairing[0]:.2f} of independent runs' spread (correlation {pairing[1]:+.2f})"
         if timed.probe is not None:
             cores = timed.probe.cores
             reading = (timed.probe.spread, min(c.share for c in cores), min(c.slices for c in cores))
@@ -136,6 +159,10 @@ def main() -> int:
     print(f"{len(by_mean)} tests, runs' spread: " + "; ".join(
         [describe_range("throughput by mean", by_mean), describe_range("by best second", by_best)]
         + ([describe_range("server CPU/op", by_cpu)] if by_cpu else [])))
+    if pairings:
+        print(f"{len(pairings)} tests with pairs: the pairs' log ratios spread {statistics.median(p[0] for p in pairings):.2f} "
+              f"of what independent runs would (median), a pair's runs correlated "
+              f"{statistics.median(p[1] for p in pairings):+.2f} (median)")
     if probed:
         columns = list(zip(*probed))
         correlations = [spearman(list(columns[i]), list(columns[3])) for i in range(3)]
