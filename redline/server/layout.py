@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from redline.core.errors import RunError
-from redline.server.seed import fixed_seed_library
+from redline.server.seed import fixed_seed_library, preloaded
 
 
 def same_layout(settings):
@@ -43,8 +43,8 @@ def layout_facts(*, cluster: bool = False) -> dict:
 
 @functools.cache
 def layout_prefix(*, cluster: bool = False) -> tuple[str, ...]:
-    library = None if cluster else _seed_library()
-    return (*_no_aslr_prefix(), *(("env", f"LD_PRELOAD={library}") if library else ()))
+    seeded = not cluster and _seed_library() is not None
+    return (*_no_aslr_prefix(), *(preloaded([]) if seeded else ()))
 
 
 @functools.cache
