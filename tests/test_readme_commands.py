@@ -47,7 +47,8 @@ ELSEWHERE = ("redline run standard", "redline run path/to/suites/", "redline run
              "redline bisect", "redline accuracy", "redline build", "redline fleet", "redline submit",
              "redline agent", "redline collector", "redline api", "redline suites validate", "redline show",
              "redline gate",      # gate: tests/test_scheduler_real.py runs it end to end, tests/test_gate.py on fakes
-             "redline compare --resume")      # tests/test_compare_resume.py: interrupted by SIGTERM, then resumed
+             "redline compare --resume",      # tests/test_compare_resume.py: interrupted by SIGTERM, then resumed
+             "redline compare --duet")        # tests/test_compare_cli.py: a real duet (windows overlap, same cores)
 
 
 def readme_commands() -> list[str]:
