@@ -273,12 +273,30 @@ def test_a_side_that_cannot_run_the_test_means_no_side_is_measured(test_spec):
     assert "cannot run this test" in next(r.error for r in runs if r.side == "baseline")
 
 
-def test_a_side_that_fails_to_start_is_one_failed_run_and_the_other_side_still_runs(test_spec):
+def test_a_side_that_fails_to_start_is_one_failed_run_and_the_other_side_is_not_even_prepared(test_spec):
     engine, calls = engine_with(Script(fail_prepare={"baseline"}))
     runs = engine.execute(tests=[test_spec], sides=sides("baseline", "comparison"),
                           settings=RunSettings(runs=2), session_id=None)
-    assert [(r.side, r.status) for r in runs] == [("baseline", "failed"), ("comparison", "ok"), ("comparison", "ok")]
+    assert [c for c in calls if c[0] == "prepare"] == [("prepare", "baseline")]
+    assert measured(calls) == []
+    assert [(r.side, r.status) for r in runs] == [("baseline", "failed"), ("comparison", "skipped")]
     assert runs[0].error == "baseline would not start"
+    assert runs[1].error == f"not measured: {runs[0].target} could not be prepared (baseline would not start)"
+
+
+def test_a_later_side_that_fails_to_start_releases_the_side_prepared_before_it(test_spec):
+    engine, calls = engine_with(Script(fail_prepare={"comparison"}))
+    runs = engine.execute(tests=[test_spec], sides=sides("baseline", "comparison"),
+                          settings=RunSettings(runs=2), session_id=None)
+    assert measured(calls) == []
+    assert [(r.side, r.status) for r in runs] == [("comparison", "failed"), ("baseline", "skipped")]
+    assert runs[1].error.startswith(f"not measured: {runs[0].target} could not be prepared")
+
+
+def test_a_lone_side_that_fails_to_start_is_one_failed_run(test_spec):
+    engine, calls = engine_with(Script(fail_prepare={"baseline"}))
+    runs = engine.execute(tests=[test_spec], sides=sides("baseline"), settings=RunSettings(runs=2), session_id=None)
+    assert [(r.side, r.status, r.error) for r in runs] == [("baseline", "failed", "baseline would not start")]
 
 
 def test_a_side_whose_server_exits_runs_no_more_and_gets_no_extra_runs(test_spec):

@@ -181,6 +181,25 @@ def test_bad_input_is_one_line_and_exit_2(redline_cli, args, words):
     assert proc.stderr.count("\n") == 1 and words in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("args, first_look", [
+    ([], 5),
+    (["--duet"], 7),                          # 7 pairs: the fewest whose signed-rank interval can decide at 15
+    (["--duet", "--max-runs", "31"], 9),
+    (["--duet", "--runs", "3"], 3),           # asked for: kept
+])
+def test_a_duet_confirmation_first_looks_where_its_pairs_can_decide(args, first_look):
+    from redline.analysis.comparison import looks_confidence
+    from redline.analysis.stats import signed_rank_reaches
+    from redline.cli import build_parser
+    from redline.commands.gate import first_timed_look
+    parsed = build_parser().parse_args(["gate", *args])
+    assert first_timed_look(parsed) == first_look
+    if "--duet" in args and "--runs" not in args:
+        most = parsed.max_runs
+        assert signed_rank_reaches(first_look, 1 - looks_confidence(first_look, most))
+        assert not signed_rank_reaches(first_look - 1, 1 - looks_confidence(first_look - 1, most))
+
+
 def test_the_document_is_json_with_every_test_once(tmp_path, tests):
     script = Script(log=tmp_path / "log.jsonl")
     gate, store, session = a_gate(tmp_path, script, tests, [GET_P1, LPUSH])

@@ -11,7 +11,7 @@ from redline.analysis import same_state
 from redline.analysis.counted import MIN_RUNS as INSTRUCTION_MIN_RUNS
 from redline.analysis.counted import deterministic_verdict
 from redline.analysis.stats import (FUTILITY_CHANCE, MetricComparison, Verdict, benjamini_hochberg, compare_metric,
-                                    confidence_per_look, needs_more_runs)
+                                    confidence_per_look, needs_more_runs, signed_rank_reaches)
 from redline.core import metrics
 from redline.core.run import Run
 
@@ -107,6 +107,18 @@ def looks_confidence(runs: int, max_runs: int, confidence: float = 0.95) -> floa
     peeking does not inflate false alarms (redline.analysis.stats.confidence_per_look)."""
     looks = 1 + math.ceil(max(0, max_runs - runs) / 2)
     return confidence_per_look(looks, confidence)
+
+
+def first_paired_look(max_runs: int, confidence: float = 0.95) -> int:
+    """The fewest pairs at which the paired signed-rank interval can decide, when inconclusive tests
+    get 2 more runs per look up to max_runs (7 of at most 15: below it the confidence per look
+    cannot be reached by any signed-rank result and the unpaired interval is used instead).
+    A duet starts there: its pairs share the machine's speed, and only the paired interval sees
+    how little they differ."""
+    for runs in range(2, max_runs + 1):
+        if signed_rank_reaches(runs, 1 - looks_confidence(runs, max_runs, confidence)):
+            return runs
+    return max_runs
 
 
 def _states_by_side(records: list[Run]) -> dict[str, list[dict | None]]:

@@ -46,6 +46,7 @@ __all__ = [
     "hodges_lehmann_paired",
     "hodges_lehmann_shift",
     "signed_rank_pvalue",
+    "signed_rank_reaches",
     "mann_whitney_pvalue",
     "MIN_TAU_PCT",
     "confidence_per_look",
@@ -288,6 +289,12 @@ def _signed_rank_critical(n: int, alpha: float) -> int:
     return int(np.searchsorted(cdf, alpha / 2.0, side="right"))
 
 
+def signed_rank_reaches(pairs: int, alpha: float) -> bool:
+    """Whether any signed-rank result on this many pairs can be significant at alpha (two-sided):
+    with 5 pairs the smallest p is 2/32, so never at 0.05."""
+    return _signed_rank_critical(pairs, alpha) > 0
+
+
 def _mann_whitney_critical(n_x: int, n_y: int, alpha: float) -> int:
     if n_x + n_y <= _MAX_EXACT_MW_TOTAL:
         cdf = _untied_mann_whitney_cdf(n_x, n_y)
@@ -415,7 +422,7 @@ def compare_metric(baseline: Sequence[float], comparison: Sequence[float], *,
     # are recognised.
     log_b, log_c = np.round(np.log(base), 9), np.round(np.log(comp), 9)
 
-    use_paired = paired and _signed_rank_critical(len(base), alpha) > 0
+    use_paired = paired and signed_rank_reaches(len(base), alpha)
     if use_paired:
         diffs = np.round(np.log(comp) - np.log(base), 9)
         estimate, low, high = hodges_lehmann_paired(diffs, alpha=alpha)

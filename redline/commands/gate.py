@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from redline.analysis.comparison import first_paired_look
 from redline.analysis.stats import FUTILITY_CHANCE, Verdict
 from redline.commands.argtypes import duration, positive_int, regex, session_id, whole_seconds
 from redline.commands.arguments import (EXIT_STATUS, add_scale_argument, add_snapshots_argument, add_store_argument,
@@ -72,8 +73,9 @@ def add_parser(commands) -> None:
                         help="counted runs per side of the screen (default 2)")
     parser.add_argument("--counted-max-runs", type=positive_int, default=3, metavar="N",
                         help="one more counted run per side while the screen is not 'no change', up to N (default 3)")
-    parser.add_argument("--runs", type=positive_int, default=5, metavar="N",
-                        help="timed runs per side of a confirmation (default 5)")
+    parser.add_argument("--runs", type=positive_int, default=None, metavar="N",
+                        help="timed runs per side of a confirmation (default 5; with --duet the first look at "
+                             "which the pairs' own interval can decide: 7 of at most 15)")
     parser.add_argument("--max-runs", type=positive_int, default=15, metavar="N",
                         help=f"two more timed runs per side while undecided and they have at least a "
                              f"{100 * FUTILITY_CHANCE:g}%% chance to decide, up to N (default 15)")
@@ -109,6 +111,7 @@ def gate_command(args) -> int:
     check_outputs(args, {"--json": args.json, "--markdown": args.markdown, "--html": args.html})
     cpus = available_cpus()
     plan_lanes(cpus, args.jobs or default_lanes(cpus))        # --jobs beyond the cores: one line, exit 2
+    args.runs = first_timed_look(args)
     if args.max_runs < args.runs:
         raise UsageError(f"--max-runs ({args.max_runs}) is smaller than --runs ({args.runs})")
     if args.counted_max_runs < args.counted_runs:
@@ -154,6 +157,15 @@ def gate_command(args) -> int:
     regressions = [v for v in result.verdicts if v.verdict == Verdict.REGRESSION]
     return finish(args, Session("gate", store, session, result.records),
                   regressions=len(regressions) if args.fail_on_regression else 0)
+
+
+def first_timed_look(args) -> int:
+    """Timed runs per side before a confirmation's first look: --runs, or 5 interleaved; as duets,
+    the fewest pairs whose own (signed-rank) interval can decide, since a duet's two sides differ
+    far less from each other than from the runs before and after them (docs/statistics.md, Duets)."""
+    if args.runs is not None:
+        return args.runs
+    return first_paired_look(args.max_runs) if args.duet else GateSettings.timed_runs
 
 
 def _what_to_gate(args):

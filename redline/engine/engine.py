@@ -151,10 +151,10 @@ class _TestExecution:
                 description = self.runner.plan()
             except RunError as exc:
                 return [self._failed(side, exc) for side in self.sides]
-            for side in self.sides:
+            for position, side in enumerate(self.sides):
                 self._prepare(side)
-            if not self._all_or_none():
-                return self.runs
+                if not self._all_or_none(later=self.sides[position + 1:]):
+                    return self.runs
             if any(self.runner.ready(side) for side in self.sides):
                 self.observer.note(description)
             self._measured_runs(more_runs)
@@ -188,18 +188,23 @@ class _TestExecution:
     def _any_ready(self) -> bool:
         return any(self.runner.ready(side) for side in self.sides)
 
-    def _all_or_none(self) -> bool:
-        """An A/B with one side only is no comparison: when a side cannot run the test at all,
-        the other sides are not measured either."""
-        skipped = [run for run in self.runs if run.status == "skipped"]
-        ready = [side for side in self.sides if self.runner.ready(side)]
-        if skipped and ready:
-            reason = f"not measured: {skipped[0].target} cannot run this test ({skipped[0].error})"
-            for side in ready:
-                self.runner.release(side)
-                self.runs.append(self._skipped(side, reason))
-            return False
-        return True
+    def _all_or_none(self, later: list[Side]) -> bool:
+        """An A/B with one side only is no comparison: when a side cannot run the test, or its
+        preparation failed, the sides prepared before it are released and the sides after it are
+        not prepared at all (a failed preload of hours is not started again for nothing); each of
+        them gets a skipped run that says which side it waited for."""
+        lost = next((run for run in self.runs if run.status in ("skipped", "failed")), None)
+        if lost is None:
+            return True
+        if len(self.sides) > 1:
+            why = "cannot run this test" if lost.status == "skipped" else "could not be prepared"
+            reason = f"not measured: {lost.target} {why} ({lost.error})"
+            for side in self.sides:
+                if self.runner.ready(side):
+                    self.runner.release(side)
+                    self.runs.append(self._skipped(side, reason))
+            self.runs += [self._skipped(side, reason) for side in later]
+        return False
 
     def _prepare(self, side: Side) -> None:
         """The side's server(s), in the test's state; or a skipped or failed run saying why not."""

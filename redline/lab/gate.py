@@ -58,7 +58,8 @@ SERVER_START_BYTES = 10_000_000         # what starting a server under valgrind 
 class GateSettings:
     """How the gate measures. Counted: `counted_runs` per side, one more (up to
     `counted_max_runs`) while the screen is not "no change". Timed: `timed_runs` per side, two more
-    while undecided up to `timed_max_runs`, each run `duration_s` after `warmup_s`."""
+    while undecided up to `timed_max_runs`, each run `duration_s` after `warmup_s` (as duets, `gate
+    --duet` starts at redline.analysis.comparison.first_paired_look instead)."""
 
     counted_runs: int = 2
     counted_max_runs: int = 3
