@@ -126,10 +126,10 @@ def test_a_duet_measures_both_sides_at_once_on_the_same_cores(tmp_path, redline_
         assert baseline["machine"]["layout"]["fixed_seeds"] is True
         assert isinstance(baseline["machine"]["layout"]["aslr_off"], bool)
         assert baseline["server_run_id"] == comparison["server_run_id"] is not None
-        # a read-only test, yet its second pair starts on fresh servers (redline.bench.state.FreshPairs)
-        assert baseline["state"]["fresh_pairs"] is comparison["state"]["fresh_pairs"] is True
-        if index == 1:
-            assert baseline["state"]["reset_s"] is not None and comparison["state"]["reset_s"] is not None
+        # a read-only test, yet every pair on fresh servers (redline.bench.state.FRESH_FOR_DUET)
+        for facts in (baseline, comparison):
+            assert facts["state"]["restart_per_run"] is True and "a duet: fresh servers" in facts["state"]["restart_why"]
+            assert (facts["state"]["reset_s"] is None) == (index == 0), (index, facts["state"])
     comparisons = json.loads(out.read_text())["comparisons"]
     assert not [c for c in comparisons if c["verdict"] in ("regression", "improvement")], comparisons
 

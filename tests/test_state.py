@@ -45,14 +45,14 @@ def test_the_measured_commands_that_write_come_from_the_servers_command_flags(tm
 
 
 # -- which runs start on fresh servers -----------------------------------------------------------------
-@pytest.mark.parametrize("client, duet, snapshots, restart_per_run, fresh_pairs", [
-    ('--command "GET __key__"', False, True, False, False),   # read-only, one side at a time: one server per side
-    ('--command "GET __key__"', True, True, False, True),     # read-only duet, restored: fresh servers for pairs
-    ('--command "GET __key__"', True, False, False, False),   # read-only duet, prepared: no preparation per pair
-    ('--command "LPUSH __key__ __data__"', False, True, True, False),   # a write: every run, always
+@pytest.mark.parametrize("client, duet, snapshots, restarts", [
+    ('--command "GET __key__"', False, True, False),        # read-only, one side at a time: one server per side
+    ('--command "GET __key__"', True, True, True),          # read-only duet, restored: fresh servers every pair
+    ('--command "GET __key__"', True, False, False),        # read-only duet, prepared: not a preparation per pair
+    ('--command "LPUSH __key__ __data__"', False, True, True),   # a write: always
 ])
-def test_which_runs_start_on_fresh_servers(tmp_path, client, duet, snapshots, restart_per_run, fresh_pairs):
-    from redline.bench.state import plan_state
+def test_which_runs_start_on_fresh_servers(tmp_path, client, duet, snapshots, restarts):
+    from redline.bench.state import FRESH_FOR_DUET, plan_state
     from redline.engine.run_plan import RunSettings, Side
     from redline.server.targets import parse_target
     from redline.topology import parse_topology
@@ -63,39 +63,11 @@ def test_which_runs_start_on_fresh_servers(tmp_path, client, duet, snapshots, re
     sides = [Side(parse_target(f"bin:{REDIS_SERVER}"), name) for name in ("baseline", "comparison")]
     settings = RunSettings(runs=3, duet=duet, snapshots=snapshots)
     plan = plan_state(load_test(tmp_path / "t.yml"), parse_topology("oss-standalone"), sides, settings)
-    assert (plan.restart_per_run, plan.fresh_pairs) == (restart_per_run, fresh_pairs), plan.describe()
-    assert ("its pairs start on fresh servers" in plan.describe()) == fresh_pairs
-    plan.fall_back("SAVE failed")           # the snapshot could not be saved after all: no preparation per pair
-    assert plan.fresh_pairs is False and plan.restart_per_run == restart_per_run
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-
-@pytest.mark.parametrize("restart_s, pair_s, fresh", [
-    (0.2, 5.0, [False, True, True, True, True, True, True, True]),      # restores in a blink: every pair
-    (10.0, 5.0, [False, True, False, False, True, False, False, False]),   # 10 s a restart, 5 s a pair: now and then
-])
-def test_a_duet_starts_pairs_on_fresh_servers_while_restarting_costs_at_most_half_the_time(restart_s, pair_s, fresh):
-    from redline.bench.state import FreshPairs
-    clock = Clock()
-    pairs = FreshPairs(share=0.5, clock=clock)
-    seen = []
-    for pair in range(8):
-        due = pairs.due(pair)
-        assert pairs.due(pair) == due          # the pair's other side: the same answer, whenever it asks
-        seen.append(due)
-        if due:
-            clock.now += restart_s
-            pairs.restarted(restart_s)
-        clock.now += pair_s
-    assert seen == fresh
-    assert pairs.restarting_s <= 0.5 * (clock.now - pairs.restarting_s) + restart_s
+    assert plan.restart_per_run is restarts, plan.describe()
+    assert (plan.restart_why == FRESH_FOR_DUET) == (restarts and duet and "GET" in client)
+    if plan.restart_why == FRESH_FOR_DUET:
+        plan.fall_back("SAVE failed")           # the snapshot could not be saved after all: no preparation per pair
+        assert plan.restart_per_run is False and "so a duet keeps its servers" in plan.restart_why
 
 
 # -- a layout-sensitive A/A --------------------------------------------------------------------------

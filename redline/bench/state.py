@@ -15,12 +15,12 @@ range scans (DESIGN.md §3, Measurement discipline, "Same state"). So, decided o
 
 When the measured commands write (the server's COMMAND flags), the server is restarted into that
 state before every run but the first, so run 5 starts where run 1 did; the restart's cost is
-recorded with the run. A duet whose state comes back without a preparation (restored or empty)
-starts its pairs on fresh servers too, read-only or not, as long as restarting has cost at most half
-of the time its pairs took (`FreshPairs`): two servers of one binary still differ by where their
-pages lie (up to 1.7% of server CPU per operation in a duet A/A, docs/statistics.md, "Duets"), and
-fresh servers make that an instance's noise, which the interval sees, rather than an offset
-between the sides, which it cannot. Every run records how its state was reached, the key count and memory
+recorded with the run. So is a duet's, read-only or not, when its state comes back without a
+preparation (restored or empty): two servers of one binary still differ by where their pages lie,
+and a duet is precise enough to read that as a change (docs/statistics.md, "Duets"). Fresh servers
+for every pair make it an instance's noise, which the interval sees; fresh servers every few pairs
+would not (pairs on the same servers are not independent, and the interval would take them as if
+they were: measured, the same section). Every run records how its state was reached, the key count and memory
 when it started, and the INFO memory figures at the start of its measured window; `compare`
 refuses a verdict on sides that reached their state differently.
 """
@@ -49,9 +49,9 @@ if TYPE_CHECKING:
     from redline.topology import TopologySpec
 
 REPLICA_SYNC_TIMEOUT_S = 300.0
-FRESH_PAIR_SHARE = 0.5       # a duet's fresh servers may cost up to half the time its pairs measure
-FRESH_PAIRS_WHY = ("a duet: its pairs start on fresh servers while restarting costs at most half of the time "
-                   "measured, so that where a server's pages lie is noise the interval sees")
+READ_ONLY = "the measured commands only read (COMMAND flags)"
+FRESH_FOR_DUET = ("a duet: fresh servers for every pair, so that where a server's pages lie is noise the "
+                  "interval sees, not an offset between the sides")
 MEMORY_FIGURES = ("used_memory", "used_memory_rss", "mem_fragmentation_ratio", "mem_allocator")
 
 
@@ -64,55 +64,28 @@ class StatePlan:
     restart_per_run: bool        # restart into the state before every run but the first
     restart_why: str
     snapshots: dict = field(default_factory=dict)    # Side -> snapshot_plan.Snapshot, when RESTORED
-    fresh_pairs: bool = False    # a duet that restores cheaply: fresh servers for its pairs (FreshPairs)
 
     def fall_back(self, reason: str) -> None:
         """The snapshot could not be saved after all: from now on every side prepares the data (and a
-        duet keeps its servers: a preparation per pair is not what fresh pairs are for)."""
+        read-only duet keeps its servers: a preparation per pair is not what fresh pairs are for)."""
         self.origin, self.why, self.snapshots = PREPARED, f"not snapshotted: {reason}", {}
-        self.fresh_pairs = False
+        if self.restart_why == FRESH_FOR_DUET:
+            self.restart_per_run, self.restart_why = False, f"{READ_ONLY}; {reason}, so a duet keeps its servers"
 
     def facts(self) -> dict:
         return {"origin": self.origin, "why": self.why, "restart_per_run": self.restart_per_run,
-                "restart_why": self.restart_why, "fresh_pairs": self.fresh_pairs}
+                "restart_why": self.restart_why}
 
     def describe(self) -> str:
         restarts = "restarted before every run" if self.restart_per_run else "not restarted between runs"
-        fresh = f"; {FRESH_PAIRS_WHY}" if self.fresh_pairs and not self.restart_per_run else ""
-        return f"server state: {self.origin} ({self.why}); {restarts}: {self.restart_why}{fresh}"
-
-
-class FreshPairs:
-    """Which pairs of a duet start on fresh servers: a pair does while restarting has cost at most
-    `share` of the time since the first pair began (the rest of it measuring), so a dataset that
-    restores in a blink gets fresh servers for every pair and one that takes longer than a run for
-    every few. Decided once per pair, for both sides alike."""
-
-    def __init__(self, share: float = FRESH_PAIR_SHARE, clock=time.monotonic):
-        self.share, self.clock = share, clock
-        self.began: float | None = None
-        self.restarting_s = 0.0
-        self.decided: dict[int, bool] = {}
-
-    def due(self, pair: int) -> bool:
-        now = self.clock()
-        if self.began is None:
-            self.began = now
-        if pair not in self.decided:
-            measuring_s = now - self.began - self.restarting_s
-            self.decided[pair] = pair > 0 and self.restarting_s <= self.share * measuring_s
-        return self.decided[pair]
-
-    def restarted(self, seconds: float) -> None:
-        self.restarting_s += seconds
+        return f"server state: {self.origin} ({self.why}); {restarts}: {self.restart_why}"
 
 
 def plan_state(test: TestSpec, topology: TopologySpec, sides: list[Side], settings: RunSettings) -> StatePlan:
     """The one decision per test; RunError when a server binary cannot be asked (it cannot start)."""
     origin, why, snapshots = _origin(test, topology, sides, settings)
-    restart, restart_why = _restarts(test, sides)
-    fresh_pairs = settings.duet_for(test, sides) and origin != PREPARED and all(s.target.managed for s in sides)
-    return StatePlan(origin, why, restart, restart_why, snapshots, fresh_pairs=fresh_pairs)
+    restart, restart_why = _restarts(test, sides, fresh_pairs=settings.duet_for(test, sides) and origin != PREPARED)
+    return StatePlan(origin, why, restart, restart_why, snapshots)
 
 
 def _origin(test: TestSpec, topology: TopologySpec, sides: list[Side], settings: RunSettings):
@@ -143,13 +116,17 @@ def _snapshot_obstacle(test: TestSpec, topology: TopologySpec, sides: list[Side]
     return None
 
 
-def _restarts(test: TestSpec, sides: list[Side]) -> tuple[bool, str]:
+def _restarts(test: TestSpec, sides: list[Side], *, fresh_pairs: bool) -> tuple[bool, str]:
+    """Whether every run but the first starts on a fresh server, and why. `fresh_pairs`: a duet
+    whose state comes back without a preparation."""
     if not all(side.target.managed for side in sides):
         return False, "redline cannot restart a tcp:// target; each run continues on what the previous one left"
     writing = sorted({name for side in sides for name in server_traits.writing_commands(test, side.target.binary)})
-    if not writing:
-        return False, "the measured commands only read (COMMAND flags)"
-    return True, f"the measured commands write ({', '.join(writing)})"
+    if writing:
+        return True, f"the measured commands write ({', '.join(writing)})"
+    if fresh_pairs:
+        return True, FRESH_FOR_DUET
+    return False, READ_ONLY
 
 
 @dataclass
@@ -174,8 +151,6 @@ class ServerStates:
         self.test, self.topology, self.settings, self.plan = test, topology, settings, plan
         self.observer, self.cpus, self.workdir = observer, cpus, workdir
         self.under = under       # servers run under a tool (redline.topology.deploy's `under`)
-        self.fresh_pairs = FreshPairs()
-        self.runs_begun: dict[Side, int] = {}
 
     def start(self, side: Side) -> Prepared:
         """SkipTest when this server cannot run the test; RunError when it fails to get there."""
@@ -207,20 +182,13 @@ class ServerStates:
         })
 
     def before_run(self, side: Side, prepared: Prepared) -> Prepared:
-        """The server for the side's next run: the same one, or — when the plan restarts per run, or
-        this is a duet's pair due for fresh servers, and this one has served a run — a new one in the
-        planned state, its cost in the facts."""
-        index = self.runs_begun.get(side, 0)
-        self.runs_begun[side] = index + 1
-        fresh = self.plan.fresh_pairs and self.fresh_pairs.due(index)
-        if (self.plan.restart_per_run or fresh) and prepared.runs:
+        """The server for the side's next run: the same one, or — when the plan restarts per run
+        and this one has served a run — a new one in the planned state, its cost in the facts."""
+        if self.plan.restart_per_run and prepared.runs:
             prepared.server.stop()
             started = time.monotonic()
             prepared = self.start(side)
-            reset_s = time.monotonic() - started
-            prepared.facts["state"]["reset_s"] = round(reset_s, 3)
-            if fresh:
-                self.fresh_pairs.restarted(reset_s)
+            prepared.facts["state"]["reset_s"] = round(time.monotonic() - started, 3)
         prepared.runs += 1
         return prepared
 
