@@ -200,6 +200,22 @@ def test_a_duet_confirmation_first_looks_where_its_pairs_can_decide(args, first_
         assert not signed_rank_reaches(first_look - 1, 1 - looks_confidence(first_look - 1, most))
 
 
+@pytest.mark.parametrize("stored, timed_begun, duet, first_look", [
+    ({"timed_runs": 5, "duet": False}, False, True, 7),    # --resume --duet before any timed verdict: 7 pairs
+    ({"timed_runs": 5, "duet": False}, True, True, 5),     # timed verdicts exist: their looks stay
+    ({"timed_runs": 5, "duet": False}, False, False, 5),   # interleaved as it was
+    ({"timed_runs": 9, "duet": True}, False, False, 9),    # more than 7 asked for: kept
+])
+def test_a_resumed_gate_starts_duets_at_their_first_look_only_while_no_timed_verdict_exists(
+        stored, timed_begun, duet, first_look):
+    settings = {**vars(GateSettings()), **stored, "timed_max_runs": 15}
+    document = {"settings": settings, "tests": [{"key": "a", "timed": None, "timed_all": []},
+                                                {"key": "b", "timed": {"delta_pct": 0.1} if timed_begun else None,
+                                                 "timed_all": []}]}
+    resumed = GateSettings.resumed(document, duet=duet)
+    assert resumed.timed_runs == first_look and resumed.duet == (duet or stored["duet"])
+
+
 def test_the_document_is_json_with_every_test_once(tmp_path, tests):
     script = Script(log=tmp_path / "log.jsonl")
     gate, store, session = a_gate(tmp_path, script, tests, [GET_P1, LPUSH])

@@ -196,7 +196,6 @@ def _what_to_gate(args):
     sides = [Side(parse_target(s["target"], s.get("config") or {}, s.get("variant")), s["name"])
              for s in latest["sides"]]
     suites = [str(suite_path(reference)) for reference in latest["suites"]]
-    settings = GateSettings.from_json(latest["settings"])
-    settings.duet = settings.duet or args.duet          # the timed confirmations still to run
+    settings = GateSettings.resumed(latest, duet=args.duet)
     check_duet(args, sides)
     return documents, sides, settings, suites

@@ -25,7 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
-from redline.analysis.comparison import looks_confidence, profile_differences
+from redline.analysis.comparison import first_paired_look, looks_confidence, profile_differences
 from redline.analysis.stats import Verdict, benjamini_hochberg_room
 from redline.analysis.gate import (COUNT, DECISION_METRIC, FALLBACK_METRIC, NO_CHANGE, TIME, Evidence, TestVerdict,
                                    counted_rule, judge, screen, summary, timed_reasons)
@@ -78,6 +78,18 @@ class GateSettings:
     @classmethod
     def from_json(cls, document: dict) -> GateSettings:
         return cls(**{k: v for k, v in document.items() if k in cls.__dataclass_fields__})
+
+    @classmethod
+    def resumed(cls, document: dict, *, duet: bool) -> GateSettings:
+        """The settings of the gate `document` goes on with. `duet` (`--resume --duet`): its timed
+        confirmations still to run are duets; when none has run yet, every timed verdict will be
+        judged with the same looks, so they may start at the duet's first look too."""
+        settings = cls.from_json(document["settings"])
+        settings.duet = settings.duet or duet
+        timed_begun = any(entry.get("timed") or entry.get("timed_all") for entry in document.get("tests", []))
+        if settings.duet and not timed_begun:
+            settings.timed_runs = max(settings.timed_runs, first_paired_look(settings.timed_max_runs))
+        return settings
 
 
 @dataclass
