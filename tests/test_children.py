@@ -46,6 +46,35 @@ def test_a_signal_sent_while_deferred_arrives_when_the_block_ends():
         signal.signal(signal.SIGTERM, previous)
 
 
+def test_a_signal_that_reaches_another_thread_still_waits_for_the_block_to_end():
+    """With a second thread that takes signals, the kernel may deliver the signal there; Python
+    then runs the handler in the main thread at once. The block holds it all the same."""
+    import threading
+    received = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: received.append(signum))
+    ready, done = threading.Event(), threading.Event()
+
+    def other_thread():
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, DEFERRED_SIGNALS)
+        ready.set()
+        done.wait(30)
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    try:
+        ready.wait(30)
+        with signals_deferred():
+            for _ in range(5):        # the main thread blocks the signal: the kernel delivers it to the other thread
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)
+            assert received == []
+        assert received == [signal.SIGTERM]     # once, when the block ends (the same signal noted five times)
+    finally:
+        done.set()
+        thread.join()
+        signal.signal(signal.SIGTERM, previous)
+
+
 def test_a_spawned_child_takes_signals_and_dies_with_its_parent():
     # the child is a real process that would sleep; it must not inherit the parent's deferral
     child = spawn(["sleep", "30"], stdin=subprocess.DEVNULL)

@@ -16,8 +16,10 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import signal
 import subprocess
+import threading
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -32,14 +34,35 @@ def _child_setup() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, DEFERRED_SIGNALS)
 
 
+_holding_in: int | None = None     # the pid whose main thread holds the handlers now (a fork inherits this)
+
+
 @contextmanager
 def signals_deferred() -> Iterator[None]:
-    """SIGINT and SIGTERM wait until the block is left (then they are delivered as usual)."""
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, DEFERRED_SIGNALS)
+    """SIGINT and SIGTERM wait until the block is left (then they are delivered as usual).
+
+    The calling thread blocks them. That alone is not enough where the process has other threads:
+    the kernel then delivers the signal to one of those, and Python runs its handler in the main
+    thread at once, inside the block. So in the main thread the handlers are held as well: what
+    arrives meanwhile is noted, and raised again, in order, once the block is left."""
+    global _holding_in
+    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, DEFERRED_SIGNALS)
+    hold = threading.current_thread() is threading.main_thread() and _holding_in != os.getpid()
+    pending: list[int] = []
+    handlers = {}
+    if hold:
+        handlers = {sig: signal.signal(sig, lambda signum, frame: pending.append(signum)) for sig in DEFERRED_SIGNALS}
+        _holding_in = os.getpid()
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        if hold:
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+            _holding_in = None
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+        for signum in dict.fromkeys(pending):
+            signal.raise_signal(signum)
 
 
 def spawn(argv: list[str], **popen_arguments) -> subprocess.Popen:
