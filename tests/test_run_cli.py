@@ -68,6 +68,8 @@ def test_runs_are_stored_and_written_as_json(tmp_path, redline_cli):
         assert 0 < run["server_cpu_us_per_op"] < 1000
         assert 0 < run["client_cpu_util"] <= 1.05
         assert run["used_memory_bytes"] > 0
+        # pipeline 10: the server reads and writes each connection's requests ten at a time (0.1 measured)
+        assert 0.05 < run["server_reads_per_op"] < 0.5 and 0.05 < run["server_writes_per_op"] < 0.5, run
     gets = [r for r in runs if "get" in r["test"]]
     assert all(r["keyspace_hits"] > 0 and r["keyspace_misses"] == 0 for r in gets)
     db = sqlite3.connect(tmp_path / "r.db")

@@ -382,6 +382,8 @@ def _metrics(test: TestSpec, report: LoadReport, probe: WindowProbe, plan: CpuPl
         "server_system_s": cpu.system_s if cpu else None,
         "client_cpu_s": client_cpu_s,
         "client_cpu_us_per_op": client_cpu_s * 1e6 / ops if client_cpu_s is not None and ops else None,
+        "server_reads_per_op": _per_op(probe.info_delta("total_reads_processed"), ops),
+        "server_writes_per_op": _per_op(probe.info_delta("total_writes_processed"), ops),
         "ops": float(ops),
         "measured_s": measured_s,
         "errors": float(report.error_count),
@@ -403,6 +405,10 @@ def _metrics(test: TestSpec, report: LoadReport, probe: WindowProbe, plan: CpuPl
     if probe.cpu_per_second:
         series["server_cpu_util"] = probe.cpu_per_second
     return metrics, series, flags
+
+
+def _per_op(count: int | None, ops: int) -> float | None:
+    return count / ops if count is not None and ops else None
 
 
 def window_too_short(p50_ms: float | None, measured_s: float) -> str | None:

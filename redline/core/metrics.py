@@ -70,6 +70,12 @@ REGISTRY: tuple[Metric, ...] = (
     Metric("client_cpu_s", "client CPU s", "s"),
     # what one request costs the load generator: its efficiency, run by run (docs/loadgen.md)
     Metric("client_cpu_us_per_op", "client µs/op", "µs", better="lower", format=_two_places),
+    # the server's read and write events on client connections per request (INFO stats
+    # total_reads_processed / total_writes_processed, Redis 6.0 on): each a system call, so what
+    # batching (pipelines, many connections) saved the kernel; also recorded under callgrind, whose
+    # counts see no system call
+    Metric("server_reads_per_op", "reads/op", "reads", format=_two_places),
+    Metric("server_writes_per_op", "writes/op", "writes", format=_two_places),
     Metric("ops", "ops", "ops"),
     Metric("measured_s", "measured s", "s"),
     Metric("errors", "errors", "replies"),

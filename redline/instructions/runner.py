@@ -20,7 +20,8 @@ from redline.load.redline_load import LoadRequest, LoadResult
 from redline.server.probes import WindowProbe
 from redline.topology import CpuPlan
 
-KEPT_FROM_THE_LOAD = ("keyspace_hits", "keyspace_misses", "used_memory_bytes", "ops", "measured_s", "errors")
+KEPT_FROM_THE_LOAD = ("keyspace_hits", "keyspace_misses", "used_memory_bytes", "ops", "measured_s", "errors",
+                      "server_reads_per_op", "server_writes_per_op")
 
 
 class _ProbeEdges:
