@@ -9,7 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-from redline.analysis.comparison import first_paired_look
 from redline.analysis.stats import FUTILITY_CHANCE, Verdict
 from redline.commands.argtypes import duration, positive_int, regex, session_id, whole_seconds
 from redline.commands.arguments import (EXIT_STATUS, add_scale_argument, add_snapshots_argument, add_store_argument,
@@ -160,12 +159,11 @@ def gate_command(args) -> int:
 
 
 def first_timed_look(args) -> int:
-    """Timed runs per side before a confirmation's first look: --runs, or 5 interleaved; as duets,
-    the fewest pairs whose own (signed-rank) interval can decide, since a duet's two sides differ
-    far less from each other than from the runs before and after them (docs/statistics.md, Duets)."""
+    """Timed runs per side before a confirmation's first look: --runs, or the gate's own choice
+    (GateSettings.first_look)."""
     if args.runs is not None:
         return args.runs
-    return first_paired_look(args.max_runs) if args.duet else GateSettings.timed_runs
+    return GateSettings.first_look(duet=args.duet, max_runs=args.max_runs)
 
 
 def _what_to_gate(args):

@@ -80,6 +80,13 @@ class GateSettings:
         return cls(**{k: v for k, v in document.items() if k in cls.__dataclass_fields__})
 
     @classmethod
+    def first_look(cls, *, duet: bool, max_runs: int) -> int:
+        """Timed runs per side before a confirmation's first look: 5 interleaved; as duets, the fewest
+        pairs whose own (signed-rank) interval can decide, since a duet's two sides differ far less
+        from each other than from the runs before and after them (docs/statistics.md, Duets)."""
+        return first_paired_look(max_runs) if duet else cls.timed_runs
+
+    @classmethod
     def resumed(cls, document: dict, *, duet: bool) -> GateSettings:
         """The settings of the gate `document` goes on with. `duet` (`--resume --duet`): its timed
         confirmations still to run are duets; when none has run yet, every timed verdict will be
@@ -88,7 +95,7 @@ class GateSettings:
         settings.duet = settings.duet or duet
         timed_begun = any(entry.get("timed") or entry.get("timed_all") for entry in document.get("tests", []))
         if settings.duet and not timed_begun:
-            settings.timed_runs = max(settings.timed_runs, first_paired_look(settings.timed_max_runs))
+            settings.timed_runs = max(settings.timed_runs, cls.first_look(duet=True, max_runs=settings.timed_max_runs))
         return settings
 
 
