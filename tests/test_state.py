@@ -231,3 +231,45 @@ def test_sides_whose_memory_differs_by_more_than_five_percent_are_flagged():
     assert flag == "used_memory at run start differs by 10.0% (baseline 100.0 MiB, comparison 110.0 MiB)"
     records = _records("baseline", base * 2, 1.0) + _records("comparison", [_restored("abc", 110 << 20)] * 10, 1.0)
     assert all(c.state_flags == [flag] for c in compare_test("t", records, {}))
+
+
+# -- a restart stops every used server first -------------------------------------------------------
+class _Recorded:
+    """A server that only records when it stops (the event log is shared by every side's server)."""
+
+    def __init__(self, name: str, events: list[str]):
+        self.name, self.events = name, events
+
+    def stop(self) -> None:
+        self.events.append(f"stop {self.name}")
+
+
+@pytest.mark.parametrize("restart_per_run", [True, False])
+def test_a_restart_stops_every_used_server_before_the_new_one_starts(restart_per_run):
+    """A new server takes the pages the last stopped one freed: restarting a side while the other
+    side's used server lives would hand each side its own pages back, run after run."""
+    from redline.bench.state import Prepared, ServerStates, StatePlan
+    from redline.topology import CpuPlan
+
+    events: list[str] = []
+    plan = StatePlan("restored", "a snapshot", restart_per_run, "the measured commands write (set)", {})
+    states = ServerStates(None, None, None, plan, observer=None, cpus=[0, 1], workdir=None)
+    generation = {"baseline": 1, "comparison": 1}
+
+    def start(side: str) -> Prepared:
+        generation[side] += 1
+        events.append(f"start {side}#{generation[side]}")
+        return Prepared(_Recorded(f"{side}#{generation[side]}", events), CpuPlan(("primary",), ((0,),), (1,)),
+                        {"state": {}})
+
+    states.start = start
+    cpu = CpuPlan(("primary",), ((0,),), (1,))
+    used = Prepared(_Recorded("baseline#1", events), cpu, {"state": {}}, runs=1)
+    other_used = Prepared(_Recorded("comparison#1", events), cpu, {"state": {}}, runs=1)
+    never_ran = Prepared(_Recorded("third#1", events), cpu, {"state": {}}, runs=0)
+    after = states.before_run("baseline", used, others=[other_used, never_ran])
+    if restart_per_run:
+        assert events == ["stop baseline#1", "stop comparison#1", "start baseline#2"]
+        assert after.runs == 1 and after.server.name == "baseline#2"
+    else:
+        assert events == [] and after is used and used.runs == 2

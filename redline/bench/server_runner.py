@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from redline.bench import admission
 from redline.bench.state import Prepared, memory_figures
@@ -65,7 +65,8 @@ class ServerFactory(Protocol):
 
     def plan(self) -> str: ...                            # decide, once per test, how runs reach their state (RunError)
     def start(self, side: Side) -> Prepared: ...          # a server in that state (SkipTest, RunError)
-    def before_run(self, side: Side, prepared: Prepared) -> Prepared: ...   # it, or a restart into the state
+    def before_run(self, side: Side, prepared: Prepared, *,
+                   others: Iterable[Prepared] = ()) -> Prepared: ...   # it, or a restart into the state
     def watch(self, server: Server) -> ServerAlive: ...   # polled during the load: False once exited, ServerHung once hung
     def probe(self, server: Server) -> WindowProbe: ...   # CPU and INFO at the measured window's edges
     def at_run_start(self, server: Server) -> dict | None: ...   # keys and memory as the run starts
@@ -189,7 +190,8 @@ class ServerRunner:
         """The side's server, in the test's state for this run; None (the run failed, the side
         runs no more) when it could not be brought back into that state."""
         try:
-            self.ready_sides[side] = self.servers.before_run(side, self.ready_sides[side])
+            others = [prepared for other, prepared in self.ready_sides.items() if other is not side]
+            self.ready_sides[side] = self.servers.before_run(side, self.ready_sides[side], others=others)
         except (RunError, SkipTest) as exc:
             self.ready_sides.pop(side)
             self.observer.note(f"{side.target.label}: the server could not be restarted into the test's state; "

@@ -6,7 +6,7 @@ watched while load runs (redline.server.watch) and probed around the measured wi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from redline.bench import state
 from redline.bench.state import Prepared
@@ -40,8 +40,8 @@ class RealServers:
     def start(self, side: Side) -> Prepared:
         return self.states.start(side)
 
-    def before_run(self, side: Side, prepared: Prepared) -> Prepared:
-        return self.states.before_run(side, prepared)
+    def before_run(self, side: Side, prepared: Prepared, *, others: Iterable[Prepared] = ()) -> Prepared:
+        return self.states.before_run(side, prepared, others=others)
 
     def watch(self, server: Server) -> ServerWatch:
         return ServerWatch(server)

@@ -20,9 +20,19 @@ preparation (restored or empty): two servers of one binary still differ by where
 and a duet is precise enough to read that as a change (docs/statistics.md, "Duets"). Fresh servers
 for every pair make it an instance's noise, which the interval sees; fresh servers every few pairs
 would not (pairs on the same servers are not independent, and the interval would take them as if
-they were: measured, the same section). Every run records how its state was reached, the key count and memory
-when it started, and the INFO memory figures at the start of its measured window; `compare`
-refuses a verdict on sides that reached their state differently.
+they were: measured, the same section).
+
+Pages: a server started right after another stopped gets the pages that one freed. Restarting only
+the side about to run would hand each side its own pages back, pair after pair, and the sides
+would keep whatever offset their first pages gave them (measured under load, a duet A/A read
+−2.3% with 15 pairs, and +3.0% with the sides' places in the plan swapped: docs/statistics.md,
+"Duets"). So a restart first stops every side's server that has served a run (each restarts
+before its own next run anyway): the sides draw their pages from one pool, and in a duet the
+pages follow the load order, which alternates.
+
+Every run records how its state was reached, the key count and memory when it started, and the
+INFO memory figures at the start of its measured window; `compare` refuses a verdict on sides that
+reached their state differently.
 """
 
 from __future__ import annotations
@@ -31,7 +41,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import redis
 
@@ -181,11 +191,15 @@ class ServerStates:
             "state": self._state_facts(snapshot),
         })
 
-    def before_run(self, side: Side, prepared: Prepared) -> Prepared:
+    def before_run(self, side: Side, prepared: Prepared, *, others: Iterable[Prepared] = ()) -> Prepared:
         """The server for the side's next run: the same one, or — when the plan restarts per run
-        and this one has served a run — a new one in the planned state, its cost in the facts."""
+        and this one has served a run — a new one in the planned state, its cost in the facts.
+        `others`: the other sides' servers; those that served a run stop too, before the new one
+        starts (see the module docstring, "pages")."""
         if self.plan.restart_per_run and prepared.runs:
-            prepared.server.stop()
+            for used in (prepared, *others):
+                if used.runs:
+                    used.server.stop()    # its own next run restarts it anyway
             started = time.monotonic()
             prepared = self.start(side)
             prepared.facts["state"]["reset_s"] = round(time.monotonic() - started, 3)
