@@ -138,7 +138,10 @@ class FakeServers:
         return Prepared(server, CpuPlan(roles=("primary",), servers=((0,),), client_cpus=(1,)),
                         {"server_port": server.port, "state": {"origin": EMPTY}})
 
-    def before_run(self, side: Side, prepared: Prepared, *, others=()) -> Prepared:
+    def retire(self, restarting, every) -> None:
+        pass                          # fake servers hold no pages
+
+    def before_run(self, side: Side, prepared: Prepared) -> Prepared:
         if self.runs == self.restart_fails_at:
             prepared.server.stop()
             raise RunError("the server did not come back: fake restart failure")

@@ -244,32 +244,52 @@ class _Recorded:
         self.events.append(f"stop {self.name}")
 
 
-@pytest.mark.parametrize("restart_per_run", [True, False])
-def test_a_restart_stops_every_used_server_before_the_new_one_starts(restart_per_run):
-    """A new server takes the pages the last stopped one freed: restarting a side while the other
-    side's used server lives would hand each side its own pages back, run after run."""
+def _states_with_recorded_servers(restart_per_run: bool, events: list[str]):
     from redline.bench.state import Prepared, ServerStates, StatePlan
     from redline.topology import CpuPlan
 
-    events: list[str] = []
     plan = StatePlan("restored", "a snapshot", restart_per_run, "the measured commands write (set)", {})
     states = ServerStates(None, None, None, plan, observer=None, cpus=[0, 1], workdir=None)
-    generation = {"baseline": 1, "comparison": 1}
+    cpu = CpuPlan(("primary",), ((0,),), (1,))
+    generation: dict[str, int] = {}
+
+    def server(side: str, runs: int = 0) -> Prepared:
+        generation[side] = generation.get(side, 0) + 1
+        return Prepared(_Recorded(f"{side}#{generation[side]}", events), cpu, {"state": {}}, runs=runs)
 
     def start(side: str) -> Prepared:
-        generation[side] += 1
-        events.append(f"start {side}#{generation[side]}")
-        return Prepared(_Recorded(f"{side}#{generation[side]}", events), CpuPlan(("primary",), ((0,),), (1,)),
-                        {"state": {}})
+        prepared = server(side)
+        events.append(f"start {prepared.server.name}")
+        return prepared
 
     states.start = start
-    cpu = CpuPlan(("primary",), ((0,),), (1,))
-    used = Prepared(_Recorded("baseline#1", events), cpu, {"state": {}}, runs=1)
-    other_used = Prepared(_Recorded("comparison#1", events), cpu, {"state": {}}, runs=1)
-    never_ran = Prepared(_Recorded("third#1", events), cpu, {"state": {}}, runs=0)
-    after = states.before_run("baseline", used, others=[other_used, never_ran])
+    return states, server
+
+
+@pytest.mark.parametrize("restart_per_run", [True, False])
+def test_a_duets_restart_stops_every_used_server_before_any_new_one_starts(restart_per_run):
+    """A new server takes the pages the last stopped one freed: restarting one side at a time
+    would hand each side its own pages back, pair after pair."""
+    events: list[str] = []
+    states, server = _states_with_recorded_servers(restart_per_run, events)
+    baseline, comparison, unused = server("baseline", runs=1), server("comparison", runs=1), server("third")
+    states.retire([comparison, baseline], every=[baseline, comparison, unused])    # the slot: C then B
+    new_comparison = states.before_run("comparison", comparison)
+    new_baseline = states.before_run("baseline", baseline)
     if restart_per_run:
-        assert events == ["stop baseline#1", "stop comparison#1", "start baseline#2"]
-        assert after.runs == 1 and after.server.name == "baseline#2"
+        assert events == ["stop baseline#1", "stop comparison#1",           # both, before any start
+                          "stop comparison#1", "start comparison#2",        # (a second stop is a no-op)
+                          "stop baseline#1", "start baseline#2"]
+        assert new_comparison.server.name == "comparison#2" and new_baseline.server.name == "baseline#2"
+        assert new_comparison.runs == new_baseline.runs == 1
     else:
-        assert events == [] and after is used and used.runs == 2
+        assert events == [] and new_comparison is comparison and new_baseline is baseline
+
+
+def test_a_first_run_retires_nothing():
+    """Servers that have served no run yet (a test's first pair) are the ones about to run."""
+    events: list[str] = []
+    states, server = _states_with_recorded_servers(True, events)
+    baseline, comparison = server("baseline"), server("comparison")
+    states.retire([baseline, comparison], every=[baseline, comparison])
+    assert events == []

@@ -65,8 +65,9 @@ class ServerFactory(Protocol):
 
     def plan(self) -> str: ...                            # decide, once per test, how runs reach their state (RunError)
     def start(self, side: Side) -> Prepared: ...          # a server in that state (SkipTest, RunError)
-    def before_run(self, side: Side, prepared: Prepared, *,
-                   others: Iterable[Prepared] = ()) -> Prepared: ...   # it, or a restart into the state
+    def retire(self, restarting: Iterable[Prepared],
+               every: Iterable[Prepared]) -> None: ...   # used servers stopped before a restart
+    def before_run(self, side: Side, prepared: Prepared) -> Prepared: ...   # it, or a restart into the state
     def watch(self, server: Server) -> ServerAlive: ...   # polled during the load: False once exited, ServerHung once hung
     def probe(self, server: Server) -> WindowProbe: ...   # CPU and INFO at the measured window's edges
     def at_run_start(self, server: Server) -> dict | None: ...   # keys and memory as the run starts
@@ -149,7 +150,7 @@ class ServerRunner:
     def measure(self, side: Side, run: Run) -> None:
         """One run of one side on a server in the test's planned state. A side whose server could
         not be brought back into that state, or exited, runs no more; one that hung is replaced."""
-        prepared = self._before_run(side, run)
+        prepared = self._before_slot([(side, run)])[side]
         if prepared is not None:
             self._measure(side, run, prepared)
             self._after_run(side, run, prepared)
@@ -159,7 +160,7 @@ class ServerRunner:
         (a server dies with the thread that started it), then every side's load at once, one thread
         each, the servers sharing the plan's server cores and the loads its client cores. A run
         whose partner could not start is not measured alone: alone it would measure something else."""
-        prepared = {side: self._before_run(side, run) for side, run in runs}
+        prepared = self._before_slot(runs)
         partners = ", ".join(side.target.label for side, _ in runs)
         if any(ready is None for ready in prepared.values()):
             for side, run in runs:
@@ -186,12 +187,17 @@ class ServerRunner:
                                  "the rest of it did not share the machine with the other side")
             self._after_run(side, run, prepared[side])
 
+    def _before_slot(self, runs: list[tuple[Side, Run]]) -> dict[Side, Prepared | None]:
+        """The servers of one slot (one run, or a duet's pair), each in the test's state: where one
+        restarts, every used server stops first (redline.bench.state, "pages")."""
+        self.servers.retire([self.ready_sides[side] for side, _ in runs], list(self.ready_sides.values()))
+        return {side: self._before_run(side, run) for side, run in runs}
+
     def _before_run(self, side: Side, run: Run) -> Prepared | None:
         """The side's server, in the test's state for this run; None (the run failed, the side
         runs no more) when it could not be brought back into that state."""
         try:
-            others = [prepared for other, prepared in self.ready_sides.items() if other is not side]
-            self.ready_sides[side] = self.servers.before_run(side, self.ready_sides[side], others=others)
+            self.ready_sides[side] = self.servers.before_run(side, self.ready_sides[side])
         except (RunError, SkipTest) as exc:
             self.ready_sides.pop(side)
             self.observer.note(f"{side.target.label}: the server could not be restarted into the test's state; "

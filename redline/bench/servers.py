@@ -40,8 +40,11 @@ class RealServers:
     def start(self, side: Side) -> Prepared:
         return self.states.start(side)
 
-    def before_run(self, side: Side, prepared: Prepared, *, others: Iterable[Prepared] = ()) -> Prepared:
-        return self.states.before_run(side, prepared, others=others)
+    def retire(self, restarting: Iterable[Prepared], every: Iterable[Prepared]) -> None:
+        self.states.retire(restarting, every)
+
+    def before_run(self, side: Side, prepared: Prepared) -> Prepared:
+        return self.states.before_run(side, prepared)
 
     def watch(self, server: Server) -> ServerWatch:
         return ServerWatch(server)

@@ -191,15 +191,20 @@ class ServerStates:
             "state": self._state_facts(snapshot),
         })
 
-    def before_run(self, side: Side, prepared: Prepared, *, others: Iterable[Prepared] = ()) -> Prepared:
-        """The server for the side's next run: the same one, or — when the plan restarts per run
-        and this one has served a run — a new one in the planned state, its cost in the facts.
-        `others`: the other sides' servers; those that served a run stop too, before the new one
-        starts (see the module docstring, "pages")."""
-        if self.plan.restart_per_run and prepared.runs:
-            for used in (prepared, *others):
+    def retire(self, restarting: Iterable[Prepared], every: Iterable[Prepared]) -> None:
+        """Before the servers of the next run (a duet: of every side) restart: when one of them
+        will, every server that has served a run stops first, whichever side it belongs to (each
+        restarts before its own next run anyway; see the module docstring, "pages")."""
+        if self.plan.restart_per_run and any(prepared.runs for prepared in restarting):
+            for used in every:
                 if used.runs:
-                    used.server.stop()    # its own next run restarts it anyway
+                    used.server.stop()
+
+    def before_run(self, side: Side, prepared: Prepared) -> Prepared:
+        """The server for the side's next run: the same one, or — when the plan restarts per run
+        and this one has served a run — a new one in the planned state, its cost in the facts."""
+        if self.plan.restart_per_run and prepared.runs:
+            prepared.server.stop()
             started = time.monotonic()
             prepared = self.start(side)
             prepared.facts["state"]["reset_s"] = round(time.monotonic() - started, 3)
