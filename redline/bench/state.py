@@ -27,8 +27,8 @@ the side about to run would hand each side its own pages back, pair after pair, 
 would keep whatever offset their first pages gave them (measured under load, a duet A/A read
 −2.3% with 15 pairs, and +3.0% with the sides' places in the plan swapped: docs/statistics.md,
 "Duets"). So a restart first stops every side's server that has served a run (each restarts
-before its own next run anyway): the sides draw their pages from one pool, and in a duet the
-pages follow the load order, which alternates.
+before its own next run anyway): the sides draw their pages from one pool. In a duet, the offset
+left under load follows the load order, which alternates (the same section).
 
 Every run records how its state was reached, the key count and memory when it started, and the
 INFO memory figures at the start of its measured window; `compare` refuses a verdict on sides that
