@@ -31,6 +31,7 @@ class Script:
     fail_prepare: set[str] = field(default_factory=set)
     fail_run: dict[str, set[int]] = field(default_factory=dict)   # side label -> run indexes that fail
     hang_run: dict[str, set[int]] = field(default_factory=dict)   # ... whose server hangs (replaced)
+    fail_alive: dict[str, set[int]] = field(default_factory=dict)  # ... that fail on a server that lives on
     interrupt_at: int | None = None                           # the Nth measure() raises KeyboardInterrupt
 
 
@@ -84,6 +85,9 @@ class FakeRunner:
         if run.run_index in self.script.fail_run.get(label, set()):
             run.finish("failed", error="the server exited")
             self.ready_sides.discard(label)
+            return
+        if run.run_index in self.script.fail_alive.get(label, set()):
+            run.finish("failed", error="no reply completed in the measured window")
             return
         values = self.script.ops.get(label, [1000.0])
         run.metrics = {"ops_per_sec": values[run.run_index % len(values)]}
@@ -306,6 +310,34 @@ def test_a_side_whose_server_exits_runs_no_more_and_gets_no_extra_runs(test_spec
     assert ("comparison", 2) not in measured(calls)
     assert [r.status for r in runs if r.side == "comparison"] == ["ok", "failed"]
     assert len([r for r in runs if r.side == "baseline"]) == 3      # no extra runs for a one-sided A/B
+
+
+@pytest.mark.parametrize("duet", [False, True], ids=["interleaved", "duet"])
+def test_a_test_that_fails_every_run_stops_after_two_in_a_row(test_spec, duet):
+    heard = Heard()
+    engine, calls = engine_with(Script(fail_alive={"baseline": set(range(7)), "comparison": set(range(7))}),
+                                observers=[heard])
+    runs = engine.execute(tests=[test_spec], sides=sides("baseline", "comparison"),
+                          settings=RunSettings(runs=7, duet=duet, profile=True), session_id=None,
+                          more_runs=lambda *a: 2)
+    assert [(r.side, r.run_index, r.status) for r in runs] == (
+        [("baseline", 0, "failed"), ("comparison", 0, "failed"), ("comparison", 1, "failed"),
+         ("baseline", 1, "failed")])                                  # no more runs, no profile run
+    assert [n for n in heard.notes if "runs failed" in n] == [
+        "every side's last 2 runs failed (no reply completed in the measured window); "
+        f"the remaining runs of {test_spec.name} are not run"]
+
+
+@pytest.mark.parametrize("failing", [{"baseline": {0, 2, 4}, "comparison": {0, 2, 4}},    # never two in a row
+                                     {"baseline": {0, 1, 2, 3}, "comparison": set()}],    # one side only
+                         ids=["alternating", "one-side"])
+def test_failures_not_in_a_row_on_every_side_leave_the_runs_planned(test_spec, failing):
+    engine, calls = engine_with(Script(fail_alive=failing))
+    runs = engine.execute(tests=[test_spec], sides=sides("baseline", "comparison"), settings=RunSettings(runs=5),
+                          session_id=None)
+    assert len(runs) == 10
+    assert sorted((r.side, r.run_index) for r in runs if r.status == "failed") == sorted(
+        (side, index) for side, indexes in failing.items() for index in indexes)
 
 
 def test_a_hung_server_fails_its_run_and_a_fresh_one_serves_the_next(test_spec):

@@ -336,8 +336,12 @@ def test_a_window_in_which_no_reply_completed_is_a_failed_run_that_says_why(tmp_
     suites.mkdir()
     write_suite(suites, "never-answered", '--command="BLPOP nothing 0" --pipeline 2 -c 5 -t 2 --test-time 1')
     out = tmp_path / "out.json"
-    redline_cli("run", suites, "--warmup", "0s", "--json", out, "--store", tmp_path / "r.db", check_exit=1)
-    run = json.loads(out.read_text())[0]
+    proc = redline_cli("run", suites, "--warmup", "0s", "--runs", "4", "--json", out, "--store", tmp_path / "r.db",
+                       check_exit=1)
+    runs = json.loads(out.read_text())
+    assert len(runs) == 2        # failing alike twice in a row: the other two runs are not run, and it says so
+    assert "last 2 runs failed (no reply completed" in " ".join(proc.stderr.split())
+    run = runs[0]
     assert run["status"] == "failed" and run["ops_per_sec"] is None
     assert run["error"].startswith("no reply completed in the measured 1 s with 20 requests in flight "
                                    "(10 connections × pipeline 2); the server spent ")

@@ -13,6 +13,9 @@ the same cores and both load generators on the client cores, so that whatever th
 meanwhile (a host taking the core, a busy neighbour, a frequency change) falls on both sides of
 the pair alike. Only server CPU per operation keeps its meaning there; each side's throughput and
 latency are what it got while sharing its cores (docs/statistics.md, "Duets").
+
+A test whose every side failed FAILED_IN_A_ROW runs in a row runs no more: it fails by what it is,
+and the note says so with the last error.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from redline.engine.sinks import ResultSink
 from redline.system import machine
 from redline.system.machine_share import machine_share
 from redline.system.workdirs import make_workdir
+
+FAILED_IN_A_ROW = 2      # runs per side that failed one after another: the test's remaining runs are not run
 
 if TYPE_CHECKING:
     from redline.suites import TestSpec
@@ -175,6 +180,11 @@ class _TestExecution:
                 for side in ready:
                     if self.runner.needs_fresh_server(side):
                         self._prepare(side)
+                failing = self._failing_every_run()
+                if failing:
+                    self.observer.note(f"every side's last {FAILED_IN_A_ROW} runs failed ({failing}); "
+                                       f"the remaining runs of {self.test.name} are not run")
+                    return
             all_ready = all(self.runner.ready(side) for side in self.sides)
             extra = more_runs(self.test, self.runs, planned) if more_runs and all_ready else 0
             if extra:
@@ -184,6 +194,18 @@ class _TestExecution:
             for side in self.sides:
                 if self.runner.ready(side):
                     self.runs.append(self._run(side, planned, purpose="profile"))
+
+    def _failing_every_run(self) -> str | None:
+        """The last error, when every side's last FAILED_IN_A_ROW runs failed: a test that fails by
+        what it is (calls slower than the measured window, a reply the load generator refuses)
+        fails every run alike, and more runs would only spend the time again."""
+        last: list[Run] = []
+        for side in self.sides:
+            mine = [run for run in self.runs if run.side == side.name and run.purpose == "measure"]
+            if len(mine) < FAILED_IN_A_ROW or any(run.status != "failed" for run in mine[-FAILED_IN_A_ROW:]):
+                return None
+            last.append(mine[-1])
+        return last[-1].error
 
     def _any_ready(self) -> bool:
         return any(self.runner.ready(side) for side in self.sides)
