@@ -4,8 +4,11 @@ and the real probe on this machine's cores (with a busy process beside it on one
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +77,29 @@ def test_a_busy_process_on_the_probed_core_is_seen_as_other_work():
     [core] = probe.cores
     assert core.share < BUSY_SHARE - 0.15            # the scheduler shares the core: about half each
     assert not probe.steady and any("other processes took" in t for t in probe.troubles())
+
+
+def test_the_busy_neighbour_script_starts_its_processes_and_takes_them_down_on_sigterm():
+    """scripts/busy_neighbour.py, the load docs/statistics.md measures duets beside: a stray spinner
+    left behind would load every measurement after it."""
+    script = Path(__file__).resolve().parent.parent / "scripts" / "busy_neighbour.py"
+    neighbour = subprocess.Popen([sys.executable, str(script), "--processes", "2"])
+    try:
+        workers: list[str] = []
+        deadline = time.monotonic() + 30
+        while len(workers) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            workers = subprocess.run(["pgrep", "-P", str(neighbour.pid)], capture_output=True,
+                                     text=True).stdout.split()
+        assert len(workers) == 2, workers
+        neighbour.send_signal(signal.SIGTERM)
+        assert neighbour.wait(timeout=30) == 0
+        for pid in workers:          # gone, not orphaned spinning on
+            deadline = time.monotonic() + 30
+            while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not Path(f"/proc/{pid}").exists(), pid
+    finally:
+        if neighbour.poll() is None:
+            neighbour.kill()
+            neighbour.wait()

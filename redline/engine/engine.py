@@ -199,13 +199,13 @@ class _TestExecution:
         """The last error, when every side's last FAILED_IN_A_ROW runs failed: a test that fails by
         what it is (calls slower than the measured window, a reply the load generator refuses)
         fails every run alike, and more runs would only spend the time again."""
-        last: list[Run] = []
+        error = None
         for side in self.sides:
             mine = [run for run in self.runs if run.side == side.name and run.purpose == "measure"]
             if len(mine) < FAILED_IN_A_ROW or any(run.status != "failed" for run in mine[-FAILED_IN_A_ROW:]):
                 return None
-            last.append(mine[-1])
-        return last[-1].error
+            error = mine[-1].error
+        return error
 
     def _any_ready(self) -> bool:
         return any(self.runner.ready(side) for side in self.sides)
