@@ -138,7 +138,7 @@ class FakeServers:
         return Prepared(server, CpuPlan(roles=("primary",), servers=((0,),), client_cpus=(1,)),
                         {"server_port": server.port, "state": {"origin": EMPTY}})
 
-    def retire(self, restarting, every) -> None:
+    def retire(self, next_run, every) -> None:
         pass                          # fake servers hold no pages
 
     def before_run(self, side: Side, prepared: Prepared) -> Prepared:

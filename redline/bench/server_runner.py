@@ -65,7 +65,7 @@ class ServerFactory(Protocol):
 
     def plan(self) -> str: ...                            # decide, once per test, how runs reach their state (RunError)
     def start(self, side: Side) -> Prepared: ...          # a server in that state (SkipTest, RunError)
-    def retire(self, restarting: Iterable[Prepared],
+    def retire(self, next_run: Iterable[Prepared],
                every: Iterable[Prepared]) -> None: ...   # used servers stopped before a restart
     def before_run(self, side: Side, prepared: Prepared) -> Prepared: ...   # it, or a restart into the state
     def watch(self, server: Server) -> ServerAlive: ...   # polled during the load: False once exited, ServerHung once hung

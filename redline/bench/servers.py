@@ -40,8 +40,8 @@ class RealServers:
     def start(self, side: Side) -> Prepared:
         return self.states.start(side)
 
-    def retire(self, restarting: Iterable[Prepared], every: Iterable[Prepared]) -> None:
-        self.states.retire(restarting, every)
+    def retire(self, next_run: Iterable[Prepared], every: Iterable[Prepared]) -> None:
+        self.states.retire(next_run, every)
 
     def before_run(self, side: Side, prepared: Prepared) -> Prepared:
         return self.states.before_run(side, prepared)

@@ -191,11 +191,11 @@ class ServerStates:
             "state": self._state_facts(snapshot),
         })
 
-    def retire(self, restarting: Iterable[Prepared], every: Iterable[Prepared]) -> None:
-        """Before the servers of the next run (a duet: of every side) restart: when one of them
-        will, every server that has served a run stops first, whichever side it belongs to (each
-        restarts before its own next run anyway; see the module docstring, "pages")."""
-        if self.plan.restart_per_run and any(prepared.runs for prepared in restarting):
+    def retire(self, next_run: Iterable[Prepared], every: Iterable[Prepared]) -> None:
+        """Before the servers of the next run (a duet: of every side) are brought into the state:
+        when one of them restarts, every server that has served a run stops first, whichever side
+        it belongs to (each restarts before its own next run anyway; the module docstring, "pages")."""
+        if any(self._restarts(prepared) for prepared in next_run):
             for used in every:
                 if used.runs:
                     used.server.stop()
@@ -203,13 +203,17 @@ class ServerStates:
     def before_run(self, side: Side, prepared: Prepared) -> Prepared:
         """The server for the side's next run: the same one, or — when the plan restarts per run
         and this one has served a run — a new one in the planned state, its cost in the facts."""
-        if self.plan.restart_per_run and prepared.runs:
-            prepared.server.stop()
+        if self._restarts(prepared):
+            prepared.server.stop()      # stopped already when `retire` came first: a no-op then
             started = time.monotonic()
             prepared = self.start(side)
             prepared.facts["state"]["reset_s"] = round(time.monotonic() - started, 3)
         prepared.runs += 1
         return prepared
+
+    def _restarts(self, prepared: Prepared) -> bool:
+        """Whether this server is replaced before its next run: the plan restarts, and it served one."""
+        return self.plan.restart_per_run and prepared.runs > 0
 
     def _state_facts(self, snapshot: snapshot_plan.Snapshot | None) -> dict:
         facts = {**self.plan.facts(), "prepared_how": snapshot_plan.preparation_summary(self.test, self.settings.scale),
