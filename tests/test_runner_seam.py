@@ -138,16 +138,18 @@ class FakeServers:
         return Prepared(server, CpuPlan(roles=("primary",), servers=((0,),), client_cpus=(1,)),
                         {"server_port": server.port, "state": {"origin": EMPTY}})
 
-    def retire(self, next_run, every) -> None:
-        pass                          # fake servers hold no pages
-
-    def before_run(self, side: Side, prepared: Prepared) -> Prepared:
-        if self.runs == self.restart_fails_at:
-            prepared.server.stop()
-            raise RunError("the server did not come back: fake restart failure")
-        self.runs += 1
-        prepared.runs += 1
-        return prepared
+    def before_slot(self, slot, every) -> list:
+        """Fake servers hold no pages and never restart; one may fail to come back."""
+        ready = []
+        for side, prepared in slot:
+            if self.runs == self.restart_fails_at:
+                prepared.server.stop()
+                ready.append(RunError("the server did not come back: fake restart failure"))
+                continue
+            self.runs += 1
+            prepared.runs += 1
+            ready.append(prepared)
+        return ready
 
     def watch(self, server: FakeServer):
         turn = self.turns[self.runs - 1]

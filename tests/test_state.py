@@ -257,9 +257,9 @@ def _states_with_recorded_servers(restart_per_run: bool, events: list[str]):
         generation[side] = generation.get(side, 0) + 1
         return Prepared(_Recorded(f"{side}#{generation[side]}", events), cpu, {"state": {}}, runs=runs)
 
-    def start(side: str) -> Prepared:
+    def start(side: str, *, starting=None) -> Prepared:
         prepared = server(side)
-        events.append(f"start {prepared.server.name}")
+        events.append(f"start {prepared.server.name}" + (f" on {starting}" if starting else ""))
         return prepared
 
     states.start = start
@@ -273,17 +273,84 @@ def test_a_duets_restart_stops_every_used_server_before_any_new_one_starts(resta
     events: list[str] = []
     states, server = _states_with_recorded_servers(restart_per_run, events)
     baseline, comparison, unused = server("baseline", runs=1), server("comparison", runs=1), server("third")
-    states.retire([comparison, baseline], every=[baseline, comparison, unused])    # the slot: C then B
-    new_comparison = states.before_run("comparison", comparison)
-    new_baseline = states.before_run("baseline", baseline)
+    new_comparison, new_baseline = states.before_slot([("comparison", comparison), ("baseline", baseline)],
+                                                      every=[baseline, comparison, unused])
     if restart_per_run:
-        assert events == ["stop baseline#1", "stop comparison#1",           # both, before any start
-                          "stop comparison#1", "start comparison#2",        # (a second stop is a no-op)
-                          "stop baseline#1", "start baseline#2"]
+        assert events[:2] == ["stop baseline#1", "stop comparison#1"]        # both, before any start
+        assert sorted(events[2:]) == ["start baseline#2 on [0, 1]", "start comparison#2 on [0, 1]"]
         assert new_comparison.server.name == "comparison#2" and new_baseline.server.name == "baseline#2"
         assert new_comparison.runs == new_baseline.runs == 1
     else:
         assert events == [] and new_comparison is comparison and new_baseline is baseline
+        assert comparison.runs == baseline.runs == 2
+
+
+def test_a_duets_restarts_run_at_the_same_time_each_on_every_core():
+    """Neither side's server is the one restored last while the other waits: each start waits
+    here for the other to have begun, which one after the other would never happen."""
+    import threading
+    events: list[str] = []
+    states, server = _states_with_recorded_servers(True, events)
+    both_started = threading.Barrier(2, timeout=30)
+    record = states.start
+
+    def start(side: str, *, starting=None):
+        both_started.wait()
+        return record(side, starting=starting)
+
+    states.start = start
+    slot = [("baseline", server("baseline", runs=1)), ("comparison", server("comparison", runs=1))]
+    ready = states.before_slot(slot, every=[prepared for _, prepared in slot])
+    assert [prepared.server.name for prepared in ready] == ["baseline#2", "comparison#2"]
+    assert all(prepared.facts["state"]["reset_s"] >= 0 for prepared in ready)
+    assert not both_started.broken
+
+
+def test_a_side_that_cannot_restart_is_said_and_the_other_side_still_runs():
+    from redline.core.errors import RunError
+    events: list[str] = []
+    states, server = _states_with_recorded_servers(True, events)
+    record = states.start
+
+    def start(side: str, *, starting=None):
+        if side == "comparison":
+            raise RunError("redis-server exited during start (exit status 1): Bad file format")
+        return record(side, starting=starting)
+
+    states.start = start
+    slot = [("baseline", server("baseline", runs=1)), ("comparison", server("comparison", runs=1))]
+    baseline, comparison = states.before_slot(slot, every=[prepared for _, prepared in slot])
+    assert baseline.server.name == "baseline#2" and baseline.runs == 1
+    assert isinstance(comparison, RunError) and "Bad file format" in str(comparison)
+
+
+def test_a_restart_that_breaks_stops_what_the_other_started():
+    """A bug in one side's restart is raised, and the server the other side got meanwhile is
+    stopped rather than left running to the end of the process."""
+    events: list[str] = []
+    states, server = _states_with_recorded_servers(True, events)
+    record = states.start
+
+    def start(side: str, *, starting=None):
+        if side == "comparison":
+            raise ValueError("a bug")
+        return record(side, starting=starting)
+
+    states.start = start
+    slot = [("baseline", server("baseline", runs=1)), ("comparison", server("comparison", runs=1))]
+    with pytest.raises(ValueError, match="a bug"):
+        states.before_slot(slot, every=[prepared for _, prepared in slot])
+    assert events[-2:] == ["start baseline#2 on [0, 1]", "stop baseline#2"]
+
+
+def test_one_restart_alone_starts_on_its_own_cores():
+    """Interleaved runs (one side per slot): nothing loads beside it, so it starts pinned."""
+    events: list[str] = []
+    states, server = _states_with_recorded_servers(True, events)
+    baseline, comparison = server("baseline", runs=1), server("comparison", runs=1)
+    (new_baseline,) = states.before_slot([("baseline", baseline)], every=[baseline, comparison])
+    assert events == ["stop baseline#1", "stop comparison#1", "start baseline#2"]
+    assert new_baseline.runs == 1
 
 
 def test_a_first_run_retires_nothing():
@@ -291,5 +358,6 @@ def test_a_first_run_retires_nothing():
     events: list[str] = []
     states, server = _states_with_recorded_servers(True, events)
     baseline, comparison = server("baseline"), server("comparison")
-    states.retire([baseline, comparison], every=[baseline, comparison])
-    assert events == []
+    ready = states.before_slot([("baseline", baseline), ("comparison", comparison)], every=[baseline, comparison])
+    assert events == [] and ready == [baseline, comparison]
+    assert baseline.runs == comparison.runs == 1

@@ -210,6 +210,47 @@ def test_three_primary_cluster_forms_and_routes_keys_to_their_owners():
     assert_gone(pids, workdir)
 
 
+def thread_cores(pid: int) -> list[set[int]]:
+    return [os.sched_getaffinity(int(tid)) for tid in os.listdir(f"/proc/{pid}/task")]
+
+
+@needs_server
+@pytest.mark.parametrize("name", ["oss-standalone-02-io-threads", "oss-standalone-02-replicas"])
+def test_servers_started_on_every_core_move_to_their_own_once_up(name):
+    """A duet's two restores at once (redline.bench.state): each loads on any core, then every
+    thread of every server (io threads, replicas) is on the plan's cores before anything is measured."""
+    cores = two_cores()
+    if len(cores) < 2:
+        pytest.skip("needs two cores to start on more than the server's own")
+    spec = parse_topology(name)
+    plan = plan_cpus(spec, cores).starting_on(cores)
+    messages = []
+    deployment = deploy(spec, binary=REDIS_SERVER, config={}, cpu_plan=plan, progress=messages.append)
+    try:
+        own = plan.servers[0]
+        assert set(own) != set(cores)
+        assert any(f"starting primary on cpu {cores[0]},{cores[1]} (cpu {own[0]} once up)" in m for m in messages)
+        for server, cpus in zip(deployment.servers, plan.servers):
+            threads = thread_cores(server.pids()[0])
+            assert len(threads) >= 2 and all(t == set(cpus) for t in threads), threads
+            assert server.settings.cpus == tuple(cpus)
+        assert deployment.facts["cpu_plan"]["starting_cpus"] == cores
+        assert deployment.client().ping()
+    finally:
+        deployment.stop()
+
+
+@needs_server
+def test_a_server_gone_before_it_moves_to_its_cores_is_a_clear_error():
+    deployment = deploy_named("oss-standalone")
+    server = deployment.servers[0]
+    server.process.kill()
+    server.process.wait()
+    with pytest.raises(RunError, match="exited before it could be moved to its cores"):
+        server.move_to((0,))
+    deployment.stop()
+
+
 @needs_server
 def test_primary_with_two_replicas_syncs_a_preloaded_dataset():
     deployment = deploy_named("oss-standalone-02-replicas")

@@ -65,9 +65,8 @@ class ServerFactory(Protocol):
 
     def plan(self) -> str: ...                            # decide, once per test, how runs reach their state (RunError)
     def start(self, side: Side) -> Prepared: ...          # a server in that state (SkipTest, RunError)
-    def retire(self, next_run: Iterable[Prepared],
-               every: Iterable[Prepared]) -> None: ...   # used servers stopped before a restart
-    def before_run(self, side: Side, prepared: Prepared) -> Prepared: ...   # it, or a restart into the state
+    def before_slot(self, slot: list[tuple[Side, Prepared]],     # per side: its server, a restart into
+                    every: Iterable[Prepared]) -> list: ...       # the state, or the RunError/SkipTest why not
     def watch(self, server: Server) -> ServerAlive: ...   # polled during the load: False once exited, ServerHung once hung
     def probe(self, server: Server) -> WindowProbe: ...   # CPU and INFO at the measured window's edges
     def at_run_start(self, server: Server) -> dict | None: ...   # keys and memory as the run starts
@@ -188,23 +187,22 @@ class ServerRunner:
             self._after_run(side, run, prepared[side])
 
     def _before_slot(self, runs: list[tuple[Side, Run]]) -> dict[Side, Prepared | None]:
-        """The servers of one slot (one run, or a duet's pair), each in the test's state: where one
-        restarts, every used server stops first (redline.bench.state, "pages")."""
-        self.servers.retire([self.ready_sides[side] for side, _ in runs], list(self.ready_sides.values()))
-        return {side: self._before_run(side, run) for side, run in runs}
-
-    def _before_run(self, side: Side, run: Run) -> Prepared | None:
-        """The side's server, in the test's state for this run; None (the run failed, the side
-        runs no more) when it could not be brought back into that state."""
-        try:
-            self.ready_sides[side] = self.servers.before_run(side, self.ready_sides[side])
-        except (RunError, SkipTest) as exc:
+        """The servers of one slot (one run, or a duet's pair), each in the test's state
+        (redline.bench.state: used servers stop first, restarts run at once). A side whose server
+        could not be brought back into that state gets None: the run failed, the side runs no more."""
+        ready = self.servers.before_slot([(side, self.ready_sides[side]) for side, _ in runs],
+                                         list(self.ready_sides.values()))
+        slot: dict[Side, Prepared | None] = {}
+        for (side, run), prepared in zip(runs, ready):
+            if isinstance(prepared, Prepared):
+                self.ready_sides[side] = slot[side] = prepared
+                continue
             self.ready_sides.pop(side)
             self.observer.note(f"{side.target.label}: the server could not be restarted into the test's state; "
                                f"the remaining runs of {self.test.name} are skipped")
-            run.finish("failed", error=str(exc))
-            return None
-        return self.ready_sides[side]
+            run.finish("failed", error=str(prepared))
+            slot[side] = None
+        return slot
 
     def _after_run(self, side: Side, run: Run, prepared: Prepared) -> None:
         """A server that hung is replaced for the next run; one that exited runs no more."""

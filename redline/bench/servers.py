@@ -40,11 +40,8 @@ class RealServers:
     def start(self, side: Side) -> Prepared:
         return self.states.start(side)
 
-    def retire(self, next_run: Iterable[Prepared], every: Iterable[Prepared]) -> None:
-        self.states.retire(next_run, every)
-
-    def before_run(self, side: Side, prepared: Prepared) -> Prepared:
-        return self.states.before_run(side, prepared)
+    def before_slot(self, slot: list[tuple[Side, Prepared]], every: Iterable[Prepared]) -> list:
+        return self.states.before_slot(slot, every)
 
     def watch(self, server: Server) -> ServerWatch:
         return ServerWatch(server)

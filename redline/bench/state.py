@@ -27,8 +27,13 @@ the side about to run would hand each side its own pages back, pair after pair, 
 would keep whatever offset their first pages gave them (measured under load, a duet A/A read
 −2.3% with 15 pairs, and +3.0% with the sides' places in the plan swapped: docs/statistics.md,
 "Duets"). So a restart first stops every side's server that has served a run (each restarts
-before its own next run anyway): the sides draw their pages from one pool. In a duet, the offset
-left under load follows the load order, which alternates (the same section).
+before its own next run anyway): the sides draw their pages from one pool.
+
+Restores at once: restarted one after the other, a duet's side restored second read cheaper, by
+load order (docs/statistics.md, "Duets"). So a duet's restarts run at the same time, each in a
+thread that outlives its server (redline.system.children.at_once), each server started on every
+core of the test and moved to the plan's server cores once it is up (CpuPlan.starting): on two
+cores the two restores load side by side instead of one after the other.
 
 Every run records how its state was reached, the key count and memory when it started, and the
 INFO memory figures at the start of its measured window; `compare` refuses a verdict on sides that
@@ -41,7 +46,8 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
+from functools import partial
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import redis
 
@@ -51,6 +57,7 @@ from redline.core.run import EMPTY, PREPARED, RESTORED
 from redline.server import traits as server_traits
 from redline.server.identity import server_identity
 from redline.server.process import RemoteServer, Server
+from redline.system.children import at_once
 from redline.topology import CpuPlan, deploy, plan_cpus, wait_replicas_in_sync
 
 if TYPE_CHECKING:
@@ -162,8 +169,9 @@ class ServerStates:
         self.observer, self.cpus, self.workdir = observer, cpus, workdir
         self.under = under       # servers run under a tool (redline.topology.deploy's `under`)
 
-    def start(self, side: Side) -> Prepared:
-        """SkipTest when this server cannot run the test; RunError when it fails to get there."""
+    def start(self, side: Side, *, starting: list[int] | None = None) -> Prepared:
+        """SkipTest when this server cannot run the test; RunError when it fails to get there.
+        `starting`: the cores its servers may use until they are up (CpuPlan.starting)."""
         self.observer.phase(f"server start ({self.topology.name})")
         if side.target.managed:
             unknown = admission.unknown_parameters(self.test, side.target.binary, side.target.config)
@@ -171,6 +179,8 @@ class ServerStates:
                 raise SkipTest(f"the server does not know configuration parameter "
                                            f"{', '.join(unknown)} (CONFIG GET)")
         cpu_plan = plan_cpus(self.topology, self.cpus)
+        if starting:
+            cpu_plan = cpu_plan.starting_on(starting)
         snapshot = self.plan.snapshots.get(side)
         server, dataset = self._reach_state(side, cpu_plan, snapshot)
         with _stopped_on_failure(server):
@@ -191,24 +201,36 @@ class ServerStates:
             "state": self._state_facts(snapshot),
         })
 
-    def retire(self, next_run: Iterable[Prepared], every: Iterable[Prepared]) -> None:
-        """Before the servers of the next run (a duet: of every side) are brought into the state:
-        when one of them restarts, every server that has served a run stops first, whichever side
-        it belongs to (each restarts before its own next run anyway; the module docstring, "pages")."""
-        if any(self._restarts(prepared) for prepared in next_run):
+    def before_slot(self, slot: list[tuple[Side, Prepared]],
+                    every: Iterable[Prepared]) -> list[Prepared | RunError | SkipTest]:
+        """The servers for a slot's runs (one run, or a duet's pair), in the slot's order: each the
+        same one, or — when the plan restarts per run and it has served a run — a new one in the
+        planned state, its cost in the facts; or why it could not be brought there. Before any
+        restart, every server that has served a run stops, whichever side it belongs to (each
+        restarts before its own next run anyway; the module docstring, "Pages"). Several restarts
+        run at once, each server loading on a core of its own ("Restores at once")."""
+        restarting = [side for side, prepared in slot if self._restarts(prepared)]
+        if restarting:
             for used in every:
                 if used.runs:
                     used.server.stop()
+        if len(restarting) > 1:
+            cpus = self.cpus
+            restarted = dict(zip(restarting, at_once([partial(self._restart, side, starting=cpus) for side in restarting],
+                                                     expected=(RunError, SkipTest),
+                                                     discard=lambda prepared: prepared.server.stop())))
+        else:
+            restarted = {side: _outcome(partial(self._restart, side)) for side in restarting}
+        ready = [restarted.get(side, prepared) for side, prepared in slot]
+        for prepared in ready:
+            if isinstance(prepared, Prepared):
+                prepared.runs += 1
+        return ready
 
-    def before_run(self, side: Side, prepared: Prepared) -> Prepared:
-        """The server for the side's next run: the same one, or — when the plan restarts per run
-        and this one has served a run — a new one in the planned state, its cost in the facts."""
-        if self._restarts(prepared):
-            prepared.server.stop()      # stopped already when `retire` came first: a no-op then
-            started = time.monotonic()
-            prepared = self.start(side)
-            prepared.facts["state"]["reset_s"] = round(time.monotonic() - started, 3)
-        prepared.runs += 1
+    def _restart(self, side: Side, *, starting: list[int] | None = None) -> Prepared:
+        started = time.monotonic()
+        prepared = self.start(side, starting=starting)
+        prepared.facts["state"]["reset_s"] = round(time.monotonic() - started, 3)
         return prepared
 
     def _restarts(self, prepared: Prepared) -> bool:
@@ -308,6 +330,13 @@ class ServerStates:
             return str(exc)
         dataset["snapshot_save_s"] = round(time.monotonic() - saving, 3)
         return None
+
+
+def _outcome(restart: Callable[[], Prepared]) -> Prepared | RunError | SkipTest:
+    try:
+        return restart()
+    except (RunError, SkipTest) as exc:
+        return exc
 
 
 @contextmanager

@@ -3,6 +3,7 @@ endpoint someone else runs (no process control)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import signal
@@ -43,6 +44,14 @@ def _config_line(name: str, value: str) -> str:
     if "\n" in name or "\n" in value or not name.strip():
         raise RunError(f"invalid server configuration parameter {name!r}={value!r}")
     return f"{name} {value}" if value != "" else f'{name} ""'
+
+
+def _affinity(tid: int) -> set[int] | None:
+    """The cores a thread may run on; None once it has ended."""
+    try:
+        return os.sched_getaffinity(tid)
+    except ProcessLookupError:
+        return None
 
 
 def answers_ping(host: str, port: int, timeout_s: float = 0.25) -> bool:
@@ -202,6 +211,31 @@ class ManagedServer(Server):
             time.sleep(0.02)
         self.stop()
         raise RunError(f"redis-server did not answer PING within {timeout_s:.0f}s; log: {self.log_tail(3)}")
+
+    def move_to(self, cpus: tuple[int, ...]) -> None:
+        """Move every thread of the running server onto `cpus` (it was started on other cores).
+        A thread started meanwhile inherits the cores of the one that started it, so a second look
+        finds every thread moved; RunError when one is not."""
+        wanted = set(cpus)
+        for _ in range(3):
+            strays = [tid for tid in self._threads() if _affinity(tid) not in (wanted, None)]
+            if not strays:
+                self.settings.cpus = tuple(cpus)
+                return
+            for tid in strays:
+                try:
+                    os.sched_setaffinity(tid, wanted)
+                except ProcessLookupError:      # the thread ended meanwhile
+                    pass
+        raise RunError(f"redis-server (pid {self.process.pid}) could not be moved to cpu "
+                       f"{','.join(map(str, cpus))}: threads {strays} stayed where they were")
+
+    def _threads(self) -> list[int]:
+        try:
+            return [int(tid) for tid in os.listdir(f"/proc/{self.process.pid}/task")]
+        except (AttributeError, FileNotFoundError):
+            raise RunError(f"redis-server exited before it could be moved to its cores "
+                           f"({self.exit_description()})") from None
 
     def stop(self) -> None:
         proc = self.process

@@ -4,7 +4,8 @@
 
 * the child dies with redline, even when redline is killed (the kernel's parent-death signal,
   set between fork and exec). The kernel sends it when the *thread* that forked exits, so spawn
-  only from the main thread or a thread that outlives the child;
+  only from the main thread or a thread that outlives the child (`at_once` runs calls that spawn
+  in such threads);
 * a SIGTERM or Ctrl-C that arrives while the child is being forked cannot leave redline stuck.
   Setting up the child between fork and exec makes Python run its at-fork handlers (logging takes
   and releases its module lock around every fork); redline turns SIGTERM into KeyboardInterrupt,
@@ -20,12 +21,14 @@ import os
 import signal
 import subprocess
 import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 DEFERRED_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+T = TypeVar("T")
 
 
 def _child_setup() -> None:
@@ -69,3 +72,43 @@ def spawn(argv: list[str], **popen_arguments) -> subprocess.Popen:
     """subprocess.Popen(argv, ...) for a child that must not outlive redline."""
     with signals_deferred():
         return subprocess.Popen(argv, preexec_fn=_child_setup, **popen_arguments)
+
+
+# -- several starts at once -------------------------------------------------------------------------
+_starters: tuple[int, ThreadPoolExecutor] | None = None     # (the pid they belong to, the threads)
+
+
+def _starter_threads() -> ThreadPoolExecutor:
+    """Threads that live as long as the process, so what they spawn does not die with them (a forked
+    lane has none of its parent's threads: it makes its own)."""
+    global _starters
+    if _starters is None or _starters[0] != os.getpid():
+        _starters = (os.getpid(), ThreadPoolExecutor(max_workers=4, thread_name_prefix="redline-starter"))
+    return _starters[1]
+
+
+def at_once(calls: list[Callable[[], T]], *, expected: tuple[type[Exception], ...],
+            discard: Callable[[T], None]) -> list[T | Exception]:
+    """Every call at the same time, each in a thread that outlives the children it spawns; per call
+    its result or the `expected` exception it raised. Any other exception, or an interruption while
+    waiting, is raised once every call has finished, and the results that did come are `discard`ed
+    (a server started for nothing is stopped, not left to the end of the process)."""
+    futures = [_starter_threads().submit(call) for call in calls]
+    try:
+        wait(futures)
+        for future in futures:
+            error = future.exception()
+            if error is not None and not isinstance(error, expected):
+                raise error
+    except BaseException:
+        for future in futures:
+            while True:
+                try:
+                    failed = future.exception() is not None     # waits; a second Ctrl-C waits on
+                    break
+                except BaseException:
+                    continue
+            if not failed:
+                discard(future.result())
+        raise
+    return [future.exception() or future.result() for future in futures]

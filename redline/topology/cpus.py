@@ -8,7 +8,7 @@ servers share the rest; every compromise is written down as a warning.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from redline.core.errors import UsageError
 from redline.topology.spec import TopologySpec
@@ -25,6 +25,9 @@ class CpuPlan:
     client_cpus: tuple[int, ...]
     wanted: tuple[int, ...] = ()                # cores each server process would have had
     warnings: tuple[str, ...] = ()
+    # cores every server process may use until the deployment is up, then each moves to its own
+    # (a duet's two restores at once, each on a core of its own: redline.bench.state); () = its own from the start
+    starting: tuple[int, ...] = ()
 
     @property
     def shared(self) -> bool:
@@ -47,6 +50,10 @@ class CpuPlan:
         except ValueError:
             raise KeyError(f"no server role {role!r} in this plan (roles: {', '.join(self.roles)})") from None
 
+    def starting_on(self, cpus: list[int]) -> CpuPlan:
+        """The same plan, its servers started on `cpus` and moved to their own cores once up."""
+        return replace(self, starting=tuple(sorted(set(cpus))))
+
     def describe(self) -> str:
         parts = [f"{role} on cpu {_list(cores)}" for role, cores in zip(self.roles, self.servers)]
         text = ", ".join(parts) + f"; client on cpu {_list(self.client_cpus)}"
@@ -61,6 +68,7 @@ class CpuPlan:
             "client_cpus": list(self.client_cpus),
             "shared": self.shared,
             "warnings": list(self.warnings),
+            **({"starting_cpus": list(self.starting)} if self.starting else {}),
         }
 
 

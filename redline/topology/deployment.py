@@ -192,7 +192,9 @@ def deploy(spec: TopologySpec, *, binary: Path, config: dict[str, str], cpu_plan
            seed_rdb: Path | None = None,
            under: Callable[[ServerSettings], ServerSettings] | None = None) -> Deployment:
     """Start every server of `spec` pinned as `cpu_plan` says, form the cluster or attach the
-    replicas, and return the running deployment. Nothing is left running when this raises.
+    replicas, and return the running deployment. Nothing is left running when this raises. When
+    the plan has `starting` cores, the servers start on those and move to their own once the
+    deployment is up (loaded, formed, replicas in sync).
 
     `attach_replicas=False` starts the replicas empty and unattached; call
     `attach_replicas_now(deployment)` after preloading the primary to time a full sync of the data.
@@ -222,9 +224,11 @@ def deploy(spec: TopologySpec, *, binary: Path, config: dict[str, str], cpu_plan
         for role, cpus in zip(roles, cpu_plan.servers):
             workdir = root / role
             workdir.mkdir()
-            _note(progress, f"{spec.name}: starting {role} on cpu {','.join(map(str, cpus))}")
+            starting = cpu_plan.starting or cpus
+            _note(progress, f"{spec.name}: starting {role} on cpu {','.join(map(str, starting))}"
+                            + (f" (cpu {','.join(map(str, cpus))} once up)" if cpu_plan.starting else ""))
             settings = ServerSettings(binary=binary, config=_node_config(spec, config, workdir),
-                                      cpus=tuple(cpus), workdir=workdir)
+                                      cpus=tuple(starting), workdir=workdir)
             if seed_rdb is not None and role == roles[0]:
                 settings.seed_rdb, settings.start_timeout_s = seed_rdb, SEEDED_START_TIMEOUT_S
             if under is not None:
@@ -239,6 +243,9 @@ def deploy(spec: TopologySpec, *, binary: Path, config: dict[str, str], cpu_plan
                             f"after {formed.formed_s:.2f}s")
         if spec.replicas and attach_replicas:
             attach_replicas_now(deployment, progress=progress)
+        if cpu_plan.starting:
+            for server, cpus in zip(servers, cpu_plan.servers):
+                server.move_to(tuple(cpus))
         return deployment
     except BaseException:
         if deployment is not None:
