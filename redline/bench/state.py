@@ -45,8 +45,8 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import redis
@@ -208,16 +208,15 @@ class ServerStates:
         planned state, its cost in the facts; or why it could not be brought there. Before any
         restart, every server that has served a run stops, whichever side it belongs to (each
         restarts before its own next run anyway; the module docstring, "Pages"). Several restarts
-        run at once, each server loading on a core of its own ("Restores at once")."""
+        run at once, each server loading on every core of the test ("Restores at once")."""
         restarting = [side for side, prepared in slot if self._restarts(prepared)]
         if restarting:
             for used in every:
                 if used.runs:
                     used.server.stop()
         if len(restarting) > 1:
-            cpus = self.cpus
-            restarted = dict(zip(restarting, at_once([partial(self._restart, side, starting=cpus) for side in restarting],
-                                                     expected=(RunError, SkipTest),
+            restarts = [partial(self._restart, side, starting=self.cpus) for side in restarting]
+            restarted = dict(zip(restarting, at_once(restarts, expected=(RunError, SkipTest),
                                                      discard=lambda prepared: prepared.server.stop())))
         else:
             restarted = {side: _outcome(partial(self._restart, side)) for side in restarting}
