@@ -306,19 +306,25 @@ def test_a_duets_restarts_run_at_the_same_time_each_on_every_core():
     assert not both_started.broken
 
 
-def test_a_side_that_cannot_restart_is_said_and_the_other_side_still_runs():
-    from redline.core.errors import RunError
-    events: list[str] = []
+def _duet_whose_comparison_cannot_restart(error: Exception, events: list[str]):
+    """A duet's states after a pair on both sides, and its next slot; the comparison's restart raises `error`."""
     states, server = _states_with_recorded_servers(True, events)
     record = states.start
 
     def start(side: str, *, starting=None):
         if side == "comparison":
-            raise RunError("redis-server exited during start (exit status 1): Bad file format")
+            raise error
         return record(side, starting=starting)
 
     states.start = start
     slot = [("baseline", server("baseline", runs=1)), ("comparison", server("comparison", runs=1))]
+    return states, slot
+
+
+def test_a_side_that_cannot_restart_is_said_and_the_other_side_still_runs():
+    from redline.core.errors import RunError
+    states, slot = _duet_whose_comparison_cannot_restart(
+        RunError("redis-server exited during start (exit status 1): Bad file format"), [])
     baseline, comparison = states.before_slot(slot, every=[prepared for _, prepared in slot])
     assert baseline.server.name == "baseline#2" and baseline.runs == 1
     assert isinstance(comparison, RunError) and "Bad file format" in str(comparison)
@@ -328,16 +334,7 @@ def test_a_restart_that_breaks_stops_what_the_other_started():
     """A bug in one side's restart is raised, and the server the other side got meanwhile is
     stopped rather than left running to the end of the process."""
     events: list[str] = []
-    states, server = _states_with_recorded_servers(True, events)
-    record = states.start
-
-    def start(side: str, *, starting=None):
-        if side == "comparison":
-            raise ValueError("a bug")
-        return record(side, starting=starting)
-
-    states.start = start
-    slot = [("baseline", server("baseline", runs=1)), ("comparison", server("comparison", runs=1))]
+    states, slot = _duet_whose_comparison_cannot_restart(ValueError("a bug"), events)
     with pytest.raises(ValueError, match="a bug"):
         states.before_slot(slot, every=[prepared for _, prepared in slot])
     assert events[-2:] == ["start baseline#2 on [0, 1]", "stop baseline#2"]

@@ -102,13 +102,16 @@ def at_once(calls: list[Callable[[], T]], *, expected: tuple[type[Exception], ..
                 raise error
     except BaseException:
         for future in futures:
-            while True:
-                try:
-                    failed = future.exception() is not None     # waits; a second Ctrl-C waits on
-                    break
-                except BaseException:
-                    continue
-            if not failed:
+            if _succeeded(future):
                 discard(future.result())
         raise
     return [future.exception() or future.result() for future in futures]
+
+
+def _succeeded(future) -> bool:
+    """Whether the call returned, once it has finished (a second Ctrl-C meanwhile waits on)."""
+    while True:
+        try:
+            return future.exception() is None
+        except BaseException:
+            continue
