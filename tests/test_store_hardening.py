@@ -6,6 +6,7 @@ import hashlib
 import os
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -94,6 +95,33 @@ def test_a_path_that_cannot_be_a_store_is_one_line_exit_2(tmp_path, redline_cli,
     assert line == f"redline: error: store {path}: {problem}"
     if kind == "text":
         assert path.read_text() == "my notes, not a database\n"
+
+
+_OPENS_AT_THE_STORE_PATH = """
+import os, sys
+from pathlib import Path
+from redline.store.results import inspect_store_file
+store = Path(sys.argv[1])
+opened = []
+def watch(event, args):
+    if event == "open" and args and str(args[0]) == str(store):
+        opened.append(event)
+sys.addaudithook(watch)
+print(inspect_store_file(store), len(opened), store.exists())
+"""
+
+
+def test_checking_a_new_store_path_never_creates_a_file_there(tmp_path):
+    # a probe file at the store's path (created, then deleted) was, while it lived, an empty store to
+    # another redline process opening the same default redline.db: it saw the file, then stat() failed
+    # with a traceback (CI, stop 53, two refused command lines side by side in one directory)
+    store = tmp_path / "redline.db"
+    checked = subprocess.run([sys.executable, "-c", _OPENS_AT_THE_STORE_PATH, str(store)],
+                             capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent,
+                             timeout=120)
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.split() == ["False", "0", "False"]     # a new store; nothing opened there
+    assert list(tmp_path.iterdir()) == []                         # and no probe left beside it
 
 
 def test_an_empty_store_path_is_a_usage_error(redline_cli):

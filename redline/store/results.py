@@ -18,6 +18,7 @@ import os
 import platform
 import sqlite3
 import stat
+import tempfile
 import time
 from contextlib import closing, contextmanager
 from typing import Iterator
@@ -272,13 +273,13 @@ def _writable_problem(path: Path) -> str | None:
         return "is not writable (permission denied)" if existing == path else \
             f"cannot be created: directory {existing} is not writable"
     if existing != path:        # a directory may refuse new files whatever it says (/proc, /sys)
+        # probed with a file of a name of its own: a probe at the store's path would be, for as long
+        # as it lives, an empty store file to another redline process opening the same path
         try:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-        except FileExistsError:
-            return None
+            with tempfile.NamedTemporaryFile(dir=existing, prefix=f".{path.name}.probe-"):
+                pass
         except OSError as exc:
             return f"cannot be created: {exc.strerror or exc}"
-        os.unlink(path)
     return None
 
 
