@@ -358,6 +358,25 @@ def test_a_test_whose_counts_moved_outside_call_is_shown_and_judged_by_what_move
     assert same.as_json()["counted"]["headline_metric"] == "instructions_per_op_command"
 
 
+def test_a_test_sent_to_time_by_estimated_cycles_alone_is_shown_and_judged_by_them():
+    # standard-stream-xreadgroup-xack, 7.0.5 vs 7.0.7: call() +0.06%, estimated cycles -4.1% with the
+    # same instructions (withheld), time -2.1%; the page said "counts and time moved in opposite
+    # directions", reading call()'s +0.06% as what moved
+    from redline.analysis.gate import COUNT, Evidence, judge
+    from redline.output.gate_report import counted_headline
+    counted = _counted_runs("baseline", 2000.0, 800.0, 5000.0) + _counted_runs("comparison", 2000.0, 800.5, 4700.0)
+    faster = _timed_runs("baseline", 10.0) + _timed_runs("comparison", 9.7)
+    [decided] = judge([Evidence("t", "t", COUNT, counted=counted, timed=faster)], floors={})
+    entry = decided.as_json()
+    assert [c.metric for c in decided.screen.moved] == ["est_cycles_per_op"]
+    assert entry["counted"]["headline_metric"] == "est_cycles_per_op"
+    assert counted_headline(entry)["delta_pct"] == pytest.approx(-6.0, abs=0.05)
+    assert decided.verdict == "improvement" and "opposite" not in decided.why, decided.why
+    slower = _timed_runs("baseline", 10.0) + _timed_runs("comparison", 10.3)
+    [against] = judge([Evidence("t", "t", COUNT, counted=counted, timed=slower)], floors={})
+    assert against.verdict == "regression" and "counts and time moved in opposite directions" in against.why
+
+
 def test_a_timed_test_stopped_because_more_runs_could_not_decide_says_so():
     from redline.analysis.comparison import looks_confidence
     from redline.analysis.gate import TIME, Evidence, judge

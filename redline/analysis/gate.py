@@ -83,13 +83,20 @@ class Screen:
     note: str | None = None            # why undecided
 
     @property
+    def moved(self) -> list[TestComparison]:
+        """The counted comparisons that send the test to time: a change alone, or a change withheld
+        (estimated cycles alone, with the same instructions: layout), which time decides."""
+        return [c for c in self.comparisons
+                if c.result and (c.verdict_alone in (Verdict.REGRESSION, Verdict.IMPROVEMENT) or c.withheld)]
+
+    @property
     def headline(self) -> TestComparison | None:
         """The counted comparison the test is shown and judged by: instructions in call(), unless
         only other counted metrics moved (GEOPOS at 7.0.7: call() unchanged, the whole process
-        −4.9%): then the first that moved, in the order counts are compared (instructions before
-        the cache model's estimated cycles)."""
+        −4.9%; XREADGROUP + XACK: estimated cycles alone, withheld): then the first that moved, in
+        the order counts are compared (instructions before the cache model's estimated cycles)."""
         measured = [c for c in self.comparisons if c.result]
-        moved = [c for c in measured if c.verdict_alone in (Verdict.REGRESSION, Verdict.IMPROVEMENT)]
+        moved = self.moved
         in_call = next((c for c in measured if c.metric == COUNTED_HEADLINE), None)
         if moved and in_call not in moved:
             return moved[0]
@@ -110,8 +117,7 @@ def screen(key: str, runs: list[Run], floors: dict) -> Screen:
     verdicts = {c.verdict_alone for c in comparisons}
     if verdicts == {Verdict.NO_CHANGE}:
         return Screen(NO_CHANGE, comparisons)
-    # a withheld change (estimated cycles alone: layout) is one more counts cannot decide: time does
-    moved = [c for c in comparisons if c.verdict_alone in (Verdict.REGRESSION, Verdict.IMPROVEMENT) or c.withheld]
+    moved = Screen(MOVED, comparisons).moved
     if moved:
         return Screen(MOVED, comparisons, ", ".join(f"{c.metric} {c.result.delta_pct:+.1f}%" for c in moved))
     refusal = next((c.state_refusal for c in comparisons if c.state_refusal), None)
