@@ -107,3 +107,34 @@ def test_resume_takes_no_suites_or_settings_and_only_a_compare(tmp_path, redline
     assert "none.db does not exist" in proc.stderr
     proc = redline_cli("compare", "--resume", "soon", "--store", db, check_exit=2)
     assert "SESSION must be a session number or 'latest'" in proc.stderr
+
+
+def test_a_side_built_again_from_the_same_build_carries_its_runs_and_another_build_does_not(tmp_path, capsys):
+    # a resumed compare on a fresh machine builds git: targets again; Redis writes the host and the
+    # time into every build (mkreleasehdr.sh), so the executable's sha256 differs, not the build
+    from redline.core.errors import UsageError
+    from redline.core.run import Run
+    from redline.engine.run_plan import Side
+    from redline.lab.compare_resume import _check_same_binaries
+    from redline.server.identity import binary_digest
+    from redline.server.targets import Target
+    [rebuilt, _] = two_binaries(tmp_path)
+    with open(rebuilt, "ab") as binary:
+        binary.write(b"built elsewhere")
+
+    def carried(cache_key: str) -> list[Run]:
+        return [Run(test="t", target="git:repo@7.0.5", side="baseline", run_index=i, status="ok",
+                    facts={"identity": {"binary_sha256": "9cf946926be3" + "0" * 52}, "build": {"cache_key": cache_key}})
+                for i in range(3)]
+
+    side = Side(Target("git:repo@7.0.5", binary=rebuilt, build_facts={"cache_key": "git-1571907ea020-default-2d84"}),
+                "baseline")
+    _check_same_binaries(carried("git-1571907ea020-default-2d84"), [side], 4)
+    said = capsys.readouterr().err
+    assert f"the baseline git:repo@7.0.5 was built again (sha256 {binary_digest(rebuilt)[:12]}; session 4 measured " \
+           "9cf946926be3)" in " ".join(said.split())
+    with pytest.raises(UsageError, match="not the binary session 4 measured .9cf946926be3."):
+        _check_same_binaries(carried("git-1571907ea020-O3-lto-77aa"), [side], 4)     # another variant
+    bare = Side(Target("bin:elsewhere", binary=rebuilt), "baseline")                  # nothing built: sha256 only
+    with pytest.raises(UsageError, match="a resumed compare must measure the same binaries"):
+        _check_same_binaries(carried("git-1571907ea020-default-2d84"), [bare], 4)

@@ -9,7 +9,9 @@ What is carried over: the runs of each test whose job ended in the earlier sessi
 or skipped, none interrupted, and compare's adaptive rule asking for no more runs, given the
 changes decided by the other tests that ended: `ended_runs`). A test that was interrupted, failed, or
 never reached is measured again, whole. Carried runs must come from the same binaries the sides
-resolve to now (sha256 of the executable), else the resume is refused.
+resolve to now (sha256 of the executable, or for a built target the same build: source commit,
+variant and compiler, since a rebuild on another machine differs by Redis' build id), else the
+resume is refused.
 
 The resumed session stores a `resume` document (the session it resumes, the arguments it took
 over, the uids of the carried runs): its session document holds the carried runs beside its own,
@@ -161,15 +163,27 @@ def _job_ended(job, runs: list[Run], plan: SessionPlan) -> bool:
 
 
 def _check_same_binaries(carried: list[Run], sides: list[Side], session_id: int) -> None:
+    """Carried runs measured the binaries the sides are now: the same executable (sha256), or one
+    built again from the same build (source commit, variant, compiler: the build cache key), as on
+    another machine, where Redis' mkreleasehdr.sh writes the host and the time into every build."""
     for side in sides:
         if side.target.binary is None:             # tcp://: nothing redline runs, nothing to check
             continue
         now = binary_digest(side.target.binary)
-        then = {(run.facts.get("identity") or {}).get("binary_sha256") for run in carried
-                if run.side == side.name and run.status == "ok"}
+        mine = [run for run in carried if run.side == side.name and run.status == "ok"]
+        then = {(run.facts.get("identity") or {}).get("binary_sha256") for run in mine}
         then.discard(None)
-        if then and then != {now}:
-            raise UsageError(f"--resume {session_id}: the {side.name} {side.target.spec} is now {side.target.binary} "
-                             f"(sha256 {now[:12]}), not the binary session {session_id} measured "
-                             f"({', '.join(sorted(d[:12] for d in then))}); a resumed compare must measure the same "
-                             "binaries")
+        if not then or then == {now}:
+            continue
+        key = (side.target.build_facts or {}).get("cache_key")
+        keys = {(run.facts.get("build") or {}).get("cache_key") for run in mine}
+        if key and keys == {key}:
+            terminal.console(stderr=True).print(
+                f"the {side.name} {side.target.spec} was built again (sha256 {now[:12]}; session {session_id} "
+                f"measured {', '.join(sorted(d[:12] for d in then))}): the same build (cache key {key}: source, "
+                "variant, compiler), so its carried runs stand")
+            continue
+        raise UsageError(f"--resume {session_id}: the {side.name} {side.target.spec} is now {side.target.binary} "
+                         f"(sha256 {now[:12]}), not the binary session {session_id} measured "
+                         f"({', '.join(sorted(d[:12] for d in then))}); a resumed compare must measure the same "
+                         "binaries")
