@@ -329,6 +329,12 @@ def test_an_effect_time_did_not_decide_is_said_in_instructions_not_speed():
                  "counted": {"headline_metric": "instructions_per_op_command", "metrics": [counted]}}
     assert effect(undecided) == "2.11× fewer instr/op in call()"
     assert effect(dict(undecided, verdict="improvement", decided_by="time")) == "1.05× faster"
+    # the ratio of the estimate its interval is of, not of the sides' medians (paired runs on a drifting
+    # machine: GET at pipeline 100 read "1.01× faster" beside -3.0% [-4.6%, -1.4%])
+    drifting = dict(timed, baseline_median=10.0, comparison_median=9.9, delta_pct=-3.0, ci_low_pct=-4.6, ci_high_pct=-1.4)
+    assert effect(dict(undecided, timed=drifting, verdict="improvement", decided_by="time")) == "1.03× faster"
+    slower = dict(timed, delta_pct=25.0, ci_low_pct=20.0, ci_high_pct=30.0)
+    assert effect(dict(undecided, timed=slower, verdict="regression", decided_by="time")) == "1.25× slower"
 
 
 def _timed_runs(side: str, cpu_us: float, runs: int = 7):

@@ -52,10 +52,18 @@ def counted_headline(entry: dict) -> dict | None:
 
 def ratio_words(comparison: dict | None) -> str:
     """'3.02× faster' / '1.25× slower' for a timed comparison (its JSON); for a counted one, what the
-    program does, not how fast it is: '2.11× fewer instr/op in call()'."""
-    if not comparison or not comparison.get("baseline_median") or not comparison.get("comparison_median"):
+    program does, not how fast it is: '2.11× fewer instr/op in call()'. The ratio is the estimate
+    the interval beside it is of (`delta_pct`, paired where the runs are): the ratio of the sides'
+    medians can say otherwise on a drifting machine (GET at pipeline 100 in duets: medians 1.01×,
+    the pairs −3.0% [−4.6%, −1.4%])."""
+    if not comparison:
         return ""
-    base, comp = comparison["baseline_median"], comparison["comparison_median"]
+    if comparison.get("delta_pct") is not None and comparison["delta_pct"] > -100:
+        base, comp = 1.0, 1.0 + comparison["delta_pct"] / 100
+    elif comparison.get("baseline_median") and comparison.get("comparison_median"):
+        base, comp = comparison["baseline_median"], comparison["comparison_median"]
+    else:
+        return ""
     better = comp > base if comparison.get("higher_is_better") else comp < base
     ratio = f"{max(base, comp) / min(base, comp):.2f}×"
     metric = metrics.BY_NAME.get(comparison.get("metric"))
