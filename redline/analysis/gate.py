@@ -84,10 +84,7 @@ class Screen:
 
     @property
     def moved(self) -> list[TestComparison]:
-        """The counted comparisons that send the test to time: a change alone, or a change withheld
-        (estimated cycles alone, with the same instructions: layout), which time decides."""
-        return [c for c in self.comparisons
-                if c.result and (c.verdict_alone in (Verdict.REGRESSION, Verdict.IMPROVEMENT) or c.withheld)]
+        return moved_counts(self.comparisons)
 
     @property
     def headline(self) -> TestComparison | None:
@@ -101,6 +98,13 @@ class Screen:
         if moved and in_call not in moved:
             return moved[0]
         return in_call or (measured[0] if measured else None)
+
+
+def moved_counts(comparisons: list[TestComparison]) -> list[TestComparison]:
+    """The counted comparisons that send a test to time: a change alone, or a change withheld
+    (estimated cycles alone, with the same instructions: layout), which time decides."""
+    return [c for c in comparisons
+            if c.result and (c.verdict_alone in (Verdict.REGRESSION, Verdict.IMPROVEMENT) or c.withheld)]
 
 
 def screen(key: str, runs: list[Run], floors: dict) -> Screen:
@@ -117,7 +121,7 @@ def screen(key: str, runs: list[Run], floors: dict) -> Screen:
     verdicts = {c.verdict_alone for c in comparisons}
     if verdicts == {Verdict.NO_CHANGE}:
         return Screen(NO_CHANGE, comparisons)
-    moved = Screen(MOVED, comparisons).moved
+    moved = moved_counts(comparisons)
     if moved:
         return Screen(MOVED, comparisons, ", ".join(f"{c.metric} {c.result.delta_pct:+.1f}%" for c in moved))
     refusal = next((c.state_refusal for c in comparisons if c.state_refusal), None)
