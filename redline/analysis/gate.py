@@ -93,7 +93,7 @@ class Screen:
         −4.9%; XREADGROUP + XACK: estimated cycles alone, withheld): then the first that moved, in
         the order counts are compared (instructions before the cache model's estimated cycles)."""
         measured = [c for c in self.comparisons if c.result]
-        moved = self.moved
+        moved = moved_counts(self.comparisons)
         in_call = next((c for c in measured if c.metric == COUNTED_HEADLINE), None)
         if moved and in_call not in moved:
             return moved[0]

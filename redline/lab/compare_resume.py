@@ -175,15 +175,15 @@ def _check_same_binaries(carried: list[Run], sides: list[Side], session_id: int)
         then.discard(None)
         if not then or then == {now}:
             continue
+        measured = ", ".join(sorted(digest[:12] for digest in then))
         key = (side.target.build_facts or {}).get("cache_key")
         keys = {(run.facts.get("build") or {}).get("cache_key") for run in mine}
         if key and keys == {key}:
             terminal.console(stderr=True).print(
                 f"the {side.name} {side.target.spec} was built again (sha256 {now[:12]}; session {session_id} "
-                f"measured {', '.join(sorted(d[:12] for d in then))}): the same build (cache key {key}: source, "
-                "variant, compiler), so its carried runs stand")
+                f"measured {measured}): the same build (cache key {key}: source, variant, compiler), so its "
+                "carried runs stand")
             continue
         raise UsageError(f"--resume {session_id}: the {side.name} {side.target.spec} is now {side.target.binary} "
-                         f"(sha256 {now[:12]}), not the binary session {session_id} measured "
-                         f"({', '.join(sorted(d[:12] for d in then))}); a resumed compare must measure the same "
-                         "binaries")
+                         f"(sha256 {now[:12]}), not the binary session {session_id} measured ({measured}); "
+                         "a resumed compare must measure the same binaries")
