@@ -55,7 +55,8 @@ class Script:
         return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
 
 
-COUNTED_DEFAULT = {"instructions_per_op": 1000.0, "instructions_per_op_command": 400.0, "est_cycles_per_op": 1200.0}
+COUNTED_DEFAULT = {"instructions_per_op": 1000.0, "instructions_per_op_command": 400.0, "est_cycles_per_op": 1200.0,
+                   "server_reads_per_op": 0.1, "server_writes_per_op": 0.1}
 TIMED_DEFAULT = {"ops_per_sec": 50000.0, "p50_ms": 0.5, "p99_ms": 1.0, "server_cpu_us_per_op": 10.0}
 
 

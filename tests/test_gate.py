@@ -440,3 +440,90 @@ clientconfig:
     [reason] = timed_reasons(short, topology_of(short), [])
     assert "time to live of 10 s (SET __key__ __data__ EX 10)" in reason and "compare it by time" in reason
     assert timed_reasons(psetex, topology_of(psetex), []) and timed_reasons(hour, topology_of(hour), []) == []
+
+
+# -- pipelines screened by counts and system calls (--count-pipelines) ----------------------------------
+def _screened_runs(side: str, *, reads: float | None, writes: float | None, instructions: float = 2000.0):
+    from redline.core.run import Run
+    runs = []
+    for i in range(3):
+        metrics = {"instructions_per_op": instructions, "instructions_per_op_command": 800.0,
+                   "est_cycles_per_op": 5000.0}
+        metrics.update({name: value for name, value in (("server_reads_per_op", reads),
+                                                        ("server_writes_per_op", writes)) if value is not None})
+        runs.append(Run(test="t", target=side, side=side, run_index=i, status="ok", metrics=metrics))
+    return runs
+
+
+def test_a_pipelined_test_goes_to_counts_only_when_its_system_calls_are_compared(tests):
+    sides = fake_sides("baseline", "comparison")
+    from redline.analysis.gate import screens_system_calls
+    assert timed_reasons(tests[GET_P10], topology_of(tests[GET_P10]), sides, count_pipelines=True) == []
+    assert screens_system_calls(tests[GET_P10], count_pipelines=True)
+    assert not screens_system_calls(tests[GET_P10], count_pipelines=False)
+    assert not screens_system_calls(tests[GET_P1], count_pipelines=True)      # pipeline 1: as before
+
+
+def test_system_calls_per_request_decide_a_pipelined_screen_beside_the_instructions():
+    from redline.analysis.gate import MOVED, NO_CHANGE, UNDECIDED, screen
+    same = _screened_runs("baseline", reads=0.1, writes=0.1) + _screened_runs("comparison", reads=0.1, writes=0.1)
+    found = screen("t", same, {}, system_calls=True)
+    assert found.decision == NO_CHANGE
+    assert {"server_reads_per_op", "server_writes_per_op"} <= {c.metric for c in found.comparisons}
+    # the same instructions, twice the writes per request (replies no longer batched): time decides it
+    unbatched = _screened_runs("baseline", reads=0.1, writes=0.1) + _screened_runs("comparison", reads=0.1, writes=0.2)
+    found = screen("t", unbatched, {}, system_calls=True)
+    assert found.decision == MOVED and "server_writes_per_op +100.0%" in found.note
+    assert screen("t", unbatched, {}).decision == NO_CHANGE          # a pipeline-1 screen does not judge them
+    # runs that did not record them (Redis before 6.0): the screen cannot speak for the pipeline
+    unrecorded = _screened_runs("baseline", reads=None, writes=None) + _screened_runs("comparison", reads=None,
+                                                                                        writes=None)
+    found = screen("t", unrecorded, {}, system_calls=True)
+    assert found.decision == UNDECIDED and "no run recorded server_reads_per_op" in found.note
+
+
+def test_a_gate_that_counts_pipelines_decides_them_by_counts_and_times_those_whose_system_calls_moved(tmp_path, tests):
+    set_p10 = "quick-string-set-100B-pipeline-10"
+    script = Script(log=tmp_path / "log.jsonl", values={
+        set_p10: {"comparison": {"server_writes_per_op": 0.2, "server_cpu_us_per_op": 12.0}}})
+    gate, store, session = a_gate(tmp_path, script, tests, [GET_P1, GET_P10, set_p10],
+                                  settings=GateSettings(timed_runs=5, timed_max_runs=7, count_pipelines=True))
+    result = gate.run()
+    by_test = {v.test: v for v in result.verdicts}
+    assert (by_test[GET_P10].verdict, by_test[GET_P10].decided_by, by_test[GET_P10].route) == (
+        Verdict.NO_CHANGE, "counts", COUNT)
+    assert (by_test[set_p10].verdict, by_test[set_p10].decided_by) == (Verdict.REGRESSION, "time")
+    assert "server_writes_per_op +100.0%" in by_test[set_p10].why
+    ran = jobs_run(script)
+    assert (GET_P10, "time") not in ran and (set_p10, "time") in ran
+    entry = next(t for t in result.document["tests"] if t["key"] == GET_P10)
+    assert {"server_reads_per_op", "server_writes_per_op"} <= {m["metric"] for m in entry["counted"]["metrics"]}
+
+
+def test_a_screen_only_gate_times_nothing_says_so_and_a_resume_without_it_confirms(tmp_path, tests):
+    script = Script(log=tmp_path / "log.jsonl", values={
+        HSET: {"comparison": {"instructions_per_op_command": 480.0, "server_cpu_us_per_op": 13.0}}})
+    gate, store, first = a_gate(tmp_path, script, tests, [GET_P1, HSET, GET_P10],
+                                settings=GateSettings(timed_runs=5, timed_max_runs=7, confirm=False))
+    result = gate.run()
+    assert not any(measure == "time" for _, measure in jobs_run(script))
+    by_test = {v.test: v for v in result.verdicts}
+    assert by_test[GET_P1].verdict == Verdict.NO_CHANGE
+    for name in (HSET, GET_P10):
+        assert by_test[name].verdict == NOT_MEASURED and "--screen-only" in by_test[name].why, by_test[name].why
+    assert "counts moved" in by_test[HSET].why
+    document = store.session_document(first, "gate")
+    settings = GateSettings.resumed(document, duet=False)        # resumed without --screen-only
+    assert settings.confirm
+    resumed, store, _ = a_gate(tmp_path, script, tests, [GET_P1, HSET, GET_P10], settings=settings,
+                               resumed=earlier_documents(store, first))
+    again = {v.test: v for v in resumed.run().verdicts}
+    assert again[HSET].verdict == Verdict.REGRESSION and again[HSET].decided_by == "time"
+
+
+def test_a_change_of_system_calls_is_said_as_work_not_speed():
+    from redline.output.gate_report import evidence, ratio_words
+    writes = {"metric": "server_writes_per_op", "baseline_median": 0.1, "comparison_median": 0.2,
+              "delta_pct": 100.0, "ci_low_pct": 100.0, "ci_high_pct": 100.0, "higher_is_better": False}
+    assert ratio_words(writes) == "2.00× more writes/op"
+    assert evidence(writes).endswith("writes/op")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from redline.analysis import same_state
 from redline.analysis.counted import MIN_RUNS as INSTRUCTION_MIN_RUNS
-from redline.analysis.counted import deterministic_verdict
+from redline.analysis.counted import MIN_EFFECT_PCT, deterministic_verdict
 from redline.analysis.stats import (FUTILITY_CHANCE, MetricComparison, Verdict, benjamini_hochberg, compare_metric,
                                     confidence_per_look, needs_more_runs, signed_rank_reaches)
 from redline.core import metrics
@@ -131,19 +131,27 @@ def _states_by_side(records: list[Run]) -> dict[str, list[dict | None]]:
 
 
 def compare_test(test: str, records: list[Run], noise_floors: dict[tuple[str, str], float], *,
-                 confidence: float = 0.95, runs_allowed: int | None = None) -> list[TestComparison]:
+                 confidence: float = 0.95, runs_allowed: int | None = None,
+                 also: tuple[str, ...] = ()) -> list[TestComparison]:
     """Verdicts per compared metric of one test: timed runs by the rank statistics of redline.analysis.stats;
     runs under callgrind (--measure instructions) by the near-deterministic rule of
     redline.analysis.counted, on their own metrics only (never against timed ones). `runs_allowed`
-    (the adaptive rule's most runs per side) asks timed results for their chance to decide."""
+    (the adaptive rule's most runs per side) asks timed results for their chance to decide. `also`:
+    metrics the registry does not compare that this caller judges too, by the same rule (the gate's
+    screen of a pipelined test: the server's reads and writes per request)."""
     out = []
     states = _states_by_side(records)
     refusal = same_state.state_refusal(states)
     flags = [flag for flag in (same_state.memory_flag(states),) if flag]
     instructions = metrics.measure_of(r.metrics for r in records if r.status == "ok") == metrics.INSTRUCTIONS
     least = INSTRUCTION_MIN_RUNS if instructions else MIN_RUNS
-    for metric in metrics.compared(metrics.INSTRUCTIONS if instructions else metrics.TIME):
+    judged = metrics.compared(metrics.INSTRUCTIONS if instructions else metrics.TIME)
+    for metric in judged + tuple(metrics.BY_NAME[name] for name in also if metrics.BY_NAME[name] not in judged):
         baseline, comparison, paired = _values(records, metric.name)
+        if not baseline and not comparison and metric.name in also:
+            out.append(TestComparison(test, metric.name, None, note=f"no run recorded {metric.name} (the server's "
+                                      "INFO lacks it: Redis before 6.0, or runs from before redline kept it)"))
+            continue
         if min(len(baseline), len(comparison)) < least:
             out.append(TestComparison(test, metric.name, None, note=f"too few successful runs "
                                       f"({len(baseline)} baseline, {len(comparison)} comparison; need {least})"))
@@ -151,7 +159,8 @@ def compare_test(test: str, records: list[Run], noise_floors: dict[tuple[str, st
         floor = noise_floors.get((test, metric.name))
         if instructions:
             result = deterministic_verdict(baseline, comparison, higher_is_better=metric.higher_is_better,
-                                           aa_spread_pct=floor, least_change_pct=metric.least_change_pct)
+                                           aa_spread_pct=floor,
+                                           least_change_pct=metric.least_change_pct or MIN_EFFECT_PCT)
         else:
             result = compare_metric(baseline, comparison, paired=paired, higher_is_better=metric.higher_is_better,
                                     noise_floor_pct=floor, confidence=confidence, runs_allowed=runs_allowed)

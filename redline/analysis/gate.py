@@ -3,8 +3,11 @@ to time, what a counted screen decided, and one verdict per test with the eviden
 
     route        a test is *screened by counts* unless something its effect lives in is invisible
                  to callgrind or cannot run under it (`timed_reasons`); such a test goes straight
-                 to time, with the reasons
-    screen       the counted A/B of a test (redline.analysis.counted's rule on every counted metric):
+                 to time, with the reasons. Pipelining is such a reason unless the gate counts
+                 pipelines (`gate --count-pipelines`): then a pipelined test's screen also compares
+                 the server's reads and writes per request (SYSTEM_CALLS), what pipelining saves
+    screen       the counted A/B of a test (redline.analysis.counted's rule on every counted metric,
+                 and on SYSTEM_CALLS where the route asked for them):
                    no change   every counted metric says no change
                    moved       a counted metric says regression or improvement, or the estimated
                                cycles alone moved (withheld: layout; see withhold_layout_change)
@@ -28,7 +31,7 @@ from dataclasses import dataclass, field
 from redline.analysis.comparison import TestComparison, apply_false_discovery_control, compare_test
 from redline.analysis.stats import Verdict
 from redline.core.run import Run
-from redline.instructions.visibility import visibility_warnings
+from redline.instructions.visibility import pipeline_of, visibility_warnings
 from redline.suites import roles
 from redline.suites.commands import measured_commands
 from redline.system.steadiness import probe_of
@@ -44,11 +47,21 @@ COUNTED_HEADLINE = "instructions_per_op_command"
 BLOCKING = frozenset({"blpop", "brpop", "brpoplpush", "blmove", "blmpop", "bzpopmin", "bzpopmax", "bzmpop",
                       "wait", "waitaof", "subscribe", "psubscribe", "ssubscribe"})
 BLOCK_OPTION = frozenset({"xread", "xreadgroup"})     # blocking with BLOCK
+# What pipelining saves, per request, counted in the screen's own windows (INFO total_reads_processed
+# and total_writes_processed: each a read or write system call on a client connection). Callgrind
+# counts no system call, so a pipelined test is screened only with these compared too.
+SYSTEM_CALLS = ("server_reads_per_op", "server_writes_per_op")
 
 
-def timed_reasons(test, topology, sides) -> list[str]:
+def screens_system_calls(test, *, count_pipelines: bool) -> bool:
+    """Whether the screen of `test` compares SYSTEM_CALLS: a pipelined test, when the gate counts pipelines."""
+    return count_pipelines and pipeline_of(test) > 1
+
+
+def timed_reasons(test, topology, sides, *, count_pipelines: bool = False) -> list[str]:
     """Why this test cannot be screened by counts (empty: it can): what callgrind does not see
-    (redline.instructions.visibility), servers it cannot run, work that is waiting."""
+    (redline.instructions.visibility), servers it cannot run, work that is waiting. With
+    `count_pipelines`, pipelining is not a reason: the screen compares SYSTEM_CALLS."""
     reasons = []
     remote = [side.target.label for side in sides if not side.target.managed]
     if remote:
@@ -57,7 +70,7 @@ def timed_reasons(test, topology, sides) -> list[str]:
         reasons.append(f"{topology.name}: callgrind counts one server process, a cluster runs several")
     elif topology.replicas:
         reasons.append(f"{topology.name}: callgrind counts one server process, replicas are others")
-    reasons += visibility_warnings(test, topology)
+    reasons += visibility_warnings(test, topology, system_calls_compared=count_pipelines)
     if test.multi_client:
         reasons.append(f"{len(test.clients)} clients at once: the headline client's work waits on the others")
     elif roles.is_role(test.client.tool):
@@ -107,11 +120,13 @@ def moved_counts(comparisons: list[TestComparison]) -> list[TestComparison]:
             if c.result and (c.verdict_alone in (Verdict.REGRESSION, Verdict.IMPROVEMENT) or c.withheld)]
 
 
-def screen(key: str, runs: list[Run], floors: dict) -> Screen:
-    """The counted screen's decision from a test's counted runs (both sides)."""
+def screen(key: str, runs: list[Run], floors: dict, *, system_calls: bool = False) -> Screen:
+    """The counted screen's decision from a test's counted runs (both sides); `system_calls`: the
+    server's reads and writes per request are judged too (a pipelined test)."""
     measured = [r for r in runs if r.purpose == "measure"]
     failed = [r for r in measured if r.status == "failed"]
-    comparisons = compare_test(key, measured, floors) if measured else []
+    also = SYSTEM_CALLS if system_calls else ()
+    comparisons = compare_test(key, measured, floors, also=also) if measured else []
     missing = [c for c in comparisons if c.result is None]
     if not comparisons or missing:
         note = missing[0].note if missing else "no counted run"
@@ -129,13 +144,14 @@ def screen(key: str, runs: list[Run], floors: dict) -> Screen:
     return Screen(UNDECIDED, comparisons, refusal or f"counts inconclusive on {', '.join(undecided)}")
 
 
-def counted_rule(floors: dict, max_runs: int):
+def counted_rule(floors: dict, max_runs: int, *, system_calls: bool = False):
     """The screen's adaptive rule (an engine MoreRuns): one more counted run per side while the
     screen is undecided (an interval that straddles τ, a stray run) and the runs allow. A screen
     that says "moved" gets none: a change is confirmed by time, not by more counts."""
     def more_runs(test, records, runs_so_far):
         key = records[-1].key if records else test.name
-        undecided = screen(key, [r for r in records if r.key == key], floors).decision == UNDECIDED
+        found = screen(key, [r for r in records if r.key == key], floors, system_calls=system_calls)
+        undecided = found.decision == UNDECIDED
         return 1 if undecided and runs_so_far < max_runs else 0
     return more_runs
 
@@ -148,6 +164,7 @@ class Evidence:
     key: str
     route: str                                      # COUNT or TIME
     why_timed: list[str] = field(default_factory=list)
+    system_calls: bool = False                      # its screen compares SYSTEM_CALLS (a pipelined test)
     counted: list[Run] = field(default_factory=list)
     timed: list[Run] = field(default_factory=list)
     profiles: list[Run] = field(default_factory=list)
@@ -211,7 +228,8 @@ def judge(evidence: list[Evidence], *, floors: dict, metric: str = DECISION_METR
     """One verdict per test (see the module docstring), Benjamini–Hochberg over every timed
     decision of the catalogue; `runs_allowed` (the timed most runs per side) so that a test whose
     timed runs stopped as futile says so."""
-    screens = {e.key: screen(e.key, e.counted, floors) if e.counted else None for e in evidence}
+    screens = {e.key: screen(e.key, e.counted, floors, system_calls=e.system_calls) if e.counted else None
+               for e in evidence}
     timed_all = {e.key: compare_test(e.key, [r for r in e.timed if r.purpose == "measure"], floors,
                                      confidence=confidence, runs_allowed=runs_allowed) if e.timed else []
                  for e in evidence}

@@ -28,12 +28,19 @@ def _workload(test: TestSpec):
     return getattr(test.client, "workload", None)
 
 
-def visibility_warnings(test: TestSpec, topology: TopologySpec) -> list[str]:
-    """One sentence per reason this test's effect may be invisible to instruction counts."""
+def pipeline_of(test: TestSpec) -> int:
+    """Requests each connection keeps in flight (1: none pipelined)."""
+    return max(1, getattr(_workload(test), "pipeline", 1) or 1)
+
+
+def visibility_warnings(test: TestSpec, topology: TopologySpec, *, system_calls_compared: bool = False) -> list[str]:
+    """One sentence per reason this test's effect may be invisible to instruction counts.
+    `system_calls_compared`: the caller also compares the server's reads and writes per request
+    (the gate's screen), which is what pipelining saves, so pipelining is no such reason."""
     warnings = []
     workload = _workload(test)
-    pipeline = getattr(workload, "pipeline", 1) or 1
-    if pipeline > 1:
+    pipeline = pipeline_of(test)
+    if pipeline > 1 and not system_calls_compared:
         warnings.append(f"pipeline {pipeline}: what pipelining saves is mostly system calls and network round "
                         "trips, which callgrind does not count; compare it by time")
     size = getattr(workload, "data_size", None) or 0

@@ -28,7 +28,7 @@ from typing import Callable
 from redline.analysis.comparison import first_paired_look, looks_confidence, profile_differences
 from redline.analysis.stats import Verdict, benjamini_hochberg_room
 from redline.analysis.gate import (COUNT, DECISION_METRIC, FALLBACK_METRIC, NO_CHANGE, TIME, Evidence, TestVerdict,
-                                   counted_rule, judge, screen, summary, timed_reasons)
+                                   counted_rule, judge, screen, screens_system_calls, summary, timed_reasons)
 from redline.core.errors import UsageError
 from redline.core.numbers import format_duration
 from redline.core.metrics import INSTRUCTIONS
@@ -73,6 +73,8 @@ class GateSettings:
     metric: str = DECISION_METRIC
     profile: bool = True            # counted profiles of the tests whose counts moved
     duet: bool = False              # timed confirmations as duets (redline.engine.engine)
+    count_pipelines: bool = False   # pipelined tests screened by counts and system calls per request
+    confirm: bool = True            # False (--screen-only): counts alone, no timed confirmation
     q: float = 0.05
 
     @classmethod
@@ -87,12 +89,18 @@ class GateSettings:
         return first_paired_look(max_runs) if duet else cls.timed_runs
 
     @classmethod
-    def resumed(cls, document: dict, *, duet: bool) -> GateSettings:
+    def resumed(cls, document: dict, *, duet: bool, count_pipelines: bool = False,
+                confirm: bool = True) -> GateSettings:
         """The settings of the gate `document` goes on with. `duet` (`--resume --duet`): its timed
         confirmations still to run are duets; when none has run yet, every timed verdict will be
-        judged with the same looks, so they may start at the duet's first look too."""
+        judged with the same looks, so they may start at the duet's first look too.
+        `count_pipelines` (`--resume --count-pipelines`): its pipelined tests are screened by
+        counts from now on; those whose timed confirmation ended keep it. `confirm` is this
+        session's own: a gate screened with --screen-only is confirmed by resuming without it."""
         settings = cls.from_json(document["settings"])
         settings.duet = settings.duet or duet
+        settings.count_pipelines = settings.count_pipelines or count_pipelines
+        settings.confirm = confirm
         timed_begun = any(entry.get("timed") or entry.get("timed_all") for entry in document.get("tests", []))
         if settings.duet and not timed_begun:
             settings.timed_runs = max(settings.timed_runs, cls.first_look(duet=True, max_runs=settings.timed_max_runs))
@@ -197,10 +205,13 @@ class Gate:
         for test in plan.tests:
             topology = topology_of(test)
             key = test.name if topology.name == DEFAULT_TOPOLOGY else f"{test.name}@{topology.name}"
-            reasons = timed_reasons(test, topology, plan.sides)
+            pipelines = self.settings.count_pipelines
+            reasons = timed_reasons(test, topology, plan.sides, count_pipelines=pipelines)
             self.countable[key] = not (topology.cluster or topology.replicas or topology.io_threads) and \
                 all(side.target.managed for side in plan.sides)
-            self.evidence[key] = Evidence(test.name, key, TIME if reasons else COUNT, reasons)
+            self.evidence[key] = Evidence(test.name, key, TIME if reasons else COUNT, reasons,
+                                          system_calls=not reasons and screens_system_calls(test,
+                                                                                            count_pipelines=pipelines))
             self.tests[key], self.topology[key] = test, topology.name
             self.stages[key] = {}
         self._take_earlier(plan.resumed)
@@ -297,7 +308,8 @@ class Gate:
         return [PROFILE] if changed and self.settings.profile and self.countable[key] and PROFILE not in done else []
 
     def _next_jobs(self, key: str, verdicts: dict[str, TestVerdict] | None = None) -> list[Job]:
-        return [self._job(key, stage) for stage in self._needs(key, verdicts)]
+        return [self._job(key, stage) for stage in self._needs(key, verdicts)
+                if stage != CONFIRM or self.settings.confirm]
 
     def _priority(self, job: Job) -> tuple:
         """Counted screens first (they decide most tests, in every lane; the cheapest first), then
@@ -348,7 +360,7 @@ class Gate:
             return None
         mark = tuple(r.uid for r in e.counted)
         if self._screens.get(key, (None,))[0] != mark:
-            self._screens[key] = (mark, screen(key, e.counted, self.floors))
+            self._screens[key] = (mark, screen(key, e.counted, self.floors, system_calls=e.system_calls))
         return self._screens[key][1]
 
     def _screen_cost(self, key: str) -> float:
@@ -372,7 +384,7 @@ class Gate:
     def _rule(self, job: Job):
         key, stage = self.job_stage[job.job_id]
         if stage == SCREEN:
-            return counted_rule(self.floors, job.max_runs)
+            return counted_rule(self.floors, job.max_runs, system_calls=self.evidence[key].system_calls)
         if stage == PROFILE:
             return None
         metric = self.settings.metric if all(side.target.managed for side in self.plan.sides) else FALLBACK_METRIC
@@ -399,6 +411,10 @@ class Gate:
                 for key, e in self.evidence.items():
                     if not e.not_measured and self._next_jobs_pending(key):
                         e.not_measured = "the gate stopped before it was decided (resume with --resume)"
+            elif not self.settings.confirm:
+                for key, e in self.evidence.items():
+                    if CONFIRM in self._needs(key):
+                        e.not_measured = "not confirmed by time (--screen-only; resume without it to confirm)"
             result = self._result(finished=completed)
         return result
 

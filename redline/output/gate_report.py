@@ -38,7 +38,7 @@ def ordered(document: dict) -> list[dict]:
 
 def _short(name: str) -> str:
     metric = metrics.BY_NAME.get(name)
-    return metric.short if metric and metric.short else name
+    return (metric.short or metric.label) if metric else name
 
 
 def counted_headline(entry: dict) -> dict | None:
@@ -67,8 +67,8 @@ def ratio_words(comparison: dict | None) -> str:
     better = comp > base if comparison.get("higher_is_better") else comp < base
     ratio = f"{max(base, comp) / min(base, comp):.2f}×"
     metric = metrics.BY_NAME.get(comparison.get("metric"))
-    if metric is not None and metric.measure == metrics.INSTRUCTIONS:
-        return f"{ratio} {'fewer' if comp < base else 'more'} {metric.label}"
+    if metric is not None and (metric.measure == metrics.INSTRUCTIONS or metric.better is None):
+        return f"{ratio} {'fewer' if comp < base else 'more'} {metric.label}"     # work done, not speed
     return f"{ratio} {'faster' if better else 'slower'}"
 
 
@@ -193,7 +193,8 @@ LEGEND = ("Legend: a test is screened by counts (the server under callgrind, 2-3
           "docs/measure-instructions.md) unless counts cannot see its effect; a screen that is not *no change*, "
           "and every test counts cannot see, is measured by time (interleaved, adaptive as `redline compare`) and "
           "time decides. A change is claimed only by time and only when it survives Benjamini–Hochberg over every "
-          "timed decision of the catalogue; *no change* by counts means every counted metric lies inside ±τ. "
+          "timed decision of the catalogue; *no change* by counts means every counted metric lies inside ±τ "
+          "(with `--count-pipelines`, a pipelined test's reads and writes per request too). "
           "*not measured*: the gate stopped (budget, interrupt) before the test was decided. Details: docs/gate.md.")
 
 
