@@ -8,6 +8,11 @@
                 `redline compare` at its defaults, same targets; tests decided by each, verdicts one
                 contradicts, wall times and their ratio. The compare outlasts a 3-hour working
                 session here: --resume goes on with both (`gate --resume`, `compare --resume`)
+    pipelines   the check of `gate --count-pipelines` against time: the pipelined tests a
+                reference gate (--reference, its store) confirmed by time, screened by counts
+                and system calls per request (`--screen-only`), baseline vs comparison and as an
+                A/A (the comparison on both sides); a screen that says "no change" where the
+                reference's time decided a change is a miss
 
 Each mode runs redline as a user would (subprocesses), records the load average every 10 s
 (the machine is shared), and writes a summary (summary.md, summary.json) next to the gate's own
@@ -20,6 +25,9 @@ outputs in --out. Examples (docs/gate.md has the ones measured):
         --suites /work/shared/upstream-suites/test-suites --scale 0.1644
     .venv/bin/python scripts/gate_benchmark.py standard --out /tmp/gate-std \\
         --baseline git:/work/wt/redis-repo@7.0.5 --comparison git:/work/wt/redis-repo@7.0.7
+    .venv/bin/python scripts/gate_benchmark.py pipelines --out /tmp/gate-pipelines \\
+        --baseline git:/work/wt/redis-repo@7.0.5 --comparison git:/work/wt/redis-repo@7.0.7 \\
+        --suites /work/shared/upstream-suites/test-suites --scale 0.1644 --reference /tmp/catalogue-ab/gate.db
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -326,9 +335,74 @@ def standard_mode(args, out: Path, log: Path, sampler: LoadSampler) -> dict:
     return summary
 
 
+PIPELINE_ONLY = "pipeline "      # the start of the one reason a pipelined test goes to time (timed_reasons)
+
+
+def pipelined_timed(reference: dict) -> list[dict]:
+    """The tests of a reference gate sent to time for their pipeline alone whose timed runs ended
+    in a comparison (a decided change, no change, or inconclusive): what the check screens."""
+    return [t for t in reference.get("tests", []) if t.get("why_timed") and t.get("timed")
+            and all(w.startswith(PIPELINE_ONLY) for w in t["why_timed"])]
+
+
+def screened_words(entry: dict | None) -> tuple[str, str]:
+    """A screen's decision and what moved (or why undecided), from a gate document's test entry."""
+    counted = (entry or {}).get("counted")
+    if not counted:
+        return "not screened", (entry or {}).get("why") or "–"
+    return counted["decision"], counted.get("note") or "–"
+
+
+def pipelines_mode(args, out: Path, log: Path, sampler: LoadSampler) -> dict:
+    reference = stored_gate(Path(args.reference))
+    chosen = pipelined_timed(reference)
+    if not chosen:
+        raise SystemExit(f"{args.reference}: no pipelined test was confirmed by time there")
+    args.name = "^(" + "|".join(re.escape(t["test"]) for t in chosen) + ")$"
+    args.gate_args += ["--count-pipelines", "--screen-only"]
+    sampler.phase = "builds"
+    builds = [build(args.baseline, log), build(args.comparison, log)]
+    ab = gate(args, out, log, sampler, args.baseline, args.comparison, args.suites or [], name="ab")
+    aa = gate(args, out, log, sampler, args.comparison, args.comparison, args.suites or [], name="aa")
+    by_key = {name: {t["key"]: t for t in result["document"].get("tests", [])} for name, result in
+              (("ab", ab), ("aa", aa))}
+    rows, misses = [], []
+    for t in sorted(chosen, key=lambda t: (t["verdict"], t["key"])):
+        decision, note = screened_words(by_key["ab"].get(t["key"]))
+        aa_decision, aa_note = screened_words(by_key["aa"].get(t["key"]))
+        timed = t["timed"]
+        changed = t["verdict"] in ("improvement", "regression")
+        if decision == "no change" and changed:
+            misses.append(t["key"])
+        rows.append({"test": t["key"], "time": t["verdict"], "time_delta_pct": timed.get("delta_pct"),
+                     "screen": decision, "screen_note": note, "aa_screen": aa_decision, "aa_note": aa_note})
+    summary = {"mode": "pipelines", "builds": builds, "reference": args.reference, "tests": len(chosen),
+               "ab": {k: v for k, v in ab.items() if k != "document"}, "aa": {k: v for k, v in aa.items() if k != "document"},
+               "rows": rows, "misses": misses,
+               "ab_screens": _count(r["screen"] for r in rows), "aa_screens": _count(r["aa_screen"] for r in rows)}
+    lines = [f"# --count-pipelines against time: {args.baseline} vs {args.comparison}", "",
+             f"{len(chosen)} pipelined tests that {args.reference} confirmed by time; commands in {log.name}", "",
+             f"A/B screens {hours(ab['wall_s'])} ({summary['ab_screens']}), load {ab['load']}",
+             f"A/A screens {hours(aa['wall_s'])} ({summary['aa_screens']}), load {aa['load']}", "",
+             f"misses (the screen said no change, time a change): {len(misses)} {misses}", "",
+             "| test | time (reference) | A/B screen | what moved / why | A/A screen |", "|---|---|---|---|---|",
+             *[f"| {r['test']} | {r['time']} {'' if r['time_delta_pct'] is None else format(r['time_delta_pct'], '+.1f') + '%'}"
+               f" | {r['screen']} | {r['screen_note']} | {r['aa_screen']}"
+               f"{'' if r['aa_screen'] == 'no change' else ': ' + r['aa_note']} |" for r in rows]]
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    return summary
+
+
+def _count(words) -> dict:
+    counts: dict[str, int] = {}
+    for word in words:
+        counts[word] = counts.get(word, 0) + 1
+    return counts
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=("catalogue", "aa", "standard"))
+    parser.add_argument("mode", choices=("catalogue", "aa", "standard", "pipelines"))
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--baseline", required=True)
     parser.add_argument("--comparison")
@@ -338,12 +412,16 @@ def main() -> int:
     parser.add_argument("--budget")
     parser.add_argument("--window-instructions", dest="window_instructions", type=int)
     parser.add_argument("--name")
+    parser.add_argument("--reference", help="pipelines: the store of a gate whose timed verdicts the screens are "
+                                            "checked against")
     parser.add_argument("--resume", action="store_true", help="go on with the gate stored in --out (redline gate "
                                                                "--resume latest); the summary covers every session")
     args, more = parser.parse_known_args()      # anything else goes to `redline gate` (e.g. --duration 5s)
     args.gate_args = [a for a in more if a != "--"]
     if args.mode != "aa" and not args.comparison:
         parser.error(f"{args.mode} needs --comparison")
+    if args.mode == "pipelines" and not args.reference:
+        parser.error("pipelines needs --reference (a gate store whose timed verdicts are the check)")
     args.out.mkdir(parents=True, exist_ok=True)
     log = args.out / "commands.log"
     sampler = LoadSampler(args.out / "load.tsv")
@@ -351,6 +429,8 @@ def main() -> int:
     try:
         if args.mode == "standard":
             summary = standard_mode(args, args.out, log, sampler)
+        elif args.mode == "pipelines":
+            summary = pipelines_mode(args, args.out, log, sampler)
         else:
             summary = catalogue_mode(args, args.out, log, sampler, aa=args.mode == "aa")
     finally:
