@@ -126,7 +126,7 @@ class FakeRunner:
         run.metrics = metrics
         run.facts = {"state": {"origin": "empty"}}
         if counted:
-            run.facts["instructions"] = {"requests_per_connection": 10}
+            run.facts["instructions"] = {"requests_per_connection": 100}
         else:                    # a timed test's runs carry the probe taken as it started
             spread = 1.6 if name in self.script.unsteady else 1.02
             probe = Steadiness(tuple(CoreProbe(core, 100, spread if core == 0 else 1.02, 1.0, 0.0)

@@ -451,35 +451,42 @@ def _screened_runs(side: str, *, reads: float | None, writes: float | None, inst
                    "est_cycles_per_op": 5000.0}
         metrics.update({name: value for name, value in (("server_reads_per_op", reads),
                                                         ("server_writes_per_op", writes)) if value is not None})
-        runs.append(Run(test="t", target=side, side=side, run_index=i, status="ok", metrics=metrics))
+        runs.append(Run(test="t", target=side, side=side, run_index=i, status="ok", metrics=metrics,
+                        facts={"instructions": {"requests_per_connection": 500}}))
     return runs
 
 
 def test_a_pipelined_test_goes_to_counts_only_when_its_system_calls_are_compared(tests):
     sides = fake_sides("baseline", "comparison")
-    from redline.analysis.gate import screens_system_calls
+    from redline.analysis.gate import screened_pipeline
     assert timed_reasons(tests[GET_P10], topology_of(tests[GET_P10]), sides, count_pipelines=True) == []
-    assert screens_system_calls(tests[GET_P10], count_pipelines=True)
-    assert not screens_system_calls(tests[GET_P10], count_pipelines=False)
-    assert not screens_system_calls(tests[GET_P1], count_pipelines=True)      # pipeline 1: as before
+    assert screened_pipeline(tests[GET_P10], count_pipelines=True) == 10
+    assert screened_pipeline(tests[GET_P10], count_pipelines=False) == 1
+    assert screened_pipeline(tests[GET_P1], count_pipelines=True) == 1      # pipeline 1: as before
 
 
 def test_system_calls_per_request_decide_a_pipelined_screen_beside_the_instructions():
     from redline.analysis.gate import MOVED, NO_CHANGE, UNDECIDED, screen
     same = _screened_runs("baseline", reads=0.1, writes=0.1) + _screened_runs("comparison", reads=0.1, writes=0.1)
-    found = screen("t", same, {}, system_calls=True)
+    found = screen("t", same, {}, pipeline=10)
     assert found.decision == NO_CHANGE
     assert {"server_reads_per_op", "server_writes_per_op"} <= {c.metric for c in found.comparisons}
     # the same instructions, twice the writes per request (replies no longer batched): time decides it
     unbatched = _screened_runs("baseline", reads=0.1, writes=0.1) + _screened_runs("comparison", reads=0.1, writes=0.2)
-    found = screen("t", unbatched, {}, system_calls=True)
+    found = screen("t", unbatched, {}, pipeline=10)
     assert found.decision == MOVED and "server_writes_per_op +100.0%" in found.note
     assert screen("t", unbatched, {}).decision == NO_CHANGE          # a pipeline-1 screen does not judge them
     # runs that did not record them (Redis before 6.0): the screen cannot speak for the pipeline
     unrecorded = _screened_runs("baseline", reads=None, writes=None) + _screened_runs("comparison", reads=None,
                                                                                         writes=None)
-    found = screen("t", unrecorded, {}, system_calls=True)
+    found = screen("t", unrecorded, {}, pipeline=10)
     assert found.decision == UNDECIDED and "no run recorded server_reads_per_op" in found.note
+    # a window of fewer requests a connection than 5 pipelines: one burst, not the pipeline's batching
+    for run in same:
+        run.facts = {"instructions": {"requests_per_connection": 75}}
+    found = screen("t", same, {}, pipeline=100)
+    assert found.decision == UNDECIDED and "sent 75 requests a connection, fewer than the 500" in found.note
+    assert screen("t", same, {}, pipeline=10).decision == NO_CHANGE
 
 
 def test_a_gate_that_counts_pipelines_decides_them_by_counts_and_times_those_whose_system_calls_moved(tmp_path, tests):

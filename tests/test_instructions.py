@@ -20,7 +20,8 @@ from redline.instructions.profile import callgrind_profile
 from redline.analysis.counted import deterministic_verdict, spread_pct
 from redline.instructions import window as window_module
 from redline.instructions.window import (EARLIER, TooCostlyToCount, check_countable, FIRST_PHASE_S, GIVEN, LOAD_GRACE_S, MAX_REQUESTS,
-                                        MIN_PER_CONNECTION, RequestPlan, _first_plan, choose_requests,
+                                        MIN_PER_CONNECTION, PIPELINES_PER_WINDOW, RequestPlan, _first_plan, choose_requests,
+                                        least_per_connection,
                                         measure_window, phase_bound)
 from redline.core.errors import RunError
 from redline.load.redline_load import LoadRequest, run_load
@@ -279,6 +280,20 @@ def test_request_count_rule():
     assert "150,000,000 instructions" in cheap.as_dict()["rule"]
 
 
+def test_a_pipelined_window_holds_several_pipelines_on_each_connection():
+    # the gate's 50M window at pipeline 100 and ~8,400 instructions a request chose 75 requests a
+    # connection: one burst, not a pipeline's batching
+    burst = choose_requests(8_400, connections=100, window_instructions=50_000_000)
+    assert burst.per_connection < 100
+    deep = choose_requests(8_400, connections=100, window_instructions=50_000_000, pipeline=100)
+    assert deep.per_connection == least_per_connection(100) == PIPELINES_PER_WINDOW * 100
+    assert choose_requests(8_400, connections=100, window_instructions=50_000_000, pipeline=10).per_connection == 75
+    assert choose_requests(8_400, connections=5_000, pipeline=500).requests <= MAX_REQUESTS      # the cap holds
+    # a store's earlier count that holds fewer pipelines is not carried
+    assert _first_plan(8_400, 100, 50_000_000, given=None, earlier=75, pipeline=100).per_connection == 500
+    assert _first_plan(8_400, 100, 50_000_000, given=None, earlier=75, pipeline=10).origin == EARLIER
+
+
 def test_a_test_keeps_its_earlier_request_count_while_the_window_fits():
     target = 150_000_000
     chosen = choose_requests(4_400, connections=50)
@@ -304,8 +319,16 @@ def test_verdict_rule_on_near_deterministic_values():
     assert faster.verdict == Verdict.IMPROVEMENT
     overlapping = deterministic_verdict([6000, 6100], [6090, 6200])     # B spreads 1.8% → τ 5.4%; 1.6% apart
     assert overlapping.verdict == Verdict.NO_CHANGE and overlapping.tau_pct == pytest.approx(3 * spread_pct([6090, 6200]))
-    calibrated = deterministic_verdict([6000, 6001], [6120, 6121], aa_spread_pct=1.0)   # +2% but A/A spread 1%
+    calibrated = deterministic_verdict([6000, 6030], [6050, 6090], aa_spread_pct=1.0)   # +1.0% [+0.3%, +1.5%], A/A 1%
     assert calibrated.verdict == Verdict.NO_CHANGE and calibrated.tau_pct == 3.0
+    # every B run 2% beyond every A run: a shift, below τ 3% — not "no change"
+    shifted = deterministic_verdict([6000, 6001], [6120, 6121], aa_spread_pct=1.0)
+    assert shifted.verdict == Verdict.INCONCLUSIVE and shifted.tau_pct == 3.0
+    # MGET of 5 keys of 512 B, 7.0.5 vs 7.0.7, the whole process: -5.5% [-6.9%, -4.0%], τ 9.3%
+    mget = deterministic_verdict([13002.0, 12604.2], [12100.3, 12101.1], least_change_pct=4.0)
+    assert mget.ci_high_pct < 0 and mget.tau_pct > abs(mget.delta_pct) and mget.verdict == Verdict.INCONCLUSIVE
+    # a shift under the metric's least change stays "no change" (whole process: 4%)
+    assert deterministic_verdict([7000, 7100], [7150, 7180], least_change_pct=4.0).verdict == Verdict.NO_CHANGE
     near_tau = deterministic_verdict([6000, 6060], [6150, 6200])          # τ 3%, +2.4%, interval reaches 3.3%
     assert near_tau.verdict == Verdict.INCONCLUSIVE
     assert deterministic_verdict([6000], [9000]).verdict == Verdict.INCONCLUSIVE          # one run: spread unknown

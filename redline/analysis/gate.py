@@ -32,6 +32,7 @@ from redline.analysis.comparison import TestComparison, apply_false_discovery_co
 from redline.analysis.stats import Verdict
 from redline.core.run import Run
 from redline.instructions.visibility import pipeline_of, visibility_warnings
+from redline.instructions.window import least_per_connection
 from redline.suites import roles
 from redline.suites.commands import measured_commands
 from redline.system.steadiness import probe_of
@@ -53,9 +54,10 @@ BLOCK_OPTION = frozenset({"xread", "xreadgroup"})     # blocking with BLOCK
 SYSTEM_CALLS = ("server_reads_per_op", "server_writes_per_op")
 
 
-def screens_system_calls(test, *, count_pipelines: bool) -> bool:
-    """Whether the screen of `test` compares SYSTEM_CALLS: a pipelined test, when the gate counts pipelines."""
-    return count_pipelines and pipeline_of(test) > 1
+def screened_pipeline(test, *, count_pipelines: bool) -> int:
+    """The pipeline whose SYSTEM_CALLS the screen of `test` judges: its own when the gate counts
+    pipelines, else 1 (none judged)."""
+    return pipeline_of(test) if count_pipelines else 1
 
 
 def timed_reasons(test, topology, sides, *, count_pipelines: bool = False) -> list[str]:
@@ -120,12 +122,13 @@ def moved_counts(comparisons: list[TestComparison]) -> list[TestComparison]:
             if c.result and (c.verdict_alone in (Verdict.REGRESSION, Verdict.IMPROVEMENT) or c.withheld)]
 
 
-def screen(key: str, runs: list[Run], floors: dict, *, system_calls: bool = False) -> Screen:
-    """The counted screen's decision from a test's counted runs (both sides); `system_calls`: the
-    server's reads and writes per request are judged too (a pipelined test)."""
+def screen(key: str, runs: list[Run], floors: dict, *, pipeline: int = 1) -> Screen:
+    """The counted screen's decision from a test's counted runs (both sides); `pipeline` > 1: the
+    server's reads and writes per request are judged too, in windows that held the pipeline's
+    steady batching (redline.instructions.window.least_per_connection)."""
     measured = [r for r in runs if r.purpose == "measure"]
     failed = [r for r in measured if r.status == "failed"]
-    also = SYSTEM_CALLS if system_calls else ()
+    also = SYSTEM_CALLS if pipeline > 1 else ()
     comparisons = compare_test(key, measured, floors, also=also) if measured else []
     missing = [c for c in comparisons if c.result is None]
     if not comparisons or missing:
@@ -133,6 +136,9 @@ def screen(key: str, runs: list[Run], floors: dict, *, system_calls: bool = Fals
         if failed:
             note = f"{len(failed)} counted runs failed: {failed[0].error}"
         return Screen(UNDECIDED, comparisons, note)
+    burst = _burst_window(measured, pipeline)
+    if burst:
+        return Screen(UNDECIDED, comparisons, burst)
     verdicts = {c.verdict_alone for c in comparisons}
     if verdicts == {Verdict.NO_CHANGE}:
         return Screen(NO_CHANGE, comparisons)
@@ -144,13 +150,26 @@ def screen(key: str, runs: list[Run], floors: dict, *, system_calls: bool = Fals
     return Screen(UNDECIDED, comparisons, refusal or f"counts inconclusive on {', '.join(undecided)}")
 
 
-def counted_rule(floors: dict, max_runs: int, *, system_calls: bool = False):
+def _burst_window(runs: list[Run], pipeline: int) -> str | None:
+    """Why these runs' system calls are not the pipeline's (a window of fewer requests per
+    connection than the pipelines it needs: one burst), or None."""
+    if pipeline <= 1:
+        return None
+    least = least_per_connection(pipeline)
+    sent = [(r.facts.get("instructions") or {}).get("requests_per_connection") or 0 for r in runs if r.status == "ok"]
+    if sent and min(sent) < least:
+        return (f"its counted window sent {min(sent)} requests a connection, fewer than the {least} that hold "
+                f"{least // pipeline} pipelines of {pipeline}: its system calls are one burst's, not the pipeline's")
+    return None
+
+
+def counted_rule(floors: dict, max_runs: int, *, pipeline: int = 1):
     """The screen's adaptive rule (an engine MoreRuns): one more counted run per side while the
     screen is undecided (an interval that straddles τ, a stray run) and the runs allow. A screen
     that says "moved" gets none: a change is confirmed by time, not by more counts."""
     def more_runs(test, records, runs_so_far):
         key = records[-1].key if records else test.name
-        found = screen(key, [r for r in records if r.key == key], floors, system_calls=system_calls)
+        found = screen(key, [r for r in records if r.key == key], floors, pipeline=pipeline)
         undecided = found.decision == UNDECIDED
         return 1 if undecided and runs_so_far < max_runs else 0
     return more_runs
@@ -164,7 +183,7 @@ class Evidence:
     key: str
     route: str                                      # COUNT or TIME
     why_timed: list[str] = field(default_factory=list)
-    system_calls: bool = False                      # its screen compares SYSTEM_CALLS (a pipelined test)
+    pipeline: int = 1                               # > 1: its screen judges SYSTEM_CALLS at this pipeline
     counted: list[Run] = field(default_factory=list)
     timed: list[Run] = field(default_factory=list)
     profiles: list[Run] = field(default_factory=list)
@@ -228,7 +247,7 @@ def judge(evidence: list[Evidence], *, floors: dict, metric: str = DECISION_METR
     """One verdict per test (see the module docstring), Benjamini–Hochberg over every timed
     decision of the catalogue; `runs_allowed` (the timed most runs per side) so that a test whose
     timed runs stopped as futile says so."""
-    screens = {e.key: screen(e.key, e.counted, floors, system_calls=e.system_calls) if e.counted else None
+    screens = {e.key: screen(e.key, e.counted, floors, pipeline=e.pipeline) if e.counted else None
                for e in evidence}
     timed_all = {e.key: compare_test(e.key, [r for r in e.timed if r.purpose == "measure"], floors,
                                      confidence=confidence, runs_allowed=runs_allowed) if e.timed else []

@@ -12,7 +12,7 @@ from redline.core.run import Run
 from redline.engine.run_plan import Side
 from redline.instructions.callgrind import COUNTED_CONFIG, control_of, under_callgrind
 from redline.instructions.profile import callgrind_profile
-from redline.instructions.visibility import visibility_warnings
+from redline.instructions.visibility import pipeline_of, visibility_warnings
 from redline.instructions.window import (WINDOW_INSTRUCTIONS, RequestPlan, TooCostlyToCount, WindowResult,
                                          measure_window)
 from redline.load.groups import is_grouped
@@ -96,7 +96,8 @@ class InstructionsRunner(ServerRunner):
                                     earlier_per_connection=self.settings.earlier_window_requests,
                                     listener=_LoadProgress(self.observer, None, request), server_alive=watch,
                                     edges=_ProbeEdges(probe),
-                                    earlier_pace=self.window.pace if self.window else None)
+                                    earlier_pace=self.window.pace if self.window else None,
+                                    pipeline=pipeline_of(self.test))
         except TooCostlyToCount as exc:
             self.too_costly = str(exc)
             raise

@@ -37,6 +37,12 @@ from redline.load.redline_load import LoadListener, LoadRequest, LoadResult, run
 # 30+ serverCron calls at hz 10, so a cron run more or less moves the total by well under 1%.
 WINDOW_INSTRUCTIONS = 150_000_000
 MIN_PER_CONNECTION = 2
+# A pipelined test's window sends at least this many full pipelines on each connection, so that its
+# reads and writes per request are the pipeline's steady batching (one read, one write per
+# pipeline), not one burst: with 75 requests a connection at pipeline 100 (the upstream
+# 1Mkeys-load-string-with-10B-values-pipeline-100 at the gate's window) every connection sent its
+# whole window at once and read its replies in one write
+PIPELINES_PER_WINDOW = 5
 MAX_REQUESTS = 500_000
 PROBE_PER_CONNECTION, WARMUP_PER_CONNECTION = 1, 4
 COSTLY_REQUEST = 1_000_000          # instructions: above this the warm-up sends 2 per connection, not 4
@@ -65,7 +71,8 @@ EARLIER_WINDOW_RANGE = (0.5, 4.0)
 
 CHOSEN, GIVEN, EARLIER = "window", "given", "earlier"
 RULES = {
-    CHOSEN: (f"at least {{plan.window_instructions:,}} instructions and {MIN_PER_CONNECTION} requests per connection, "
+    CHOSEN: (f"at least {{plan.window_instructions:,}} instructions and {MIN_PER_CONNECTION} requests per connection "
+             f"({PIPELINES_PER_WINDOW} pipelines of a pipelined test), "
              f"at most {MAX_REQUESTS:,} requests; per-connection count rounded up to 1, 1.5, 2, 3, 5 or 7.5 × 10^k"),
     GIVEN: "{plan.per_connection} requests per connection, given by the caller (the count of the runs it is compared with)",
     EARLIER: ("{plan.per_connection} requests per connection, as this store's earlier counted runs of the test "
@@ -110,13 +117,21 @@ def _nice_up(value: float) -> int:
     return int(10 * power)
 
 
+def least_per_connection(pipeline: int = 1) -> int:
+    """The fewest requests a window sends on each connection: PIPELINES_PER_WINDOW pipelines of a
+    pipelined test, else MIN_PER_CONNECTION."""
+    return max(MIN_PER_CONNECTION, PIPELINES_PER_WINDOW * pipeline if pipeline > 1 else 0)
+
+
 def choose_requests(estimate_per_op: float, connections: int,
-                    window_instructions: int = WINDOW_INSTRUCTIONS) -> RequestPlan:
-    """The request count for a window of at least `window_instructions` at `estimate_per_op`."""
+                    window_instructions: int = WINDOW_INSTRUCTIONS, *, pipeline: int = 1) -> RequestPlan:
+    """The request count for a window of at least `window_instructions` at `estimate_per_op`, and
+    at least least_per_connection(pipeline) on each connection (at most MAX_REQUESTS in all)."""
     connections = max(1, connections)
     wanted = window_instructions / max(estimate_per_op, 1.0) / connections
+    least = least_per_connection(pipeline)
     cap = max(MIN_PER_CONNECTION, MAX_REQUESTS // connections)
-    per_connection = min(max(MIN_PER_CONNECTION, _nice_up(wanted)), cap)
+    per_connection = min(max(least, _nice_up(wanted)), cap)
     return RequestPlan(per_connection, connections, estimate_per_op, window_instructions)
 
 
@@ -157,16 +172,17 @@ def phase_bound(requests: int, earlier: tuple[str, int, float] | None = None) ->
 
 
 def _first_plan(estimate_per_op: float, connections: int, window_instructions: int, *, given: int | None,
-                earlier: int | None) -> RequestPlan:
+                earlier: int | None, pipeline: int = 1) -> RequestPlan:
     """The test's plan at its first run: a given count, else the store's earlier one while it still
-    fits (EARLIER_WINDOW_RANGE), else one chosen for the window."""
+    fits (EARLIER_WINDOW_RANGE, and holds the pipelines PIPELINES_PER_WINDOW asks for), else one
+    chosen for the window."""
     if given is not None:
         return RequestPlan(given, connections, estimate_per_op, window_instructions, origin=GIVEN)
-    if earlier is not None:
+    if earlier is not None and earlier >= least_per_connection(pipeline):
         low, high = EARLIER_WINDOW_RANGE
         if low * window_instructions <= earlier * connections * estimate_per_op <= high * window_instructions:
             return RequestPlan(earlier, connections, estimate_per_op, window_instructions, origin=EARLIER)
-    return choose_requests(estimate_per_op, connections, window_instructions)
+    return choose_requests(estimate_per_op, connections, window_instructions, pipeline=pipeline)
 
 
 class TooCostlyToCount(RunError):
@@ -216,7 +232,8 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
                    window_instructions: int = WINDOW_INSTRUCTIONS, fixed_per_connection: int | None = None,
                    earlier_per_connection: int | None = None, listener: LoadListener | None = None,
                    server_alive: Callable[[], bool] | None = None, edges: WindowEdges | None = None,
-                   command_function: str = "call", earlier_pace: tuple[str, int, float] | None = None) -> WindowResult:
+                   command_function: str = "call", earlier_pace: tuple[str, int, float] | None = None,
+                   pipeline: int = 1) -> WindowResult:
     """Probe, warm-up and the measured window on the server `control` commands. `request` is the
     test's load (its duration and request count are replaced); `plan` the test's request count
     when an earlier run decided it; `fixed_per_connection` a count given from outside (the first
@@ -225,8 +242,9 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
     EARLIER_WINDOW_RANGE of the target at this run's estimate; `edges` the
     caller's readings around the window, made between dumps so that none is counted;
     `earlier_pace` the test's previous window (its WindowResult.pace), which bounds this probe's
-    time. Every load phase is a separate redline-load, so each zero and dump happens while no
-    request is in flight."""
+    time; `pipeline` the test's (its window holds PIPELINES_PER_WINDOW of them on each connection).
+    Every load phase is a separate redline-load, so each zero and dump happens while no request is
+    in flight."""
     control.instrumentation_restart()
     once = replace(request, duration_s=None, warmup_s=0.0)
 
@@ -266,7 +284,7 @@ def measure_window(control: CallgrindControl, request: LoadRequest, *, plan: Req
         marginal = request_driven(warmup_dump) / max(warmup.report.ops or 1, 1)
     if plan is None:
         plan = _first_plan(marginal, _connections(warmup), window_instructions, given=fixed_per_connection,
-                           earlier=earlier_per_connection)
+                           earlier=earlier_per_connection, pipeline=pipeline)
     if edges is not None:
         edges.before()
         _dumped(control)                    # the reading's own cost goes, the window starts here

@@ -28,7 +28,7 @@ from typing import Callable
 from redline.analysis.comparison import first_paired_look, looks_confidence, profile_differences
 from redline.analysis.stats import Verdict, benjamini_hochberg_room
 from redline.analysis.gate import (COUNT, DECISION_METRIC, FALLBACK_METRIC, NO_CHANGE, TIME, Evidence, TestVerdict,
-                                   counted_rule, judge, screen, screens_system_calls, summary, timed_reasons)
+                                   counted_rule, judge, screen, screened_pipeline, summary, timed_reasons)
 from redline.core.errors import UsageError
 from redline.core.numbers import format_duration
 from redline.core.metrics import INSTRUCTIONS
@@ -210,8 +210,7 @@ class Gate:
             self.countable[key] = not (topology.cluster or topology.replicas or topology.io_threads) and \
                 all(side.target.managed for side in plan.sides)
             self.evidence[key] = Evidence(test.name, key, TIME if reasons else COUNT, reasons,
-                                          system_calls=not reasons and screens_system_calls(test,
-                                                                                            count_pipelines=pipelines))
+                                          pipeline=1 if reasons else screened_pipeline(test, count_pipelines=pipelines))
             self.tests[key], self.topology[key] = test, topology.name
             self.stages[key] = {}
         self._take_earlier(plan.resumed)
@@ -360,7 +359,7 @@ class Gate:
             return None
         mark = tuple(r.uid for r in e.counted)
         if self._screens.get(key, (None,))[0] != mark:
-            self._screens[key] = (mark, screen(key, e.counted, self.floors, system_calls=e.system_calls))
+            self._screens[key] = (mark, screen(key, e.counted, self.floors, pipeline=e.pipeline))
         return self._screens[key][1]
 
     def _screen_cost(self, key: str) -> float:
@@ -384,7 +383,7 @@ class Gate:
     def _rule(self, job: Job):
         key, stage = self.job_stage[job.job_id]
         if stage == SCREEN:
-            return counted_rule(self.floors, job.max_runs, system_calls=self.evidence[key].system_calls)
+            return counted_rule(self.floors, job.max_runs, pipeline=self.evidence[key].pipeline)
         if stage == PROFILE:
             return None
         metric = self.settings.metric if all(side.target.managed for side in self.plan.sides) else FALLBACK_METRIC
