@@ -116,7 +116,7 @@ def gate(args, out: Path, log: Path, sampler: LoadSampler, baseline: str, compar
     sampler.phase = name
     outputs = ["--store", str(out / f"{name}.db"), "--json", str(out / f"{name}.json"),
                "--markdown", str(out / f"{name}.md"), "--html", str(out / f"{name}.html")]
-    if args.resume:          # the stored gate goes on: its own targets, tests and settings
+    if args.resume and (out / f"{name}.db").exists():     # the stored gate goes on: its own targets, tests, settings
         argv = [*REDLINE, "gate", "--resume", "latest", *outputs]
         flags = ("jobs", "budget")
     else:

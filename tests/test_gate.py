@@ -487,6 +487,12 @@ def test_system_calls_per_request_decide_a_pipelined_screen_beside_the_instructi
     found = screen("t", same, {}, pipeline=100)
     assert found.decision == UNDECIDED and "sent 75 requests a connection, fewer than the 500" in found.note
     assert screen("t", same, {}, pipeline=10).decision == NO_CHANGE
+    # ... unless a request costs so much that what pipelining saves it cannot show (GEOSEARCH, 58M)
+    costly = _screened_runs("baseline", reads=0.4, writes=0.2, instructions=58e6) + \
+        _screened_runs("comparison", reads=0.4, writes=0.2, instructions=58e6)
+    for run in costly:
+        run.facts = {"instructions": {"requests_per_connection": 2}}
+    assert screen("t", costly, {}, pipeline=10).decision == NO_CHANGE
 
 
 def test_a_gate_that_counts_pipelines_decides_them_by_counts_and_times_those_whose_system_calls_moved(tmp_path, tests):

@@ -289,6 +289,12 @@ def test_a_pipelined_window_holds_several_pipelines_on_each_connection():
     assert deep.per_connection == least_per_connection(100) == PIPELINES_PER_WINDOW * 100
     assert choose_requests(8_400, connections=100, window_instructions=50_000_000, pipeline=10).per_connection == 75
     assert choose_requests(8_400, connections=5_000, pipeline=500).requests <= MAX_REQUESTS      # the cap holds
+    # GEOSEARCH of a 60M-member set, 58M instructions a request, 8 connections at pipeline 10: 5
+    # pipelines would be 470x the window; it sends what 20x allows (those system calls cannot show)
+    costly = choose_requests(58_475_834, connections=8, window_instructions=50_000_000, pipeline=10)
+    assert costly.per_connection == MIN_PER_CONNECTION
+    between = choose_requests(1_000_000, connections=50, window_instructions=50_000_000, pipeline=10)
+    assert between.per_connection == 20 and between.requests * 1_000_000 == 20 * 50_000_000   # 2 of 5 pipelines
     # a store's earlier count that holds fewer pipelines is not carried
     assert _first_plan(8_400, 100, 50_000_000, given=None, earlier=75, pipeline=100).per_connection == 500
     assert _first_plan(8_400, 100, 50_000_000, given=None, earlier=75, pipeline=10).origin == EARLIER

@@ -27,8 +27,8 @@ from typing import Callable
 
 from redline.analysis.comparison import first_paired_look, looks_confidence, profile_differences
 from redline.analysis.stats import Verdict, benjamini_hochberg_room
-from redline.analysis.gate import (COUNT, DECISION_METRIC, FALLBACK_METRIC, NO_CHANGE, TIME, Evidence, TestVerdict,
-                                   counted_rule, judge, screen, screened_pipeline, summary, timed_reasons)
+from redline.analysis.gate import (COUNT, DECISION_METRIC, FALLBACK_METRIC, KERNEL_CYCLES, NO_CHANGE, TIME, Evidence,
+                                   TestVerdict, counted_rule, judge, screen, screened_pipeline, summary, timed_reasons)
 from redline.core.errors import UsageError
 from redline.core.numbers import format_duration
 from redline.core.metrics import INSTRUCTIONS
@@ -47,7 +47,6 @@ DOCUMENT = "gate"
 DOCUMENT_FORMAT = 1
 SCREEN, CONFIRM, PROFILE = "screen", "time", "profile"
 UNKNOWN_EFFECT_PCT = 5.0     # the change time may see in a test nothing was counted of (expected_effect)
-KERNEL_CYCLES = 10_000       # a request's system calls on loopback (a read, a write: ~4 µs), in cycles
 PIPELINED = re.compile(r"-pipeline-\d+")
 GATE_WINDOW_INSTRUCTIONS = 50_000_000   # the screen's counted window (redline.instructions.window's default: 150M)
 GENERATED_ELEMENT_BYTES = 100           # a generated dataset's element, for the screen's cost (_screen_cost)
