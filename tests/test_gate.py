@@ -481,12 +481,13 @@ def test_system_calls_per_request_decide_a_pipelined_screen_beside_the_instructi
                                                                                         writes=None)
     found = screen("t", unrecorded, {}, pipeline=10)
     assert found.decision == UNDECIDED and "no run recorded server_reads_per_op" in found.note
-    # a window of fewer requests a connection than 5 pipelines: one burst, not the pipeline's batching
+    # a window of fewer requests a connection than 2 pipelines: one burst, not the pipeline's batching
     for run in same:
         run.facts = {"instructions": {"requests_per_connection": 75}}
     found = screen("t", same, {}, pipeline=100)
-    assert found.decision == UNDECIDED and "sent 75 requests a connection, fewer than the 500" in found.note
+    assert found.decision == UNDECIDED and "sent 75 requests a connection, fewer than 2 pipelines of 100" in found.note
     assert screen("t", same, {}, pipeline=10).decision == NO_CHANGE
+    assert screen("t", same, {}, pipeline=37).decision == NO_CHANGE       # 2 pipelines and more: not a burst
     # ... unless a request costs so much that what pipelining saves it cannot show (GEOSEARCH, 58M)
     costly = _screened_runs("baseline", reads=0.4, writes=0.2, instructions=58e6) + \
         _screened_runs("comparison", reads=0.4, writes=0.2, instructions=58e6)

@@ -32,7 +32,7 @@ from redline.analysis.comparison import TestComparison, apply_false_discovery_co
 from redline.analysis.stats import Verdict
 from redline.core.run import Run
 from redline.instructions.visibility import pipeline_of, visibility_warnings
-from redline.instructions.window import least_per_connection
+from redline.instructions.window import BURST_PIPELINES
 from redline.suites import roles
 from redline.suites.commands import measured_commands
 from redline.system.steadiness import probe_of
@@ -155,20 +155,21 @@ def screen(key: str, runs: list[Run], floors: dict, *, pipeline: int = 1) -> Scr
 
 
 def _burst_window(runs: list[Run], pipeline: int) -> str | None:
-    """Why these runs' system calls are not the pipeline's (a window of fewer requests per
-    connection than the pipelines it needs: one burst, on requests cheap enough for system calls
-    to matter), or None."""
+    """Why these runs' system calls are not the pipeline's (a window of fewer than BURST_PIPELINES
+    pipelines per connection: one burst, on requests cheap enough for system calls to matter), or
+    None. The window asks for more (redline.instructions.window.PIPELINES_PER_WINDOW) where it can
+    afford them."""
     if pipeline <= 1:
         return None
-    least = least_per_connection(pipeline)
+    least = BURST_PIPELINES * pipeline
     ok = [r for r in runs if r.status == "ok"]
     sent = [(r.facts.get("instructions") or {}).get("requests_per_connection") or 0 for r in ok]
     costs = [r.metrics.get("instructions_per_op") for r in ok if r.metrics.get("instructions_per_op")]
     if costs and min(costs) >= SYSTEM_CALLS_HIDDEN:
         return None
     if sent and min(sent) < least:
-        return (f"its counted window sent {min(sent)} requests a connection, fewer than the {least} that hold "
-                f"{least // pipeline} pipelines of {pipeline}: its system calls are one burst's, not the pipeline's")
+        return (f"its counted window sent {min(sent)} requests a connection, fewer than {BURST_PIPELINES} pipelines "
+                f"of {pipeline}: its system calls are one burst's, not the pipeline's")
     return None
 
 

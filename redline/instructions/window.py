@@ -43,6 +43,7 @@ MIN_PER_CONNECTION = 2
 # 1Mkeys-load-string-with-10B-values-pipeline-100 at the gate's window) every connection sent its
 # whole window at once and read its replies in one write
 PIPELINES_PER_WINDOW = 5
+BURST_PIPELINES = 2          # fewer than this many pipelines a connection: one burst (the gate's screen says so)
 # ... as long as the window stays within this many times the instructions asked for: a request
 # costly enough to break it (GEOSEARCH of a 60M-member set, 58M instructions: 5 pipelines of 10 on
 # 8 connections were 470 times the gate's window, 12 minutes a run) spends so much per request that
