@@ -8,7 +8,7 @@
                 `redline compare` at its defaults, same targets; tests decided by each, verdicts one
                 contradicts, wall times and their ratio. The compare outlasts a 3-hour working
                 session here: --resume goes on with both (`gate --resume`, `compare --resume`)
-    pipelines   the check of `gate --count-pipelines` against time: the pipelined tests a
+    pipelines   the check of `gate --pipelines count` against time: the pipelined tests a
                 reference gate (--reference, its store) confirmed by time, screened by counts
                 and system calls per request (`--screen-only`), baseline vs comparison and as an
                 A/A (the comparison on both sides); a screen that says "no change" where the
@@ -359,7 +359,7 @@ def pipelines_mode(args, out: Path, log: Path, sampler: LoadSampler) -> dict:
     if not chosen:
         raise SystemExit(f"{args.reference}: no pipelined test was confirmed by time there")
     args.name = "^(" + "|".join(re.escape(t["test"]) for t in chosen) + ")$"
-    args.gate_args += ["--count-pipelines", "--screen-only"]
+    args.gate_args += ["--pipelines", "count", "--screen-only"]
     sampler.phase = "builds"
     builds = [build(args.baseline, log), build(args.comparison, log)]
     ab = gate(args, out, log, sampler, args.baseline, args.comparison, args.suites or [], name="ab")
@@ -380,7 +380,7 @@ def pipelines_mode(args, out: Path, log: Path, sampler: LoadSampler) -> dict:
                "ab": {k: v for k, v in ab.items() if k != "document"}, "aa": {k: v for k, v in aa.items() if k != "document"},
                "rows": rows, "misses": misses,
                "ab_screens": _count(r["screen"] for r in rows), "aa_screens": _count(r["aa_screen"] for r in rows)}
-    lines = [f"# --count-pipelines against time: {args.baseline} vs {args.comparison}", "",
+    lines = [f"# --pipelines count against time: {args.baseline} vs {args.comparison}", "",
              f"{len(chosen)} pipelined tests that {args.reference} confirmed by time; commands in {log.name}", "",
              f"A/B screens {hours(ab['wall_s'])} ({summary['ab_screens']}), load {ab['load']}",
              f"A/A screens {hours(aa['wall_s'])} ({summary['aa_screens']}), load {aa['load']}", "",

@@ -172,6 +172,7 @@ def test_a_catalogue_with_broken_suites_names_them_with_file_and_line_and_keeps_
     (["--jobs", "99"], "--jobs 99: this machine gives redline"),
     (["--budget", "soon"], "--budget: not a time budget: 'soon'"),
     (["--budget", "0h"], "leaves no time"),
+    (["--pipelines", "sometimes"], "--pipelines: invalid choice: 'sometimes'"),
     (["--resume", "3", "quick"], "--resume continues the stored gate"),
     (["--duet", "--comparison", "tcp://127.0.0.1:1"], "--duet: both servers must run on this machine"),
 ])
@@ -442,7 +443,7 @@ clientconfig:
     assert timed_reasons(psetex, topology_of(psetex), []) and timed_reasons(hour, topology_of(hour), []) == []
 
 
-# -- pipelines screened by counts and system calls (--count-pipelines) ----------------------------------
+# -- pipelines screened by counts and system calls (gate --pipelines count, the default) ------------------
 def _screened_runs(side: str, *, reads: float | None, writes: float | None, instructions: float = 2000.0):
     from redline.core.run import Run
     runs = []
@@ -529,6 +530,12 @@ def test_a_screen_only_gate_times_nothing_says_so_and_a_resume_without_it_confir
     document = store.session_document(first, "gate")
     settings = GateSettings.resumed(document, duet=False)        # resumed without --screen-only
     assert settings.confirm
+    # how pipelined tests are routed: the gate's own unless the resume says (--pipelines count|time)
+    assert not settings.count_pipelines
+    assert GateSettings.resumed(document, duet=False, pipelines="count").count_pipelines
+    timed = dict(document, settings=dict(document["settings"], count_pipelines=True))
+    assert GateSettings.resumed(timed, duet=False).count_pipelines
+    assert not GateSettings.resumed(timed, duet=False, pipelines="time").count_pipelines
     resumed, store, _ = a_gate(tmp_path, script, tests, [GET_P1, HSET, GET_P10], settings=settings,
                                resumed=earlier_documents(store, first))
     again = {v.test: v for v in resumed.run().verdicts}

@@ -3,9 +3,9 @@ to time, what a counted screen decided, and one verdict per test with the eviden
 
     route        a test is *screened by counts* unless something its effect lives in is invisible
                  to callgrind or cannot run under it (`timed_reasons`); such a test goes straight
-                 to time, with the reasons. Pipelining is such a reason unless the gate counts
-                 pipelines (`gate --count-pipelines`): then a pipelined test's screen also compares
-                 the server's reads and writes per request (SYSTEM_CALLS), what pipelining saves
+                 to time, with the reasons. Pipelining is such a reason only when the gate times
+                 pipelines (`gate --pipelines time`); by default a pipelined test's screen also
+                 judges the server's reads and writes per request (SYSTEM_CALLS), what it saves
     screen       the counted A/B of a test (redline.analysis.counted's rule on every counted metric,
                  and on SYSTEM_CALLS where the route asked for them):
                    no change   every counted metric says no change

@@ -96,10 +96,11 @@ def add_parser(commands) -> None:
     parser.add_argument("--duet", action="store_true",
                         help=DUET_HELP.replace("timed A/B as duets", "timed confirmations as duets")
                         + "; with --resume: the timed confirmations still to run")
-    parser.add_argument("--count-pipelines", action="store_true",
-                        help="screen pipelined tests by counts too, comparing the server's reads and writes "
-                             "per request (what pipelining saves) beside the instructions; without it they go "
-                             "to time; with --resume: from now on")
+    parser.add_argument("--pipelines", choices=("count", "time"), default=None,
+                        help="pipelined tests: screened by counts, with the server's reads and writes per request "
+                             "(what pipelining saves) judged beside the instructions (count: a new gate's default), "
+                             "or sent straight to time (time); with --resume: from now on (default: as the gate "
+                             "began)")
     parser.add_argument("--screen-only", dest="confirm", action="store_false",
                         help="counts only: no timed confirmation (a test counts cannot decide stays undecided "
                              "and says so; resume without it to confirm)")
@@ -183,7 +184,7 @@ def _what_to_gate(args):
                                 timed_runs=args.runs, timed_max_runs=args.max_runs, duration_s=args.duration,
                                 warmup_s=args.warmup, scale=args.scale, window_instructions=args.window_instructions,
                                 snapshots=args.snapshots, metric=args.metric, profile=args.profile,
-                                duet=args.duet, count_pipelines=args.count_pipelines, confirm=args.confirm)
+                                duet=args.duet, count_pipelines=args.pipelines != "time", confirm=args.confirm)
         check_duet(args, sides)
         return [], sides, settings, args.suites or [DEFAULT_CATALOGUE]
     if args.suites or args.baseline or args.comparison or args.name:
@@ -201,7 +202,6 @@ def _what_to_gate(args):
     sides = [Side(parse_target(s["target"], s.get("config") or {}, s.get("variant")), s["name"])
              for s in latest["sides"]]
     suites = [str(suite_path(reference)) for reference in latest["suites"]]
-    settings = GateSettings.resumed(latest, duet=args.duet, count_pipelines=args.count_pipelines,
-                                    confirm=args.confirm)
+    settings = GateSettings.resumed(latest, duet=args.duet, pipelines=args.pipelines, confirm=args.confirm)
     check_duet(args, sides)
     return documents, sides, settings, suites

@@ -72,7 +72,9 @@ class GateSettings:
     metric: str = DECISION_METRIC
     profile: bool = True            # counted profiles of the tests whose counts moved
     duet: bool = False              # timed confirmations as duets (redline.engine.engine)
-    count_pipelines: bool = False   # pipelined tests screened by counts and system calls per request
+    # pipelined tests screened by counts and system calls per request (`gate --pipelines count`, the
+    # command's default; False here so that a gate stored before it resumes as it began)
+    count_pipelines: bool = False
     confirm: bool = True            # False (--screen-only): counts alone, no timed confirmation
     q: float = 0.05
 
@@ -88,17 +90,18 @@ class GateSettings:
         return first_paired_look(max_runs) if duet else cls.timed_runs
 
     @classmethod
-    def resumed(cls, document: dict, *, duet: bool, count_pipelines: bool = False,
+    def resumed(cls, document: dict, *, duet: bool, pipelines: str | None = None,
                 confirm: bool = True) -> GateSettings:
         """The settings of the gate `document` goes on with. `duet` (`--resume --duet`): its timed
         confirmations still to run are duets; when none has run yet, every timed verdict will be
         judged with the same looks, so they may start at the duet's first look too.
-        `count_pipelines` (`--resume --count-pipelines`): its pipelined tests are screened by
-        counts from now on; those whose timed confirmation ended keep it. `confirm` is this
+        `pipelines` (`--resume --pipelines count|time`): how its pipelined tests are routed from now
+        on (those whose stages ended keep them); None keeps the gate's own. `confirm` is this
         session's own: a gate screened with --screen-only is confirmed by resuming without it."""
         settings = cls.from_json(document["settings"])
         settings.duet = settings.duet or duet
-        settings.count_pipelines = settings.count_pipelines or count_pipelines
+        if pipelines is not None:
+            settings.count_pipelines = pipelines == "count"
         settings.confirm = confirm
         timed_begun = any(entry.get("timed") or entry.get("timed_all") for entry in document.get("tests", []))
         if settings.duet and not timed_begun:

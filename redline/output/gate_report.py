@@ -194,7 +194,7 @@ LEGEND = ("Legend: a test is screened by counts (the server under callgrind, 2-3
           "and every test counts cannot see, is measured by time (interleaved, adaptive as `redline compare`) and "
           "time decides. A change is claimed only by time and only when it survives Benjamini–Hochberg over every "
           "timed decision of the catalogue; *no change* by counts means every counted metric lies inside ±τ "
-          "(with `--count-pipelines`, a pipelined test's reads and writes per request too). "
+          "(for a pipelined test, the server's reads and writes per request too). "
           "*not measured*: the gate stopped (budget, interrupt) before the test was decided. Details: docs/gate.md.")
 
 
