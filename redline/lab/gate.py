@@ -36,6 +36,7 @@ from redline.core.metrics import TIME as TIMED
 from redline.core.run import Run
 from redline.engine.job import Job, JobResolver, SideSpec, suite_reference
 from redline.engine.run_plan import Side
+from redline.instructions.visibility import pipeline_of
 from redline.lab.local import compare_policy
 from redline.lab.scheduler import Scheduler
 from redline.suites import SpecError, TestSpec, discover, load_test
@@ -334,7 +335,7 @@ class Gate:
         "-pipeline-N", or with "-pipeline-1"), else UNKNOWN_EFFECT_PCT."""
         e = self.evidence[key]
         found = self._screen_of(key) if e.route == COUNT else None
-        pipeline = 1
+        pipeline = pipeline_of(self.tests[key])
         if found is None:
             siblings = [PIPELINED.sub(end, key) for end in ("", "-pipeline-1")]
             sibling = next((k for k in siblings if k != key and k in self.evidence and self.evidence[k].route == COUNT),
@@ -342,8 +343,6 @@ class Gate:
             if sibling is None:
                 return UNKNOWN_EFFECT_PCT
             found = self._screen_of(sibling)
-            workload = getattr(self.tests[key].client, "workload", None)
-            pipeline = max(1, getattr(workload, "pipeline", 1) or 1)
         if found is None or not found.comparisons:
             return UNKNOWN_EFFECT_PCT
         results = {c.metric: c.result for c in found.comparisons if c.result}
