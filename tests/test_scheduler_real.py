@@ -104,9 +104,9 @@ def test_two_lanes_that_need_one_dataset_prepare_it_once_and_both_restore_it(tmp
 @needs_two_cores
 def test_the_gate_command_end_to_end_on_one_binary(tmp_path):
     """`redline gate` as a user runs it, on real servers: one binary on both sides (an A/A), a test
-    counts can see (GET at pipeline 1: screened by counts in a lane, "no change") and one only time
-    can see (pipeline 10: measured by interleaved timed runs); the document, the markdown page and
-    the store session say the same."""
+    counts can see (GET at pipeline 1: screened by counts in a lane, "no change") and one sent to
+    time (pipeline 10 with `--pipelines time`: measured by interleaved timed runs); the document,
+    the markdown page and the store session say the same."""
     import json
     import subprocess
 
@@ -115,7 +115,7 @@ def test_the_gate_command_end_to_end_on_one_binary(tmp_path):
     proc = subprocess.run([*REDLINE, "gate", "quick", "--name", "string-get-100B-pipeline-(1|10)$", "--jobs", "2",
                            "--window-instructions", "20000000", "--runs", "5", "--max-runs", "7", "--duration", "1s",
                            "--warmup", "0s", "--no-profile", "--json", str(out), "--markdown", str(page),
-                           "--store", str(tmp_path / "gate.db")],
+                           "--store", str(tmp_path / "gate.db"), "--pipelines", "time"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-3000:])
     document = json.loads(out.read_text())
@@ -132,3 +132,31 @@ def test_the_gate_command_end_to_end_on_one_binary(tmp_path):
     assert "quick-string-get-100B-pipeline-10" in page.read_text()
     stored = Store(tmp_path / "gate.db").load_session(document["session_id"])
     assert stored.kind == "gate"
+
+
+@needs_valgrind
+@needs_two_cores
+def test_a_gate_screens_a_pipelined_test_by_counts_and_its_system_calls_on_real_servers(tmp_path):
+    """The gate's default for a pipelined test (`--pipelines count`), on real servers, one binary on
+    both sides: GET at pipeline 10 is screened by counts, its window holds the pipeline's batching
+    (several pipelines a connection), its reads and writes per request are judged beside the
+    instructions, and the A/A says "no change" without a timed run."""
+    import json
+    import subprocess
+
+    from tests.conftest import REDLINE
+    out = tmp_path / "gate.json"
+    proc = subprocess.run([*REDLINE, "gate", "quick", "--name", "string-get-100B-pipeline-10$", "--jobs", "1",
+                           "--window-instructions", "20000000", "--screen-only", "--json", str(out),
+                           "--store", str(tmp_path / "gate.db")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-3000:])
+    [p10] = json.loads(out.read_text())["tests"]
+    assert p10["route"] == "count" and not p10["stages"].get("time"), p10
+    assert p10["verdict"] == "no_change" and p10["decided_by"] == "counts", p10["why"]
+    judged = {m["metric"]: m for m in p10["counted"]["metrics"]}
+    for name in ("server_reads_per_op", "server_writes_per_op"):
+        # batched: one read and one write a pipeline of 10 (and the closing read), not one a request
+        assert 0.05 < judged[name]["baseline_median"] < 0.5 and judged[name]["verdict"] == "no_change", judged[name]
+    runs = Store(tmp_path / "gate.db").load_runs(json.loads(out.read_text())["session_id"])
+    assert all(r.facts["instructions"]["requests_per_connection"] >= 20 for r in runs if r.status == "ok")
