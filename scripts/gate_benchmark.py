@@ -40,6 +40,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 REDLINE = [sys.executable, "-m", "redline.cli"]
@@ -379,7 +380,8 @@ def pipelines_mode(args, out: Path, log: Path, sampler: LoadSampler) -> dict:
     summary = {"mode": "pipelines", "builds": builds, "reference": args.reference, "tests": len(chosen),
                "ab": {k: v for k, v in ab.items() if k != "document"}, "aa": {k: v for k, v in aa.items() if k != "document"},
                "rows": rows, "misses": misses,
-               "ab_screens": _count(r["screen"] for r in rows), "aa_screens": _count(r["aa_screen"] for r in rows)}
+               "ab_screens": dict(Counter(r["screen"] for r in rows)),
+               "aa_screens": dict(Counter(r["aa_screen"] for r in rows))}
     lines = [f"# --pipelines count against time: {args.baseline} vs {args.comparison}", "",
              f"{len(chosen)} pipelined tests that {args.reference} confirmed by time; commands in {log.name}", "",
              f"A/B screens {hours(ab['wall_s'])} ({summary['ab_screens']}), load {ab['load']}",
@@ -391,13 +393,6 @@ def pipelines_mode(args, out: Path, log: Path, sampler: LoadSampler) -> dict:
                f"{'' if r['aa_screen'] == 'no change' else ': ' + r['aa_note']} |" for r in rows]]
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     return summary
-
-
-def _count(words) -> dict:
-    counts: dict[str, int] = {}
-    for word in words:
-        counts[word] = counts.get(word, 0) + 1
-    return counts
 
 
 def main() -> int:

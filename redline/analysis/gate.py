@@ -128,8 +128,8 @@ def moved_counts(comparisons: list[TestComparison]) -> list[TestComparison]:
 
 def screen(key: str, runs: list[Run], floors: dict, *, pipeline: int = 1) -> Screen:
     """The counted screen's decision from a test's counted runs (both sides); `pipeline` > 1: the
-    server's reads and writes per request are judged too, in windows that held the pipeline's
-    steady batching (redline.instructions.window.least_per_connection)."""
+    server's reads and writes per request are judged too, in windows of at least BURST_PIPELINES
+    pipelines a connection (`_burst_window`)."""
     measured = [r for r in runs if r.purpose == "measure"]
     failed = [r for r in measured if r.status == "failed"]
     also = SYSTEM_CALLS if pipeline > 1 else ()
