@@ -78,7 +78,8 @@ class FakeRunner:
         if not self.started:
             self.started = True
             self.script.write(event="start", test=self.test.name, pid=os.getpid(), cpus=self.cpus,
-                              measure=self.settings.measure, at=time.monotonic())
+                              measure=self.settings.measure, system_calls_judged=self.settings.system_calls_judged,
+                              at=time.monotonic())
             meeting = self.script.meet.get(self.test.name)
             if meeting:
                 self._meet(meeting)

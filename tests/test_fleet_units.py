@@ -129,6 +129,8 @@ def test_a_job_document_is_checked_field_by_field():
     broken = {"attempt": ({**fields, "attempt": "0"}, "attempt: 0 is outside 1..1000"),
               "runs": ({**fields, "job": json.dumps({**document, "settings": {"runs": True}})},
                        "job.settings.runs: expected a whole number, got bool"),
+              "judged": ({**fields, "job": json.dumps({**document, "settings": {"system_calls_judged": "yes"}})},
+                         "job.settings.system_calls_judged: expected true or false"),
               "max_runs": ({**fields, "job": json.dumps({**document, "max_runs": 2})}, "job.max_runs: 2 is outside 5..1000"),
               "extra": ({**fields, "job": json.dumps({**document, "shell": "rm"})}, "job: unknown field(s) shell"),
               "config": ({**fields, "job": json.dumps({**document, "sides": [{"target": "bin:x", "config": {"a": 1}}]})},

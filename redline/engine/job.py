@@ -23,7 +23,7 @@ JOB_FORMAT = 1
 BUILTIN = "builtin:"
 # The RunSettings a job carries (its topology is the job's own).
 SETTINGS = ("runs", "duration_s", "warmup_s", "scale", "profile", "duet", "snapshots", "measure", "window_instructions",
-            "window_requests", "earlier_window_requests")
+            "window_requests", "earlier_window_requests", "system_calls_judged")
 
 
 def suite_reference(path: Path) -> str:

@@ -46,6 +46,9 @@ class RunSettings:
     # --measure instructions: the count this store's earlier sessions used for the test, kept while it
     # fits this run's estimate (redline.instructions.window.EARLIER_WINDOW_RANGE); a job sets it per test
     earlier_window_requests: int | None = None
+    # --measure instructions: the caller also judges the server's reads and writes per request (the
+    # gate's screen of a pipelined test), so pipelining is no reason to distrust the counts
+    system_calls_judged: bool = False
 
     def measure_for(self, test: TestSpec) -> str:
         """How `test` is measured: the session's --measure, else the suite's `redline: measure`, else time."""

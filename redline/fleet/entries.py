@@ -157,7 +157,7 @@ def job_document(document: dict) -> Job:
                         ("earlier_window_requests", lambda v, w: integer(v, w, 1, 10**12))):
         if name in settings:
             checked[name] = optional(check, settings[name], f"job.settings.{name}")
-    for name in ("profile", "duet", "snapshots"):
+    for name in ("profile", "duet", "snapshots", "system_calls_judged"):
         if name in settings:
             if not isinstance(settings[name], bool):
                 raise Malformed(f"job.settings.{name}: expected true or false")

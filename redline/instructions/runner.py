@@ -72,7 +72,8 @@ class InstructionsRunner(ServerRunner):
 
     def plan(self) -> str:
         description = super().plan()
-        self.warnings = visibility_warnings(self.test, self.topology)
+        self.warnings = visibility_warnings(self.test, self.topology,
+                                            system_calls_compared=self.settings.system_calls_judged)
         for warning in self.warnings:
             self.observer.note(f"⚠ {warning}")
         return description + "; servers run under valgrind --tool=callgrind (20-50x slower)"

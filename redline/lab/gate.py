@@ -258,14 +258,15 @@ class Gate:
             window = s.window_instructions or GATE_WINDOW_INSTRUCTIONS
             settings = {**common, "measure": INSTRUCTIONS, "runs": s.counted_runs, "window_instructions": window,
                         "earlier_window_requests": self.store.earlier_window_requests(test.name, self.topology[key],
-                                                                                       window)}
+                                                                                       window),
+                        "system_calls_judged": self.evidence[key].pipeline > 1}
             max_runs = s.counted_max_runs
         elif stage == PROFILE:
             requests = next((r.facts.get("instructions", {}).get("requests_per_connection")
                              for r in self.evidence[key].counted if r.status == "ok"), None)
             settings = {**common, "measure": INSTRUCTIONS, "runs": 0, "profile": True,
                         "window_instructions": s.window_instructions or GATE_WINDOW_INSTRUCTIONS,
-                        "window_requests": requests}
+                        "window_requests": requests, "system_calls_judged": self.evidence[key].pipeline > 1}
             max_runs = None
         else:
             settings = {**common, "measure": TIMED, "runs": s.timed_runs, "duration_s": s.duration_s,
