@@ -131,8 +131,28 @@ def test_a_window_that_holds_few_replies_is_flagged_too_short(tmp_path, redline_
     assert "rounds of requests per connection; a longer --duration measures it" in flag
 
 
+def test_a_window_too_short_for_calls_of_seconds_is_lengthened_and_measured_again(tmp_path, redline_cli):
+    """Calls of 0.3 s on one connection in a 1 s window (--duration): about 3 rounds, so the window
+    becomes 15 rounds, 5 s in whole seconds (within the suite's 8 s), and the first run is measured
+    again with it; every run is a result, with one window."""
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    write_suite(suites, "slow-calls", '--command "DEBUG SLEEP 0.3" -c 1 -t 1 --test-time 8',
+                db_lines=("    enable-debug-command: 'yes'",))
+    out = tmp_path / "out.json"
+    proc = redline_cli("run", suites, "--duration", "1s", "--warmup", "0s", "--runs", "2", "--json", out,
+                       "--store", tmp_path / "r.db", check_exit=0)
+    runs = json.loads(out.read_text())
+    assert [r["status"] for r in runs] == ["ok", "ok"]
+    assert "window lengthened: the test's calls take about 0.3" in " ".join(proc.stderr.split())
+    assert "its runs measure 5 s (15 rounds); run 0 is measured again" in " ".join(proc.stderr.split())
+    assert [r["facts"]["duration_s"] for r in runs] == [5.0, 5.0]
+    assert runs[0]["facts"]["window_fitted"]["asked_s"] == 1.0
+    assert all(4.5 < r["measured_s"] < 6.5 and not r["flags"] for r in runs), [(r["measured_s"], r["flags"]) for r in runs]
+
+
 def test_the_too_short_flag_counts_rounds_of_the_median_latency():
-    from redline.bench.server_runner import window_too_short
+    from redline.bench.window_fit import window_too_short
     assert window_too_short(3457.0, 3.0).startswith("window too short: the median reply took 3.46 s, so the "
                                                    "3 s window held about 0.9 rounds")
     assert window_too_short(299.0, 3.0) is None            # 10 rounds: enough

@@ -46,10 +46,11 @@ LOST = ("95 connections were lost during the run (the server closed them); their
 def canned_report(*, ops: int, measured_s: float = 2.0, client_cpu: tuple[float, float] = (0.25, 0.125),
                   connections: int = 50, lost: int = 0, pipeline: int = 10, commands: tuple[str, ...] = ("GET",),
                   errors: dict | None = None, error_examples: dict | None = None, warnings: tuple[str, ...] = (),
-                  role_counts: dict | None = None, io_note: str | None = None) -> dict:
+                  role_counts: dict | None = None, io_note: str | None = None, p50_ms: float = 0.5) -> dict:
     seconds = max(1, round(measured_s))
-    percentiles = {"p50.00": 0.5, "p90.00": 0.75, "p99.00": 1.5, "p99.90": 3.0, "p99.99": 6.0}
-    point = {"Count": ops // seconds, "p50.00": 0.5, "p99.00": 1.5}
+    percentiles = {"p50.00": p50_ms, "p90.00": 1.5 * p50_ms, "p99.00": 3 * p50_ms, "p99.90": 6 * p50_ms,
+                   "p99.99": 12 * p50_ms}
+    point = {"Count": ops // seconds, "p50.00": p50_ms, "p99.00": 3 * p50_ms}
     totals = {"Count": ops, "Ops/sec": ops / measured_s, "Percentile Latencies": percentiles,
               "Time-Serie": {str(second): point for second in range(seconds)}}
     own = {"warmup_seconds": 0.0, "measured_seconds": measured_s,
@@ -184,10 +185,12 @@ class CannedLoad:
 
     def __init__(self, turns: list[Turn]):
         self.turns, self.calls = turns, 0
+        self.windows: list[float | None] = []          # each load's measured window, as asked
 
     def __call__(self, test, request, arguments_for, *, listener=None, server_alive=None, timeout_s=None):
         turn = self.turns[self.calls]
         self.calls += 1
+        self.windows.append(request.duration_s)
         listener.on_phase("measure", 0.0)
         if server_alive is not None and not server_alive():      # ServerHung passes through, as in run_load
             raise ServerGone("the server exited while load was running")
@@ -203,6 +206,7 @@ class Played:
     runs: list[dict]          # the run documents, as --json writes them
     notes: list[str]
     servers: FakeServers
+    windows: list[float | None]    # each load's measured window, as the runner asked for it
 
 
 @pytest.fixture(autouse=True)
@@ -216,11 +220,11 @@ def stub_loadgen(tmp_path, monkeypatch):
 
 def play(tmp_path: Path, turns: list[Turn], *, runs: int, arguments: str = "--ratio 0:1 -c 5 -t 1 --pipeline 10",
          restart_fails_at: int | None = None, spread: float | None = 1.02, names: tuple = (None,),
-         duet: bool = False, load: type = None) -> Played:
+         duet: bool = False, load: type = None, test_time: int = 2, duration_s: float = 2.0) -> Played:
     """The real Engine and ServerRunner over the fakes: one side (or one per name), `runs` runs."""
     suites = tmp_path / "suites"
     suites.mkdir(exist_ok=True)
-    test = load_test(write_suite(suites, "seam", f"{arguments} --test-time 2"))
+    test = load_test(write_suite(suites, "seam", f"{arguments} --test-time {test_time}"))
     servers, heard = FakeServers(turns, restart_fails_at=restart_fails_at, spread=spread), Heard()
     loads = (load or CannedLoad)(turns)
 
@@ -231,8 +235,9 @@ def play(tmp_path: Path, turns: list[Turn], *, runs: int, arguments: str = "--ra
     binaries = [Path("/fake/redis-server" + (f"-{name}" if name else "")) for name in names]
     sides = [Side(Target(f"bin:{binary}", binary=binary), name) for binary, name in zip(binaries, names)]
     records = Engine(runners=runners, observers=[heard]).execute_test(
-        test, sides=sides, settings=RunSettings(runs=runs, duration_s=2.0, warmup_s=0.0, duet=duet), session_id=None)
-    return Played([run.to_json() for run in records], heard.notes, servers)
+        test, sides=sides, settings=RunSettings(runs=runs, duration_s=duration_s, warmup_s=0.0, duet=duet),
+        session_id=None)
+    return Played([run.to_json() for run in records], heard.notes, servers, loads.windows)
 
 
 def ok_turn(**report) -> Turn:
@@ -444,3 +449,56 @@ def test_a_duet_whose_partner_cannot_start_its_run_measures_neither_and_ends(tmp
                                               "bin:/fake/redis-server-baseline needs every side")
     assert played.runs[3]["error"] == "the server did not come back: fake restart failure"
     assert "could not be restarted" in " ".join(played.notes)
+
+
+# -- a window fitted to calls that take seconds (redline.bench.window_fit) -----------------------------
+def slow_turn(*, p50_ms: float, measured_s: float) -> Turn:
+    return Turn(canned_report(ops=40, measured_s=measured_s, p50_ms=p50_ms, connections=1, pipeline=1))
+
+
+def test_a_window_too_short_for_the_calls_is_lengthened_and_the_run_measured_again(tmp_path):
+    """Calls of 1 s in a 3 s window (3 rounds): the window becomes 15 rounds, 15 s, within the
+    suite's own 120 s; run 0 is measured again with it and every later run measures it too."""
+    turns = [slow_turn(p50_ms=1000, measured_s=3)] + [slow_turn(p50_ms=1000, measured_s=15) for _ in range(3)]
+    played = play(tmp_path, turns, runs=3, arguments="-c 1 -t 1", test_time=120, duration_s=3.0)
+    assert played.windows == [3.0, 15.0, 15.0, 15.0]
+    assert [(r["run_index"], r["status"]) for r in played.runs] == [(0, "ok"), (1, "ok"), (2, "ok")]
+    assert ("window lengthened: the test's calls take about 1.00 s a round of requests per connection, so a 3 s "
+            "window holds 3.0 rounds; its runs measure 15 s (15 rounds); run 0 is measured again") in played.notes
+    assert all(r["facts"]["duration_s"] == 15.0 and r["facts"]["window_fitted"] == {"asked_s": 3.0, "round_s": 1.0}
+               for r in played.runs)
+    assert not any(f.startswith("window too short") for r in played.runs for f in r["flags"])
+    assert played.runs[0]["error"] is None
+
+
+def test_a_window_in_which_no_reply_completed_is_lengthened_up_to_the_suites_own_test_time(tmp_path):
+    """500 connections × pipeline 2 at 7 ms a call: a round takes 7 s; 15 rounds would be 105 s,
+    the suite's own --test-time is 60 s, and the window stops there."""
+    report = canned_report(ops=0, measured_s=2.0, connections=500, pipeline=2, commands=("BLPOP",))
+    blpop = {"cmdstat_blpop": {"calls": 10, "usec": 70_000}}
+    turns = [Turn(report, refused="no request completed in the measured 2.0 s", info_end=blpop), ok_turn()]
+    played = play(tmp_path, turns, runs=1, arguments='--command="BLPOP nothing 0" --pipeline 2', test_time=60)
+    assert played.windows == [2.0, 60.0]
+    [run] = played.runs
+    assert run["status"] == "ok" and run["facts"]["window_fitted"] == {"asked_s": 2.0, "round_s": 7.0}
+    assert any(note.startswith("window lengthened: the test's calls take about 7.00 s a round") and
+               "so a 2 s window holds 0.3 rounds; its runs measure 60 s (the suite's own --test-time)" in note
+               for note in played.notes), played.notes
+
+
+def test_a_window_that_measured_whole_once_stays_and_a_later_short_run_is_only_flagged(tmp_path):
+    turns = [ok_turn(measured_s=3.0), slow_turn(p50_ms=1000, measured_s=3)]
+    played = play(tmp_path, turns, runs=2, test_time=120, duration_s=3.0)
+    assert played.windows == [3.0, 3.0] and [r["status"] for r in played.runs] == ["ok", "ok"]
+    assert any(f.startswith("window too short") for f in played.runs[1]["flags"])
+    assert not any("lengthened" in note for note in played.notes)
+
+
+def test_a_duet_whose_one_side_ran_too_short_a_window_measures_the_pair_again_with_the_longer_one(tmp_path):
+    """The pair measures one window: when one side's calls need a longer one, both runs of the
+    pair are measured again with it, and so is every later pair."""
+    turns = [slow_turn(p50_ms=1000, measured_s=3), ok_turn(measured_s=3.0)] + [ok_turn() for _ in range(4)]
+    played = play(tmp_path, turns, runs=2, names=("baseline", "comparison"), duet=True, load=MeetingLoad,
+                  test_time=120, duration_s=3.0)
+    assert [(r["run_index"], r["status"]) for r in played.runs] == [(0, "ok"), (0, "ok"), (1, "ok"), (1, "ok")]
+    assert sorted(played.windows) == [3.0, 3.0, 15.0, 15.0, 15.0, 15.0]

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from redline.bench import admission
 from redline.bench.state import Prepared, memory_figures
+from redline.bench.window_fit import ROUND_FACT, WindowFit, window_too_short
 from redline.core.errors import RunError, SkipTest
 from redline.core.run import Run
 from redline.engine.run_plan import Observer, RunSettings, Side
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
 
 CLIENT_SATURATION = 0.90       # client_cpu_util above this: the load generator may have been the bottleneck
 MISS_PATH_RATIO = 0.50         # a read workload with more misses than this measures the miss path
-MIN_ROUNDS = 10                # a window shorter than this many median latencies measures too few rounds
 ERROR_TYPES_SHOWN = 3
 DUET_OVERLAP = 0.90           # a duet whose measured windows overlapped less than this (of the shorter) is flagged
 
@@ -106,6 +106,7 @@ class ServerRunner:
     # binary laid out alike (fixed seeds, no address-space randomisation: redline.server.layout)
     servers_under = staticmethod(same_layout)
     probes_steadiness = True   # timed runs depend on how steady the machine is; counted ones do not
+    fits_window = True         # a timed window too short for the test's calls is lengthened (window_fit)
 
     def __init__(self, test: TestSpec, topology: TopologySpec, sides: list[Side], settings: RunSettings, *,
                  observer: Observer, servers: ServerFactory, load: LoadRunner, workdir: Path,
@@ -117,6 +118,9 @@ class ServerRunner:
         self.replace: set[Side] = set()          # sides whose server hung: a fresh one is due
         self.probed = False                      # how steady the cores are: probed once, as the first run starts
         self.steadiness: Steadiness | None = None    # what that probe found (None: it could not run)
+        workload = getattr(test.client, "workload", None)
+        self.window = WindowFit.for_test(settings.duration_s, workload.test_time if workload else None)
+        self.window.settled = self.window.settled or not self.fits_window
 
     def skip_reason(self) -> str | None:
         managed = all(side.target.managed for side in self.sides)
@@ -148,17 +152,28 @@ class ServerRunner:
 
     def measure(self, side: Side, run: Run) -> None:
         """One run of one side on a server in the test's planned state. A side whose server could
-        not be brought back into that state, or exited, runs no more; one that hung is replaced."""
-        prepared = self._before_slot([(side, run)])[side]
-        if prepared is not None:
+        not be brought back into that state, or exited, runs no more; one that hung is replaced. A
+        window too short for the test's calls is lengthened and the run measured again with it."""
+        while True:
+            prepared = self._before_slot([(side, run)])[side]
+            if prepared is None:
+                return
             self._measure(side, run, prepared)
             self._after_run(side, run, prepared)
+            if not self._window_lengthened([(side, run)]):
+                return
 
     def measure_together(self, runs: list[tuple[Side, Run]]) -> None:
         """A duet (redline.engine.engine): every side's server brought into the test's state, here
         (a server dies with the thread that started it), then every side's load at once, one thread
         each, the servers sharing the plan's server cores and the loads its client cores. A run
-        whose partner could not start is not measured alone: alone it would measure something else."""
+        whose partner could not start is not measured alone: alone it would measure something else.
+        A window too short for the test's calls is lengthened and the pair measured again with it."""
+        while self._duet(runs) and self._window_lengthened(runs):
+            pass
+
+    def _duet(self, runs: list[tuple[Side, Run]]) -> bool:
+        """One duet of `runs`; False when a side could not start its run."""
         prepared = self._before_slot(runs)
         partners = ", ".join(side.target.label for side, _ in runs)
         if any(ready is None for ready in prepared.values()):
@@ -167,7 +182,7 @@ class ServerRunner:
                     run.facts = {**prepared[side].facts, "machine": machine.facts()}
                     run.finish("failed", error=f"not measured: a duet of {partners} needs every side, "
                                                "and another could not start this run")
-            return
+            return False
         self._probe_once(next(iter(prepared.values())).plan)      # before any load: the servers are idle
         interrupted = threading.Event()
         duet = _Duet([(side, run, prepared[side]) for side, run in runs], self._measure, stop=interrupted.is_set)
@@ -185,6 +200,7 @@ class ServerRunner:
                 run.flags.append(f"duet: the sides' measured windows overlapped for {overlap:.0%} of the shorter; "
                                  "the rest of it did not share the machine with the other side")
             self._after_run(side, run, prepared[side])
+        return True
 
     def _before_slot(self, runs: list[tuple[Side, Run]]) -> dict[Side, Prepared | None]:
         """The servers of one slot (one run, or a duet's pair), each in the test's state
@@ -203,6 +219,21 @@ class ServerRunner:
             run.finish("failed", error=str(prepared))
             slot[side] = None
         return slot
+
+    def _window_lengthened(self, slot: list[tuple[Side, Run]]) -> bool:
+        """Whether the window was too short for the test's calls (redline.bench.window_fit): then
+        it is lengthened for this test and the slot's runs are cleared, to be measured again with
+        it. Only while every side of the slot can run again."""
+        runs = [run for _, run in slot]
+        if runs[0].purpose != "measure" or not all(side in self.ready_sides for side, _ in slot):
+            return False
+        reason = self.window.after_slot(runs)
+        if reason is None:
+            return False
+        self.observer.note(f"window lengthened: {reason}; run {runs[0].run_index} is measured again")
+        for run in runs:
+            run.measure_again()
+        return True
 
     def _after_run(self, side: Side, run: Run, prepared: Prepared) -> None:
         """A server that hung is replaced for the next run; one that exited runs no more."""
@@ -223,12 +254,14 @@ class ServerRunner:
         server, settings = prepared.server, self.settings
         request = LoadRequest(arguments=server.load_arguments(self.test.client.arguments), host=server.host,
                               port=server.port, json_path=self.workdir / f"run-{run.uid}.json",
-                              duration_s=settings.duration_s, warmup_s=settings.warmup_s,
+                              duration_s=self.window.duration_s, warmup_s=settings.warmup_s,
                               cpus=prepared.plan.client_cpus)
         probe, server_watch = self.servers.probe(server), self.servers.watch(server)
         watch = server_watch if stop is None else (lambda: not stop() and server_watch())
         run.facts = {**prepared.facts, "machine": self._machine_facts(prepared), "loadgen_argv": request.argv(),
-                     "warmup_s": settings.warmup_s, "state": dict(prepared.facts["state"])}
+                     "warmup_s": settings.warmup_s, "duration_s": self.window.duration_s,
+                     **({"window_fitted": self.window.fitted} if self.window.fitted else {}),
+                     "state": dict(prepared.facts["state"])}
         try:
             try:
                 if not watch():      # stopped or gone since its last run: said now, not after INFO's timeouts
@@ -244,6 +277,9 @@ class ServerRunner:
                 raise RunError(f"the server exited during the run ({server.exit_description()})"
                                + (f": {reason}" if reason else ""))
             except NotAResult as exc:
+                round_s = _slow_round_s(exc.result.report, probe)
+                if round_s:
+                    run.facts[ROUND_FACT] = round_s
                 raise RunError(_why_not_a_result(exc, probe)) from exc
             run.metrics, run.series, run.flags = self._results(result, probe, prepared.plan)
             run.facts["state"]["memory_at_window_start"] = memory_figures(probe.info_start)
@@ -307,7 +343,7 @@ class ServerRunner:
     def _run_timeout(self) -> float:
         """Generous: the run's own length plus two minutes (a run that hangs must not hang redline)."""
         workload = getattr(self.test.client, "workload", None)
-        own = self.settings.duration_s or (workload.test_time if workload and workload.test_time else 600)
+        own = self.window.duration_s or (workload.test_time if workload and workload.test_time else 600)
         return self.settings.warmup_s + own + 120.0
 
     def _recorder(self, side: Side, server: Server, run: Run):
@@ -417,17 +453,6 @@ def _per_op(count: int | None, ops: int) -> float | None:
     return count / ops if count is not None and ops else None
 
 
-def window_too_short(p50_ms: float | None, measured_s: float) -> str | None:
-    """The flag of a window that holds fewer than MIN_ROUNDS median latencies: each connection
-    completed only a few requests (calls of seconds with many in flight), so the rate and the
-    percentiles rest on a handful of replies and move with where the window happened to cut."""
-    rounds = measured_s / (p50_ms / 1000) if p50_ms and measured_s else None
-    if rounds is None or rounds >= MIN_ROUNDS:
-        return None
-    return (f"window too short: the median reply took {p50_ms / 1000:.2f} s, so the {measured_s:g} s window "
-            f"held about {rounds:.1f} rounds of requests per connection; a longer --duration measures it")
-
-
 def _measures_miss_path(test: TestSpec, hits: int | None, misses: int | None) -> bool:
     """Most key lookups of the measured window missed (INFO counts only reads), unless the suite
     says it means to measure misses (`redline: expect-misses: true`)."""
@@ -457,13 +482,23 @@ def _nothing_completed(report: LoadReport, probe: WindowProbe) -> str:
     executed = probe.server_time_per_call(report.command_types)
     if executed:
         calls, per_call_ms = executed
-        round_s = in_flight * per_call_ms / 1000
         reason += f"; the server spent {per_call_ms:.2f} ms per call over {calls} calls (INFO commandstats)"
-        if round_s > (report.measured_s or 0):
+        round_s = _slow_round_s(report, probe)
+        if round_s:
             reason += f", so one round of those requests takes about {round_s:.1f} s — a longer --duration measures it"
         else:
             reason += ", so the replies were held back rather than slow (a blocking command waiting for data?)"
     return reason
+
+
+def _slow_round_s(report: LoadReport, probe: WindowProbe) -> float | None:
+    """Seconds one round of the requests in flight took the server, when that is longer than the
+    window and so why no reply completed in it (None otherwise, or when nothing was executed)."""
+    executed = probe.server_time_per_call(report.command_types)
+    if not executed or report.ops:
+        return None
+    round_s = report.connections_opened * report.pipeline * executed[1] / 1000
+    return round_s if round_s > (report.measured_s or 0) else None
 
 
 def _why_not_a_result(refused: NotAResult, probe: WindowProbe) -> str:

@@ -67,6 +67,12 @@ class Run:
     def start(self) -> None:
         self.started_at, self.status = time.time(), "running"
 
+    def measure_again(self) -> None:
+        """Forget what the run measured, to measure it again (a window too short for the test's
+        calls: redline.bench.window_fit); when it started stays."""
+        self.status, self.finished_at, self.error, self.server_log_tail = "running", None, None, None
+        self.metrics, self.series, self.flags, self.profile = {}, {}, [], None
+
     def finish(self, status: str, *, error: str | None = None) -> None:
         if status not in STATUSES:
             raise ValueError(f"not a run status: {status!r}")

@@ -83,6 +83,8 @@ def _summary(data: SessionDocument, tests: dict[str, list[Run]], steadiness: Ste
         if r.facts.get("identity"):
             builds.setdefault(r.target, history.describe_build(r.facts["identity"]))
     warmups = sorted({r.facts.get("warmup_s") for r in data.measured if r.facts.get("warmup_s") is not None})
+    # --duration, or longer for a test whose calls needed it (redline.bench.window_fit)
+    windows = sorted({r.facts.get("duration_s") for r in data.measured if r.facts.get("duration_s") is not None})
     pairs = [
         ("machine", f"{machine.get('cpu_model', '?')}, {machine.get('cores', '?')} cores, kernel "
                     f"{machine.get('kernel', '?')}, host {machine.get('hostname', data.host)}"),
@@ -98,6 +100,7 @@ def _summary(data: SessionDocument, tests: dict[str, list[Run]], steadiness: Ste
                     + (" (shared)" if pinning.get("shared") else "") if pinning else None),
         ("topologies", ", ".join(sorted({r.topology for r in data.runs}))),
         ("warm-up", ", ".join(f"{w:g} s" for w in warmups)),
+        ("measured window", ", ".join(f"{w:g} s" for w in windows) or None),
         ("steadiness", steadiness.sentence() if steadiness else None),
         ("runs", f"{len(data.measured)} measured ({sum(r.status == 'ok' for r in data.measured)} ok) in "
                  f"{len(tests)} tests; {sum(r.purpose == 'profile' for r in data.runs)} profiled"),
