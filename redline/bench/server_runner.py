@@ -119,8 +119,8 @@ class ServerRunner:
         self.probed = False                      # how steady the cores are: probed once, as the first run starts
         self.steadiness: Steadiness | None = None    # what that probe found (None: it could not run)
         workload = getattr(test.client, "workload", None)
-        self.window = WindowFit.for_test(settings.duration_s, workload.test_time if workload else None)
-        self.window.settled = self.window.settled or not self.fits_window
+        self.window = WindowFit.for_test(settings.duration_s, workload.test_time if workload else None,
+                                         fixed=not self.fits_window)
 
     def skip_reason(self) -> str | None:
         managed = all(side.target.managed for side in self.sides)

@@ -57,9 +57,10 @@ class WindowFit:
     fitted: dict | None = None      # the window asked for and the round seen, once lengthened
 
     @classmethod
-    def for_test(cls, duration_s: float | None, test_time: float | None) -> WindowFit:
+    def for_test(cls, duration_s: float | None, test_time: float | None, *, fixed: bool = False) -> WindowFit:
+        """`fixed`: the window is never lengthened (a counted run's window is a request count)."""
         longest = float(test_time) if test_time else FIT_LONGEST_S
-        return cls(duration_s, longest, settled=duration_s is None or duration_s >= longest)
+        return cls(duration_s, longest, settled=fixed or duration_s is None or duration_s >= longest)
 
     def after_slot(self, runs: list[Run]) -> str | None:
         """Judge the runs of one slot (one run, or a duet's pair) while the window is not settled.
