@@ -420,6 +420,25 @@ def test_an_undecided_timed_test_says_when_the_machine_was_unsteady_as_its_runs_
     assert calm.verdict == "inconclusive" and "the machine was" not in calm.why
 
 
+def test_a_timed_verdict_says_when_its_window_was_fitted_to_slow_calls():
+    from redline.analysis.gate import TIME, Evidence, judge
+    from redline.core.run import Run
+
+    def evidence(fitted) -> list[Evidence]:
+        facts = {"duration_s": 49.0, **({"window_fitted": fitted} if fitted is not None else {})}
+        timed = [Run(test="t", target=side, side=side, run_index=i, status="ok", facts=facts,
+                     metrics={"server_cpu_us_per_op": 10.0 * (0.7 if side == "comparison" else 1.0) * (1 + i / 100)})
+                 for i in range(7) for side in ("baseline", "comparison")]
+        return [Evidence("t", "t", TIME, timed=timed, why_timed=["its calls wait"])]
+    [slow] = judge(evidence({"asked_s": 3.0, "round_s": 3.21}), floors={})
+    assert slow.verdict == "improvement"
+    assert ("; measured in 49 s windows, not 3 s: its calls take about 3.21 s a round of requests per connection; "
+            "timed because its calls wait") in slow.why
+    for stored in (None, {"asked_s": "3", "round_s": 3.21}, "fitted"):      # nothing fitted, or not what redline writes
+        [plain] = judge(evidence(stored), floors={})
+        assert "windows" not in plain.why, plain.why
+
+
 def test_keys_that_expire_within_a_counted_run_send_a_test_to_time(tmp_path):
     """The upstream expire use-cases write keys with EX 10: under callgrind they expire mid-run,
     and by each side's own speed. A time to live of an hour stays countable."""

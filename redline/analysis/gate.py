@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from redline.analysis.comparison import TestComparison, apply_false_discovery_control, compare_test
 from redline.analysis.stats import Verdict
+from redline.bench.window_fit import fitted_words
 from redline.core.run import Run
 from redline.instructions.visibility import pipeline_of, visibility_warnings
 from redline.instructions.window import BURST_PIPELINES
@@ -293,6 +294,8 @@ def _verdict(e: Evidence, found: Screen | None, timed: TestComparison | None,
             why += f"; the machine was {probe.describe()} as its timed runs began" if probe and not probe.steady else ""
         else:
             why = basis
+        fitted = fitted_words(e.timed)
+        why += f"; {fitted}" if fitted else ""
         if e.route == TIME:
             why += f"; timed because {e.why_timed[0]}" if e.why_timed else ""
         elif counted_word:

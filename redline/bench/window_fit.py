@@ -46,6 +46,21 @@ def round_seconds(run: Run) -> float | None:
     return (run.facts or {}).get(ROUND_FACT)
 
 
+def fitted_words(runs) -> str | None:
+    """How the window of these runs (one test's) was fitted to its calls, in words for a verdict;
+    None when it was not. The facts come from a store: their types are checked."""
+    for run in runs:
+        facts = run.facts or {}
+        fitted, window = facts.get("window_fitted"), facts.get("duration_s")
+        if not isinstance(fitted, dict) or not isinstance(window, (int, float)):
+            continue
+        asked, round_s = fitted.get("asked_s"), fitted.get("round_s")
+        if isinstance(asked, (int, float)) and isinstance(round_s, (int, float)):
+            return (f"measured in {window:g} s windows, not {asked:g} s: its calls take about {round_s:.2f} s "
+                    "a round of requests per connection")
+    return None
+
+
 @dataclass
 class WindowFit:
     """The window of one test's timed runs. `duration_s` None: the suite's own `--test-time`,
