@@ -133,7 +133,7 @@ def test_a_window_that_holds_few_replies_is_flagged_too_short(tmp_path, redline_
 
 def test_a_window_too_short_for_calls_of_seconds_is_lengthened_and_measured_again(tmp_path, redline_cli):
     """Calls of 0.3 s on one connection in a 1 s window (--duration): about 3 rounds, so the window
-    becomes 15 rounds, 5 s in whole seconds (within the suite's 8 s), and the first run is measured
+    becomes 15 rounds, 4.5 s, rounded up to 5 s (within the suite's 8 s), and the first run is measured
     again with it; every run is a result, with one window."""
     suites = tmp_path / "suites"
     suites.mkdir()

@@ -486,6 +486,21 @@ def test_a_window_in_which_no_reply_completed_is_lengthened_up_to_the_suites_own
                for note in played.notes), played.notes
 
 
+def test_a_fitted_window_takes_the_next_step_so_that_nearby_rounds_measure_one_window():
+    from redline.bench.window_fit import WindowFit
+    from redline.core.run import Run
+    windows = set()
+    for p50_ms in (3050, 3210, 3900):            # 15 rounds: 46, 48, 59 s
+        fit = WindowFit.for_test(3.0, 120)
+        run = Run(test="t", target="bin:x", side=None, run_index=0, status="ok", metrics={"p50_ms": p50_ms})
+        assert fit.after_slot([run]) is not None
+        windows.add(fit.duration_s)
+    assert windows == {60.0}
+    capped = WindowFit.for_test(3.0, 50)
+    assert capped.after_slot([Run(test="t", target="bin:x", side=None, run_index=0, status="ok",
+                                  metrics={"p50_ms": 3210})]) and capped.duration_s == 50.0 and capped.settled
+
+
 def test_a_window_that_measured_whole_once_stays_and_a_later_short_run_is_only_flagged(tmp_path):
     turns = [ok_turn(measured_s=3.0), slow_turn(p50_ms=1000, measured_s=3)]
     played = play(tmp_path, turns, runs=2, test_time=120, duration_s=3.0)

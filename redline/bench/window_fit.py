@@ -5,17 +5,18 @@ A window shorter than the suite's own `--test-time` (`--duration`, the gate's 3 
 calls of microseconds and useless for calls of seconds: SRANDMEMBER of 5,000 members from 200
 connections at pipeline 4 takes about 11 s a round of requests, so a 3 s window completes no reply
 (the run fails, "no reply completed …") or a handful (the run is flagged "window too short"). Such
-a test's window is lengthened, to FIT_ROUNDS rounds (in whole seconds) and never beyond the
-suite's own `--test-time` (FIT_LONGEST_S for a suite that counts requests instead); the runs that
-showed it are measured again with it (redline.bench.server_runner), and so is every later run of
-every side: every run a comparison reads has one window. The window is fitted only until a run
-measured it whole (an ok run of MIN_ROUNDS rounds or more, or a run at the longest window
-allowed); after that it stays, and a later short run is flagged.
+a test's window is lengthened to FIT_ROUNDS rounds, rounded up to the next of WINDOW_STEPS (so that
+sessions, jobs of a bisection and history that see slightly different rounds still measure one
+window), never beyond the suite's own `--test-time` (FIT_LONGEST_S for a suite that counts
+requests instead); the runs that showed it are measured again with it
+(redline.bench.server_runner), and so is every later run of every side: every run a comparison
+reads has one window. The window is fitted only until a run measured it whole (an ok run of
+MIN_ROUNDS rounds or more, or a run at the longest window allowed); after that it stays, and a
+later short run is flagged.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from redline.core.run import Run
@@ -23,6 +24,7 @@ from redline.core.run import Run
 MIN_ROUNDS = 10                # a window shorter than this many median latencies measures too few rounds
 FIT_ROUNDS = 15                # a fitted window holds this many rounds at the pace that was seen
 FIT_LONGEST_S = 60.0           # the longest fitted window of a suite that gives no --test-time
+WINDOW_STEPS = (5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 240, 300, 450, 600)   # seconds a fitted window may take
 ROUND_FACT = "round_s"         # run.facts: seconds a round of a connection's requests took, when known
 
 
@@ -89,7 +91,8 @@ class WindowFit:
             self.settled = any(run.status == "ok" for run in runs)
             return None
         round_s, asked = max(rounds), self.duration_s
-        self.duration_s = min(self.longest_s, float(max(math.ceil(FIT_ROUNDS * round_s), 2 * asked)))
+        wanted = max(FIT_ROUNDS * round_s, 2 * asked)
+        self.duration_s = float(min([self.longest_s] + [step for step in WINDOW_STEPS if step >= wanted]))
         self.settled = self.duration_s >= self.longest_s
         how = "the suite's own --test-time" if self.settled else f"{FIT_ROUNDS} rounds"
         self.fitted = {"asked_s": (self.fitted or {}).get("asked_s", asked), "round_s": round(round_s, 4)}
