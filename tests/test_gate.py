@@ -79,6 +79,10 @@ def test_counts_decide_no_change_and_a_moved_test_is_confirmed_and_decided_by_ti
     assert ran.count((GET_P1, "instructions")) == 1 and (GET_P1, "time") not in ran      # decided by counts
     assert ran.count((HSET, "instructions")) == 2 and (HSET, "time") in ran      # screen, time, then its profile
     assert (GET_P10, "instructions") not in ran
+    # the profile comes after every timed job, not between two of them (where it would hold the
+    # machine with one lane while the next timed job waits)
+    profile_at = len(ran) - 1 - ran[::-1].index((HSET, "instructions"))
+    assert all(i < profile_at for i, (_, measure) in enumerate(ran) if measure == "time"), ran
     saved = store.session_document(session, "gate")
     assert saved["finished"] and {t["key"] for t in saved["tests"]} == {GET_P1, HSET, GET_P10}
     hset = next(t for t in saved["tests"] if t["key"] == HSET)

@@ -316,17 +316,19 @@ class Gate:
 
     def _priority(self, job: Job) -> tuple:
         """Counted screens first (they decide most tests, in every lane; the cheapest first), then
-        the profiles of what changed, then the timed jobs, the likeliest decisions first: by the
-        change time is expected to see (`expected_effect`)."""
+        the timed jobs, the likeliest decisions first: by the change time is expected to see
+        (`expected_effect`), then the profiles of what changed. A profile never decides a verdict,
+        and one started between timed jobs holds the machine with one lane while the others wait
+        for the next timed job: last, they run side by side in every lane."""
         key, stage = self.job_stage[job.job_id]
         if stage == SCREEN:
             if key not in self._costs:
                 self._costs[key] = self._screen_cost(key)
             return (0, self._costs[key])
         if stage == PROFILE:
-            return (1,)
+            return (2,)
         test = self.tests[key]
-        return (2, -self.expected_effect(key), test.priority if test.priority is not None else 1 << 30)
+        return (1, -self.expected_effect(key), test.priority if test.priority is not None else 1 << 30)
 
     def expected_effect(self, key: str) -> float:
         """|Δ| % that time may see for this test, for the order of timed jobs only: its counted move
