@@ -111,6 +111,30 @@ def test_a_budget_stops_new_work_and_says_what_it_left_undecided(tmp_path, tests
     assert {by_test[n].verdict for n in (GET_P1, HSET, LPUSH)} == {Verdict.NO_CHANGE}
 
 
+def test_a_budget_that_ends_before_a_profile_leaves_the_verdict_and_says_the_profile_is_missing(tmp_path, tests):
+    from redline.output.gate_report import summary_sentence
+    script = Script(log=tmp_path / "log.jsonl", values={
+        HSET: {"comparison": {"instructions_per_op_command": 480.0, "server_cpu_us_per_op": 13.0}}})
+    clock = Clock()
+    gate, store, session = a_gate(tmp_path, script, tests, [GET_P1, HSET], budget_s=30, clock=clock)
+    gate.deadline = None
+    original = gate._done
+
+    def done_then_spent(job, runs):      # the budget runs out once every timed job has ended
+        follow = original(job, runs)
+        if "time" in gate.stages[HSET]:
+            gate.deadline = 0.0
+        return follow
+    gate._done = done_then_spent
+    result = gate.run()
+    by_test = {v.test: v for v in result.verdicts}
+    assert by_test[HSET].verdict == Verdict.REGRESSION and "budget" not in by_test[HSET].why
+    assert result.document["budget_left_undecided"] == []
+    assert result.document["budget_left_unprofiled"] == [HSET]
+    assert jobs_run(script).count((HSET, "instructions")) == 1          # its screen; no profile
+    assert "changes the budget left without a counted profile: 1 (resume" in summary_sentence(result.document)
+
+
 def test_a_resumed_gate_measures_only_what_was_not_decided(tmp_path, tests):
     script = Script(log=tmp_path / "log.jsonl", values={
         HSET: {"comparison": {"instructions_per_op_command": 480.0, "server_cpu_us_per_op": 13.0}}})

@@ -201,6 +201,7 @@ class Gate:
         self.first_screen_at: float | None = None
         self.last_screen_at: float | None = None
         self.budget_left: list[str] = []                   # keys whose next stage the budget cut
+        self.budget_unprofiled: list[str] = []             # keys decided, whose profile the budget cut
         self._verdicts: list[TestVerdict] = []              # the latest: run() sets them, then each _done
         self.countable: dict[str, bool] = {}               # callgrind can run it (a profile after a timed change)
         self._screens: dict[str, tuple] = {}
@@ -407,8 +408,11 @@ class Gate:
         finally:
             for job in self.scheduler.not_started:
                 key, stage = self.job_stage[job.job_id]
+                if stage == PROFILE:        # its verdict stands; only the profile of its change is missing
+                    self.budget_unprofiled.append(key)
+                    continue
                 self.budget_left.append(key)
-                what = {SCREEN: "counted screen", PROFILE: "counted profile"}.get(stage, "timed runs")
+                what = "counted screen" if stage == SCREEN else "timed runs"
                 self.evidence[key].not_measured = f"the budget ({format_duration(self.plan.budget_s)}) ended before its {what}"
             if not completed:
                 for key, e in self.evidence.items():
@@ -477,6 +481,7 @@ class Gate:
             "steadiness": self._steadiness(),
             "summary": summary(verdicts),
             "budget_left_undecided": sorted(set(self.budget_left)),
+            "budget_left_unprofiled": sorted(set(self.budget_unprofiled)),
             "tests": [{"key": key, "test": e.test, "topology": self.topology[key], "route": e.route,
                        "why_timed": e.why_timed, "stages": self.stages[key],
                        **{k: v for k, v in by_key[key].as_json().items() if k not in ("test", "route", "why_timed")}}

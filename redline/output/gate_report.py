@@ -112,6 +112,9 @@ def summary_sentence(document: dict) -> str:
     if document.get("budget_left_undecided"):
         text += (f"; the budget ({duration_words(document.get('budget_s'))}) left "
                  f"{len(document['budget_left_undecided'])} tests undecided")
+    if document.get("budget_left_unprofiled"):
+        text += (f"; changes the budget left without a counted profile: {len(document['budget_left_unprofiled'])} "
+                 "(resume to profile them)")
     if not document.get("finished", True):
         text += "; stopped before the end (resume with --resume)"
     return text + "."
