@@ -119,7 +119,7 @@ class ServerRunner:
         self.probed = False                      # how steady the cores are: probed once, as the first run starts
         self.steadiness: Steadiness | None = None    # what that probe found (None: it could not run)
         workload = getattr(test.client, "workload", None)
-        self.window = WindowFit.for_test(settings.duration_s, workload.test_time if workload else None,
+        self.timed_window = WindowFit.for_test(settings.duration_s, workload.test_time if workload else None,
                                          fixed=not self.fits_window)
 
     def skip_reason(self) -> str | None:
@@ -227,7 +227,7 @@ class ServerRunner:
         runs = [run for _, run in slot]
         if runs[0].purpose != "measure" or not all(side in self.ready_sides for side, _ in slot):
             return False
-        reason = self.window.after_slot(runs)
+        reason = self.timed_window.after_slot(runs)
         if reason is None:
             return False
         self.observer.note(f"window lengthened: {reason}; run {runs[0].run_index} is measured again")
@@ -254,13 +254,13 @@ class ServerRunner:
         server, settings = prepared.server, self.settings
         request = LoadRequest(arguments=server.load_arguments(self.test.client.arguments), host=server.host,
                               port=server.port, json_path=self.workdir / f"run-{run.uid}.json",
-                              duration_s=self.window.duration_s, warmup_s=settings.warmup_s,
+                              duration_s=self.timed_window.duration_s, warmup_s=settings.warmup_s,
                               cpus=prepared.plan.client_cpus)
         probe, server_watch = self.servers.probe(server), self.servers.watch(server)
         watch = server_watch if stop is None else (lambda: not stop() and server_watch())
         run.facts = {**prepared.facts, "machine": self._machine_facts(prepared), "loadgen_argv": request.argv(),
-                     "warmup_s": settings.warmup_s, "duration_s": self.window.duration_s,
-                     **({"window_fitted": self.window.fitted} if self.window.fitted else {}),
+                     "warmup_s": settings.warmup_s, "duration_s": self.timed_window.duration_s,
+                     **({"window_fitted": self.timed_window.fitted} if self.timed_window.fitted else {}),
                      "state": dict(prepared.facts["state"])}
         try:
             try:
@@ -343,7 +343,7 @@ class ServerRunner:
     def _run_timeout(self) -> float:
         """Generous: the run's own length plus two minutes (a run that hangs must not hang redline)."""
         workload = getattr(self.test.client, "workload", None)
-        own = self.window.duration_s or (workload.test_time if workload and workload.test_time else 600)
+        own = self.timed_window.duration_s or (workload.test_time if workload and workload.test_time else 600)
         return self.settings.warmup_s + own + 120.0
 
     def _recorder(self, side: Side, server: Server, run: Run):
