@@ -244,7 +244,7 @@ def catalogue_mode(args, out: Path, log: Path, sampler: LoadSampler, *, aa: bool
     summary["sessions"] = sessions
     total = sum(s["elapsed_s"] or 0 for s in sessions)
     phases = {k: round(sum((s["phases"] or {}).get(k) or 0 for s in sessions), 1)
-              for k in ("screen_wall_s", "timed_s", "profile_s", "preparation_s")}
+              for k in ("screen_wall_s", "timed_s", "profile_s", "profile_wall_s", "preparation_s")}
     summary["phases_all_sessions"] = phases
     lines = [f"# gate {'A/A' if aa else 'A/B'}: {args.baseline} vs {comparison}", "",
              f"sessions (a resumed gate continues in a new one): "
@@ -256,7 +256,8 @@ def catalogue_mode(args, out: Path, log: Path, sampler: LoadSampler, *, aa: bool
              f"| gate, whole (every session) | {hours(total)} |",
              f"| of which counted screen (lanes, to the last screen job) | {hours(phases['screen_wall_s'])} |",
              f"| of which timed confirmation (whole machine) | {hours(phases['timed_s'])} |",
-             f"| of which counted profiles | {hours(phases['profile_s'])} |",
+             f"| of which counted profiles (lanes, after the timed jobs; {hours(phases['profile_s'])} of lane time) "
+             f"| {hours(phases['profile_wall_s'] or phases['profile_s'])} |",
              f"| datasets prepared (inside the above) | {hours(phases['preparation_s'])} |",
              "", f"verdicts: {document.get('summary')}", "",
              f"per-test costs: {costs}; projection for {CORES_PROJECTED} cores: {summary['projection']}"]

@@ -252,7 +252,21 @@ def test_the_document_is_json_with_every_test_once(tmp_path, tests):
     document = json.loads(json.dumps(result.document))
     assert [t["route"] for t in document["tests"]] == [COUNT, COUNT]
     assert document["summary"] == {"no_change": 2}
-    assert set(document["phases"]) >= {"builds_s", "screen_wall_s", "timed_s", "preparation_s"}
+    assert set(document["phases"]) >= {"builds_s", "screen_wall_s", "timed_s", "preparation_s", "profile_wall_s"}
+
+
+def test_the_profiles_wall_time_is_their_span_and_the_page_gives_both():
+    from redline.core.run import Run
+    from redline.lab.gate import _span
+    from redline.output.gate_report import phases_line
+
+    def run(start: float, end: float) -> Run:
+        return Run(test="t", target="bin:x", side="baseline", run_index=0, started_at=start, finished_at=end)
+    assert _span([run(10, 30), run(20, 50)]) == (10, 50)
+    assert _span([run(60, 70)], (10, 50)) == (10, 70) and _span([]) is None
+    line = phases_line({"elapsed_s": 600, "phases": {"profile_s": 120.0, "profile_wall_s": 62.0}})
+    assert "counted profiles 1m02s in lanes (2m00s of lane time)" in line, line
+    assert "counted profiles 2m00s;" in phases_line({"elapsed_s": 600, "phases": {"profile_s": 120.0}})
 
 
 def test_the_pages_list_every_test_once_changes_first_with_their_evidence(tmp_path, tests):

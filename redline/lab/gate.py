@@ -200,6 +200,7 @@ class Gate:
         self.phase_s: dict[str, float] = {"screen": 0.0, "time": 0.0, "profile": 0.0}
         self.first_screen_at: float | None = None
         self.last_screen_at: float | None = None
+        self.profile_span: tuple[float, float] | None = None   # first profile run's start, last one's end
         self.budget_left: list[str] = []                   # keys whose next stage the budget cut
         self.budget_unprofiled: list[str] = []             # keys decided, whose profile the budget cut
         self._verdicts: list[TestVerdict] = []              # the latest: run() sets them, then each _done
@@ -447,6 +448,8 @@ class Gate:
             self.first_screen_at = self.first_screen_at or now
             self.last_screen_at = now
         self.phase_s[stage] += _job_seconds(runs)
+        if stage == PROFILE:
+            self.profile_span = _span(runs, self.profile_span)
         verdicts = self._verdicts = self.verdicts()
         follow = [] if lost else self._next_jobs(key, {v.test: v for v in verdicts})
         self.store.save_session_document(self.session_id, DOCUMENT, self._document(verdicts, finished=False))
@@ -495,8 +498,9 @@ class Gate:
 
     def _phases(self) -> dict:
         """Where the time went: the counted screen's wall time (first to last screen job), the
-        sum of the timed and profile jobs (they hold the machine or a lane), and the preparation
-        inside them (datasets prepared, snapshots saved)."""
+        sum of the timed and profile jobs (they hold the machine or a lane), the profiles' wall
+        time (they run side by side, last), and the preparation inside them (datasets prepared,
+        snapshots saved)."""
         screen_wall = (self.last_screen_at - self.started) if self.last_screen_at else 0.0
         prepared, seen = 0.0, set()
         for r in self.records:
@@ -508,6 +512,7 @@ class Gate:
                 prepared += dataset["prepared_s"] + (dataset.get("snapshot_save_s") or 0.0)
         return {"builds_s": round(self.plan.builds_s, 1), "screen_wall_s": round(screen_wall, 1), "screen_job_s": round(self.phase_s["screen"], 1),
                 "timed_s": round(self.phase_s["time"], 1), "profile_s": round(self.phase_s["profile"], 1),
+                "profile_wall_s": round(self.profile_span[1] - self.profile_span[0], 1) if self.profile_span else 0.0,
                 "preparation_s": round(prepared, 1)}
 
     def _result(self, *, finished: bool) -> GateResult:
@@ -533,9 +538,15 @@ def _data_failed(runs: list[Run]) -> bool:
 
 
 def _job_seconds(runs: list[Run]) -> float:
-    starts = [r.started_at for r in runs if r.started_at]
-    ends = [r.finished_at for r in runs if r.finished_at]
-    return max(ends) - min(starts) if starts and ends else 0.0
+    span = _span(runs)
+    return span[1] - span[0] if span else 0.0
+
+
+def _span(runs: list[Run], earlier: tuple[float, float] | None = None) -> tuple[float, float] | None:
+    """(first start, last end) of `runs`, widened by `earlier`'s."""
+    starts = [r.started_at for r in runs if r.started_at] + ([earlier[0]] if earlier else [])
+    ends = [r.finished_at for r in runs if r.finished_at] + ([earlier[1]] if earlier else [])
+    return (min(starts), max(ends)) if starts and ends else None
 
 
 

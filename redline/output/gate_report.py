@@ -136,7 +136,8 @@ def phases_line(document: dict) -> str:
             f"{duration_words(p.get('builds_s'))}: counted screen {duration_words(p.get('screen_wall_s'))} (lanes), "
             f"timed {duration_words(p.get('timed_s'))}"
             f"{' (duets)' if (document.get('settings') or {}).get('duet') else ''}, "
-            f"counted profiles {duration_words(p.get('profile_s'))}; "
+            f"counted profiles {duration_words(p.get('profile_wall_s', p.get('profile_s')))}"
+            f"{' in lanes (' + duration_words(p.get('profile_s')) + ' of lane time)' if p.get('profile_wall_s') else ''}; "
             f"datasets prepared {duration_words(p.get('preparation_s'))} (inside those)")
 
 
