@@ -133,6 +133,14 @@ def test_a_budget_that_ends_before_a_profile_leaves_the_verdict_and_says_the_pro
     assert result.document["budget_left_unprofiled"] == [HSET]
     assert jobs_run(script).count((HSET, "instructions")) == 1          # its screen; no profile
     assert "changes the budget left without a counted profile: 1 (resume" in summary_sentence(result.document)
+    # a resume profiles it and measures nothing else again
+    store.finish_session(session, "done")
+    resumed, store, _ = a_gate(tmp_path, script, tests, [GET_P1, HSET], resumed=earlier_documents(store, session))
+    before = len(jobs_run(script))
+    again = resumed.run()
+    assert jobs_run(script)[before:] == [(HSET, "instructions")]
+    assert again.document["budget_left_unprofiled"] == []
+    assert set(next(t for t in again.document["tests"] if t["key"] == HSET)["stages"]) == {"screen", "time", "profile"}
 
 
 def test_a_resumed_gate_measures_only_what_was_not_decided(tmp_path, tests):
