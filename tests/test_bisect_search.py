@@ -600,7 +600,7 @@ def test_the_planner_continues_from_stored_steps():
 def test_the_markdown_report_writes_moved_function_names_as_literals_and_the_terminal_as_they_are():
     # a fleet bisection's functions come from an agent's profile: untrusted text in a posted comment
     from redline.output.bisect_report import report_lines, report_markdown
-    from redline.output.markdown import literal
+    from redline.output.markdown_text import literal
     good, path = line(15)
     outcome = bisect(FakeComparer(path, good, culprit=10), good, path, ["a"])
     hostile = "@octocat ![x](http://evil.example/x.png)"

@@ -18,7 +18,7 @@ from redline.core.errors import UsageError
 from redline.core.run import Run
 from redline.engine.job import SideSpec
 from redline.fleet import admission, bisection, branch_history, entries, work
-from redline.output.markdown import literal
+from redline.output.markdown_text import literal
 from redline.store.fleet_ledger import Ledger
 from redline.store.results import Store
 from redline.suites.discovery import builtin_suites_dir

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from redline.fleet import keys
-from redline.output.markdown import literal
+from redline.output.markdown_text import literal
 from tests.fleet_helpers import (QUICK, SERVER, FleetURL, client, finished, fleet_local, query, redis_arguments,
                                  redline, stop, submit, wait_for)
 from timeseries_server import TimeSeriesServer

@@ -33,7 +33,7 @@ import uuid
 
 
 from redline.fleet import keys
-from redline.output.markdown import literal
+from redline.output.markdown_text import literal
 from redline.server.process import free_port
 from tests.fleet_helpers import (client, fleet_local, query, redis_arguments, redline, redline_process, stop,
                                  stop_an_agent_mid_job, wait_for)

@@ -138,7 +138,7 @@ from redline.fleet import branch_history, work as fleet_work
 from redline.fleet.admission import (ACTIVE_STAGES, CLOSED_STAGES, DEFAULT_MAX_QUEUED, DEFAULT_STALL_AFTER_S, QUEUED,
                                      STALLED, WAITING, Admission, Limits, ordinal)
 from redline.output.bisect_report import report_markdown
-from redline.output.markdown import literal
+from redline.output.markdown_text import literal
 from redline.store.results import Store
 from redline.system import machine
 

@@ -32,7 +32,8 @@ from redline.fleet.export import FleetExport
 from redline.store.fleet_ledger import Ledger
 from redline.fleet.process import Stopping, log, while_reachable
 from redline.fleet.work import PLATFORM_NAME, ensure_group
-from redline.output.markdown import comparison_markdown, literal
+from redline.output.markdown import comparison_markdown
+from redline.output.markdown_text import literal
 from redline.store.results import Store, StoreError
 
 READ_BLOCK_MS = 2000

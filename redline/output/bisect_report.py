@@ -226,7 +226,7 @@ def _cell(text: str) -> str:
 
 
 def report_markdown(doc: dict) -> str:
-    from redline.output.markdown import literal      # markdown.py renders bisections with this module
+    from redline.output.markdown_text import literal
     out = [f"## redline bisect: {doc['metric']}", ""]
     if doc.get("measure") == "instructions":
         out += ["Counted under callgrind: the endpoints by interleaved runs, every other commit by one run.", ""]

@@ -4,13 +4,12 @@ calibration's results."""
 
 from __future__ import annotations
 
-import re
-
 from redline.analysis.comparison import TestComparison
 from redline.core import metrics
 from redline.core.numbers import format_number
 from redline.core.run import Run
 from redline.output.bisect_report import report_markdown
+from redline.output.markdown_text import literal
 from redline.output.verdicts import WORDS, cells, explain, interval_label, moves, sorted_comparisons, summary_sentence
 from redline.store.session import SessionDocument
 from redline.system.steadiness import summarize
@@ -27,18 +26,6 @@ LEGEND = ("Legend: Δ is the Hodges–Lehmann estimate of comparison vs baseline
           "cross-side ratio of runs, τ = max(1% inside call(), 4% for the whole process; 3 × the A/A spread), "
           "no p-value "
           "(docs/measure-instructions.md).")
-
-
-def literal(text: str) -> str:
-    """Untrusted text (a test name, a target, an error or build log, a commit subject) as one inline
-    code span: on GitHub its @mentions, images, links and HTML stay inert text. The fence is longer
-    than any run of backticks inside; newlines become spaces; '|' is escaped (a table cell)."""
-    text = " ".join(str(text).split()).replace("|", "\\|")
-    if not text:
-        return "` `"
-    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def sides_sentence(baseline: str, comparison: str, quote=literal, *, runs=()) -> str:
