@@ -259,7 +259,8 @@ class ServerRunner:
         probe, server_watch = self.servers.probe(server), self.servers.watch(server)
         watch = server_watch if stop is None else (lambda: not stop() and server_watch())
         run.facts = {**prepared.facts, "machine": self._machine_facts(prepared), "loadgen_argv": request.argv(),
-                     "warmup_s": settings.warmup_s, "duration_s": self.timed_window.duration_s,
+                     "warmup_s": settings.warmup_s,
+                     "duration_s": self.timed_window.duration_s if self.fits_window else None,
                      **({"window_fitted": self.timed_window.fitted} if self.timed_window.fitted else {}),
                      "state": dict(prepared.facts["state"])}
         try:

@@ -6,9 +6,9 @@ calls of microseconds and useless for calls of seconds: SRANDMEMBER of 5,000 mem
 connections at pipeline 4 takes about 11 s a round of requests, so a 3 s window completes no reply
 (the run fails, "no reply completed …") or a handful (the run is flagged "window too short"). Such
 a test's window is lengthened to FIT_ROUNDS rounds, rounded up to the next of WINDOW_STEPS (so that
-sessions, jobs of a bisection and history that see slightly different rounds still measure one
-window), never beyond the suite's own `--test-time` (FIT_LONGEST_S for a suite that counts
-requests instead); the runs that showed it are measured again with it
+sessions and history that see slightly different rounds still measure one window), never beyond
+the suite's own `--test-time` (FIT_LONGEST_S for a suite that counts requests instead); the runs
+that showed it are measured again with it
 (redline.bench.server_runner), and so is every later run of every side: every run a comparison
 reads has one window. The window is fitted only until a run measured it whole (an ok run of
 MIN_ROUNDS rounds or more, or a run at the longest window allowed); after that it stays, and a

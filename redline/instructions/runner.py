@@ -109,7 +109,6 @@ class InstructionsRunner(ServerRunner):
         self.seed_flag = self._seed_check(run_id)
         run.facts["loadgen_argv"] = window.load.argv          # the measured requests' own command line
         run.facts["warmup_s"] = None                           # the warm-up is a request count here
-        run.facts["duration_s"] = None                         # and so is the window
         run.facts["instructions"] = {**window.plan.as_dict(), "server_run_id": run_id,
                                      "this_run_estimate_per_op": round(window.marginal_per_op, 1),
                                      "warmup_requests_per_connection": window.warmup_per_connection,

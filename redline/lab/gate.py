@@ -254,6 +254,8 @@ class Gate:
     def _job(self, key: str, stage: str) -> Job:
         s, test = self.settings, self.tests[key]
         common = {"scale": s.scale, "snapshots": s.snapshots, "profile": False}
+        # a pipelined test's counted runs: the screen judges its reads and writes per request too
+        judged = {"system_calls_judged": self.evidence[key].pipeline > 1}
         if stage == SCREEN:
             # the request count this store's earlier counted runs of the test used, kept while it fits
             # (redline.lab.session.carry_request_counts): sessions of one store count alike
@@ -261,14 +263,14 @@ class Gate:
             settings = {**common, "measure": INSTRUCTIONS, "runs": s.counted_runs, "window_instructions": window,
                         "earlier_window_requests": self.store.earlier_window_requests(test.name, self.topology[key],
                                                                                        window),
-                        "system_calls_judged": self.evidence[key].pipeline > 1}
+                        **judged}
             max_runs = s.counted_max_runs
         elif stage == PROFILE:
             requests = next((r.facts.get("instructions", {}).get("requests_per_connection")
                              for r in self.evidence[key].counted if r.status == "ok"), None)
             settings = {**common, "measure": INSTRUCTIONS, "runs": 0, "profile": True,
                         "window_instructions": s.window_instructions or GATE_WINDOW_INSTRUCTIONS,
-                        "window_requests": requests, "system_calls_judged": self.evidence[key].pipeline > 1}
+                        "window_requests": requests, **judged}
             max_runs = None
         else:
             settings = {**common, "measure": TIMED, "runs": s.timed_runs, "duration_s": s.duration_s,
