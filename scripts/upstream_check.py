@@ -71,7 +71,7 @@ def summarise(runs: list[dict], command: list[str], *, suite_count: int, hours: 
             why = r.get("error") or "; ".join(r.get("flags", [])) or "no operations measured"
             lines.append(f"| {r['test']} | {why.splitlines()[0]} |")
     lines += _valid_but_flagged(runs, "miss path", "measuring the miss path (more than half of the reads missed)")
-    from redline.bench.server_runner import MIN_ROUNDS
+    from redline.bench.window_fit import MIN_ROUNDS
     lines += _valid_but_flagged(runs, "window too short", f"with a window too short to measure (fewer than "
                                 f"{MIN_ROUNDS} median latencies: a longer --duration measures them)")
     lines += several_clients(runs)
