@@ -171,6 +171,41 @@ def chain(store: Path, document: dict) -> list[dict]:
     return out
 
 
+DECIDED = ("improvement", "regression", "no_change")
+DECIDING_STAGE = {"counts": "screen", "time": "time"}
+
+
+def decided_over_time(document: dict, store: Path, sessions: list[dict]) -> list[float]:
+    """When each decided test was decided, in hours of gate wall time summed over its sessions
+    (a resumed gate's earlier sessions first): the end of the last run of the stage that decided
+    it. Each verdict as it stands at the end, so what the first N hours of a gate decide can be
+    read off a gate that ran longer than N hours (a budget of N hours spends them the same way:
+    screens first, the likeliest decisions next)."""
+    import sqlite3
+    db = sqlite3.connect(store)
+    started = dict(db.execute("SELECT id, started_at FROM sessions"))
+    ended = {uid: finished for uid, finished in db.execute("SELECT uid, finished_at FROM runs WHERE finished_at IS NOT NULL")}
+    offset, before = {}, 0.0
+    for s in sessions:
+        offset[s["session"]], before = before, before + (s["elapsed_s"] or 0)
+    moments = []
+    for t in document.get("tests", []):
+        stage = (t.get("stages") or {}).get(DECIDING_STAGE.get(t.get("decided_by"), ""))
+        if t["verdict"] not in DECIDED or not stage or stage.get("session") not in offset:
+            continue
+        ends = [ended[uid] for uid in stage["runs"] if uid in ended]
+        if ends:
+            moments.append((offset[stage["session"]] + max(ends) - started[stage["session"]]) / 3600)
+    return sorted(moments)
+
+
+def decided_by_hours(moments: list[float], total_h: float,
+                     marks: tuple[float, ...] = (1, 2, 3, 4, 6, 8, 12)) -> list[tuple[float, int]]:
+    """(hours, tests decided by then) at each mark the gate's `total_h` hours reached, and at its end."""
+    reached = [mark for mark in marks if mark < total_h] + [total_h]
+    return [(mark, sum(m <= mark for m in moments)) for mark in reached]
+
+
 def per_test_costs(document: dict, store: Path) -> dict:
     """Lane-seconds of counted jobs (screens and profiles) and machine-seconds of timed jobs: each
     job from its first run's start to its last run's end (the gate's document names each stage's
@@ -246,6 +281,8 @@ def catalogue_mode(args, out: Path, log: Path, sampler: LoadSampler, *, aa: bool
     phases = {k: round(sum((s["phases"] or {}).get(k) or 0 for s in sessions), 1)
               for k in ("screen_wall_s", "timed_s", "profile_s", "profile_wall_s", "preparation_s")}
     summary["phases_all_sessions"] = phases
+    timeline = decided_by_hours(decided_over_time(document, out / "gate.db", sessions), total / 3600)
+    summary["decided_by_hours"] = timeline
     lines = [f"# gate {'A/A' if aa else 'A/B'}: {args.baseline} vs {comparison}", "",
              f"sessions (a resumed gate continues in a new one): "
              + "; ".join(f"{s['session']}: {hours(s['elapsed_s'])}{'' if s['finished'] else ' (stopped)'}"
@@ -260,6 +297,8 @@ def catalogue_mode(args, out: Path, log: Path, sampler: LoadSampler, *, aa: bool
              f"| {hours(phases['profile_wall_s'] or phases['profile_s'])} |",
              f"| datasets prepared (inside the above) | {hours(phases['preparation_s'])} |",
              "", f"verdicts: {document.get('summary')}", "",
+             "| gate wall time (every session) | tests decided by then (each dated by the end of the stage that decided it) |",
+             "|---:|---:|", *[f"| {hours(h * 3600)} | {n} |" for h, n in timeline], "",
              f"per-test costs: {costs}; projection for {CORES_PROJECTED} cores: {summary['projection']}"]
     if aa:
         false = [t for t in document.get("tests", []) if t["verdict"] in ("regression", "improvement")]

@@ -1,0 +1,54 @@
+"""scripts/gate_benchmark.py's reading of a stored gate: when each verdict was reached, in hours of
+gate wall time over every session (what the first N hours of a gate decide)."""
+
+import importlib.util
+import sqlite3
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "gate_benchmark.py"
+spec = importlib.util.spec_from_file_location("gate_benchmark", SCRIPT)
+gate_benchmark = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gate_benchmark)
+
+T0 = 1_800_000_000.0
+
+
+def a_store(path: Path, sessions: dict[int, float], runs: list[tuple[str, int, float]]) -> Path:
+    """A real SQLite store with the two tables the reading uses: sessions (id, start) and runs
+    (uid, session, end)."""
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE sessions (id INTEGER PRIMARY KEY, started_at REAL NOT NULL)")
+    db.execute("CREATE TABLE runs (uid TEXT, session_id INTEGER, started_at REAL, finished_at REAL)")
+    db.executemany("INSERT INTO sessions VALUES (?, ?)", sessions.items())
+    db.executemany("INSERT INTO runs VALUES (?, ?, ?, ?)", [(uid, s, end - 10, end) for uid, s, end in runs])
+    db.commit()
+    return path
+
+
+def a_test(key, verdict, decided_by, stages):
+    return {"key": key, "verdict": verdict, "decided_by": decided_by, "stages": stages}
+
+
+def test_each_verdict_is_dated_by_the_stage_that_decided_it_across_sessions(tmp_path):
+    # session 1 ran an hour; session 2 (a resume) began a day later
+    store = a_store(tmp_path / "gate.db", {1: T0, 2: T0 + 86_400},
+                    [("s1", 1, T0 + 1800), ("s2", 1, T0 + 1900),         # a screen that decided
+                     ("m1", 1, T0 + 600), ("t1", 2, T0 + 86_400 + 1800),  # screen moved, time decided
+                     ("u1", 1, T0 + 700)])                                # undecided
+    document = {"tests": [
+        a_test("counted", "no_change", "counts", {"screen": {"runs": ["s1", "s2"], "session": 1}}),
+        a_test("timed", "improvement", "time", {"screen": {"runs": ["m1"], "session": 1},
+                                                "time": {"runs": ["t1"], "session": 2}}),
+        a_test("open", "inconclusive", None, {"screen": {"runs": ["u1"], "session": 1}}),
+        a_test("skipped", "skipped", None, {}),
+    ]}
+    sessions = [{"session": 1, "elapsed_s": 3600.0}, {"session": 2, "elapsed_s": 3600.0}]
+    moments = gate_benchmark.decided_over_time(document, store, sessions)
+    # 1900 s into session 1; then 1800 s into session 2, which begins after session 1's hour
+    assert moments == [1900 / 3600, (3600 + 1800) / 3600]
+    assert gate_benchmark.decided_by_hours(moments, total_h=2.0) == [(1, 1), (2.0, 2)]
+
+
+def test_the_marks_stop_at_the_gates_own_length():
+    assert gate_benchmark.decided_by_hours([0.5, 2.5, 3.9], total_h=4.5) == [(1, 1), (2, 1), (3, 2), (4, 3), (4.5, 3)]
+    assert gate_benchmark.decided_by_hours([], total_h=0.2) == [(0.2, 0)]
