@@ -138,7 +138,7 @@ pub struct Config {
     pub out_file: Option<String>,
     pub events: bool,
     /// redline's --io: which I/O path the worker threads use.
-    pub io: crate::iopath::Choice,
+    pub io: crate::io_choice::Choice,
     pub debug: bool,
     pub show_config: bool,
     pub warnings: Vec<String>,
@@ -190,7 +190,7 @@ impl Default for Config {
             hdr_file_prefix: None,
             out_file: None,
             events: false,
-            io: crate::iopath::Choice::Epoll, // the cheaper path measured here (docs/loadgen.md)
+            io: crate::io_choice::Choice::Epoll, // the cheaper path measured here (docs/loadgen.md)
             debug: false,
             show_config: false,
             warnings: Vec::new(),
@@ -404,7 +404,7 @@ fn apply(cfg: &mut Config, sizes: &mut DataSizes, option: &Given) -> Result<(), 
         "warmup-time" => cfg.warmup_time = float()?,
         "events" => cfg.events = true,
         "io" => {
-            cfg.io = crate::iopath::Choice::parse(&v)
+            cfg.io = crate::io_choice::Choice::parse(&v)
                 .ok_or_else(|| CliError::Usage(format!("--io must be auto, io_uring or epoll, got '{v}'")))?
         }
         other => return usage(format!("internal: option '--{other}' is in the option table but not handled")),
@@ -561,7 +561,7 @@ fn validate(cfg: &mut Config) -> Result<(), CliError> {
     if cfg.tls.enabled && cfg.unix_socket.is_some() {
         return usage("--tls cannot be combined with --unix-socket");
     }
-    if cfg.tls.enabled && cfg.io == crate::iopath::Choice::IoUring {
+    if cfg.tls.enabled && cfg.io == crate::io_choice::Choice::IoUring {
         return usage("--io io_uring cannot be combined with --tls: TLS connections run on epoll");
     }
     if cfg.tls.enabled {

@@ -5,6 +5,7 @@ mod bufwrite;
 mod check;
 mod cli;
 mod events;
+mod io_choice;
 mod iopath;
 mod keys;
 mod net;

@@ -583,7 +583,7 @@ mod golden {
         let cfg = parse_args(&args).unwrap_or_else(|_| panic!("arguments {args:?}"));
         let wl = build_workload(&cfg).expect("workload");
         let runs: Vec<_> = (1..=runs).map(|seed| run(&wl, seed)).collect();
-        let io = crate::iopath::Decision { path: crate::iopath::Path::IoUring, requested: crate::iopath::Choice::Auto, note: None };
+        let io = crate::iopath::Decision { path: crate::iopath::Path::IoUring, requested: crate::io_choice::Choice::Auto, note: None };
         let doc = super::memtier_document(&cfg, &wl, &runs, &["a warning".to_string()], &io);
         let mut text = serde_json::to_string_pretty(&doc).expect("json");
         for r in &runs {

@@ -7,6 +7,7 @@
 pub mod epoll;
 pub mod uring;
 
+use crate::io_choice::Choice;
 use crate::net::Stream;
 use crate::phase::Waker;
 use serde_json::{json, Value};
@@ -38,34 +39,6 @@ pub trait Io {
     fn wait<F: FnMut(Event)>(&mut self, timeout: Option<Duration>, on: F) -> Result<(), String>;
     /// What the main thread calls to wake this thread's wait.
     fn waker(&self) -> Result<Waker, String>;
-}
-
-/// `--io`: which I/O path to use.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Choice {
-    /// io_uring where the kernel allows it, else epoll.
-    Auto,
-    IoUring,
-    Epoll,
-}
-
-impl Choice {
-    pub fn parse(text: &str) -> Option<Choice> {
-        match text {
-            "auto" => Some(Choice::Auto),
-            "io_uring" => Some(Choice::IoUring),
-            "epoll" => Some(Choice::Epoll),
-            _ => None,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Choice::Auto => "auto",
-            Choice::IoUring => "io_uring",
-            Choice::Epoll => "epoll",
-        }
-    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

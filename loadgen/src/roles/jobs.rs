@@ -11,7 +11,8 @@
 
 use super::flags::Flags;
 use super::measure::{run_phases, Outcome, Recorder};
-use super::queues::{job_tag, Fetched, Library, Protocol};
+use super::fetched::{job_tag, Fetched};
+use super::queues::{Library, Protocol};
 use super::wire::{Conn, Value};
 use super::{ensure_fds, Context, RoleError};
 use crate::phase::{Driver, Shared as Phases, WorkerMsg, PHASE_CONNECT, PHASE_DONE, PHASE_MEASURE, PHASE_WARMUP};

@@ -13,6 +13,7 @@
 //! latency, per-second series) with its own counts under "redline" → "role_counts", and the
 //! same `--events` phases as memtier mode.
 
+pub mod fetched;
 pub mod flags;
 pub mod jobs;
 pub mod listen;

@@ -19,6 +19,7 @@
 //! - RQ (python-rq): its own module, rq.rs (enqueue in two MULTI/EXEC pipelines, BLMOVE or BLPOP
 //!   with the worker's heartbeats, the started and finished registries).
 
+use super::fetched::Fetched;
 use super::rq::Rq;
 use super::wire::{Conn, Value};
 
@@ -53,12 +54,6 @@ pub struct Protocol {
     brpop_timeout: String,
     scripts: Vec<String>, // BullMQ: add, take, finish (SHA1s after SCRIPT LOAD)
     rq: Option<Rq>,
-}
-
-/// What a worker's fetch gave.
-pub enum Fetched {
-    Job(Vec<u8>),
-    Nothing,
 }
 
 fn now_ms() -> String {
@@ -273,18 +268,9 @@ fn popped(v: Value) -> Fetched {
     }
 }
 
-/// The job id and enqueue time a payload carries.
-pub fn job_tag(payload: &[u8]) -> Option<(u64, u64)> {
-    let at = memchr::memmem::find(payload, b"\"redline\":\"")? + 11;
-    let rest = &payload[at..];
-    let end = memchr::memchr(b'"', rest)?;
-    let text = std::str::from_utf8(&rest[..end]).ok()?;
-    let (id, ns) = text.split_once(':')?;
-    Some((id.parse().ok()?, ns.parse().ok()?))
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::fetched::job_tag;
     use super::*;
 
     #[test]

@@ -28,7 +28,7 @@
 //!   SADD rq:workers, SADD rq:workers:q…, EXPIRE EXEC`, `HSET state started`), and after the run
 //!   its death (`MULTI SREM…, HSET death, EXPIRE 60, DEL` its executions set `EXEC`).
 
-use super::queues::Fetched;
+use super::fetched::Fetched;
 use super::wire::{encode, parse, Conn, Value};
 use crate::events::unix_now;
 
@@ -437,6 +437,6 @@ mod tests {
         let hash = [Value::Bulk(b"data".to_vec()), Value::Bulk(b"{\"redline\":\"1:2\"}".to_vec())];
         let packed = pack(b"id-1", b"rq:queue:default", &hash);
         assert_eq!(unpack(&packed).unwrap(), vec!["id-1", "rq:queue:default", "data", "{\"redline\":\"1:2\"}"]);
-        assert_eq!(super::super::queues::job_tag(&packed), Some((1, 2)));
+        assert_eq!(super::super::fetched::job_tag(&packed), Some((1, 2)));
     }
 }
