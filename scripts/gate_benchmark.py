@@ -52,6 +52,7 @@ GEO_EXPECTED = (   # what 7.0.7 changed against 7.0.5 (issue #35): the suite's n
     ("geohash", "not flagged"), ("geohash-pipeline-10", "not flagged"),
 )
 CORES_PROJECTED = 16
+PIPELINE_ABOVE_1 = re.compile(r"-pipeline-(?!1(?:\D|$))\d+")
 
 
 class LoadSampler:
@@ -209,23 +210,30 @@ def decided_by_hours(moments: list[float], total_h: float,
 def per_test_costs(document: dict, store: Path) -> dict:
     """Lane-seconds of counted jobs (screens and profiles) and machine-seconds of timed jobs: each
     job from its first run's start to its last run's end (the gate's document names each stage's
-    runs)."""
+    runs); the screens of pipelined tests apart (their counted windows send 5 pipelines a
+    connection, so they cost more)."""
     import sqlite3
     db = sqlite3.connect(store)
     span = {uid: (started, finished) for uid, started, finished in
             db.execute("SELECT uid, started_at, finished_at FROM runs WHERE finished_at IS NOT NULL")}
-    costs = {"counted": 0.0, "timed": 0.0}
-    tests = {"counted": 0, "timed": 0}
+    costs = {"counted": 0.0, "timed": 0.0, "pipelined_screen": 0.0}
+    tests = {"counted": 0, "timed": 0, "pipelined_screen": 0}
     for entry in document.get("tests", []):
         for stage, done in (entry.get("stages") or {}).items():
             times = [span[uid] for uid in done["runs"] if uid in span]
             if not times:
                 continue
             kind = "timed" if stage == "time" else "counted"
-            costs[kind] += max(t[1] for t in times) - min(t[0] for t in times)
+            cost = max(t[1] for t in times) - min(t[0] for t in times)
+            costs[kind] += cost
             tests[kind] += stage != "profile"
+            if stage == "screen" and PIPELINE_ABOVE_1.search(entry["key"]):
+                costs["pipelined_screen"] += cost
+                tests["pipelined_screen"] += 1
     return {"counted_lane_s": round(costs["counted"], 1), "timed_s": round(costs["timed"], 1),
-            "counted_tests": tests["counted"], "timed_tests": tests["timed"]}
+            "counted_tests": tests["counted"], "timed_tests": tests["timed"],
+            "pipelined_screen_lane_s": round(costs["pipelined_screen"], 1),
+            "pipelined_screen_tests": tests["pipelined_screen"]}
 
 
 def geo_check(document: dict) -> list[str]:

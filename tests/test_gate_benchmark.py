@@ -52,3 +52,20 @@ def test_each_verdict_is_dated_by_the_stage_that_decided_it_across_sessions(tmp_
 def test_the_marks_stop_at_the_gates_own_length():
     assert gate_benchmark.decided_by_hours([0.5, 2.5, 3.9], total_h=4.5) == [(1, 1), (2, 1), (3, 2), (4, 3), (4.5, 3)]
     assert gate_benchmark.decided_by_hours([], total_h=0.2) == [(0.2, 0)]
+
+
+def test_costs_are_each_stages_span_and_pipelined_screens_are_told_apart(tmp_path):
+    # each run lasts 10 s and ends at the time given
+    store = a_store(tmp_path / "gate.db", {1: T0},
+                    [("a1", 1, T0 + 100), ("a2", 1, T0 + 130),       # a screen: 90 s to 130 s, 40 s
+                     ("p1", 1, T0 + 60),                               # a pipelined screen: 10 s
+                     ("t1", 1, T0 + 300), ("t2", 1, T0 + 320)])       # a timed job: 30 s
+    document = {"tests": [
+        a_test("get", "no_change", "counts", {"screen": {"runs": ["a1", "a2"], "session": 1}}),
+        a_test("get-pipeline-10", "improvement", "time", {"screen": {"runs": ["p1"], "session": 1},
+                                                          "time": {"runs": ["t1", "t2"], "session": 1}}),
+        a_test("get-pipeline-1", "no_change", "counts", {}),
+    ]}
+    assert gate_benchmark.per_test_costs(document, store) == {
+        "counted_lane_s": 50.0, "timed_s": 30.0, "counted_tests": 2, "timed_tests": 1,
+        "pipelined_screen_lane_s": 10.0, "pipelined_screen_tests": 1}
