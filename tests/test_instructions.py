@@ -530,3 +530,42 @@ def test_the_preloaded_library_pins_the_seeds_of_srand_and_srandom_too():
                               check=True, timeout=60).stdout
     assert numbers(1234, preload=False) != numbers(98765, preload=False)
     assert numbers(1234, preload=True) == numbers(98765, preload=True)
+
+
+RECURSIVE = """events: Ir
+
+fn=sortCommand
+0 100
+cfn=msort
+calls=1 0
+0 900
+
+fn=msort
+0 100
+cfn=msort'2
+calls=2 0
+0 800
+
+fn=msort'2
+0 800
+cfn=msort'2
+calls=4 0
+0 1200
+totals: 1000
+"""
+
+
+def test_an_arc_between_recursion_activations_may_sum_past_its_dump_but_not_wrap(tmp_path):
+    """Seen on the upstream SORT … pipeline 10 suite: callgrind folds recursion levels from 2 down
+    into one name, so msort'2 → msort'2 sums calls nested in one another (1200 here, over the dump's
+    1000: each level's inclusive cost holds the levels under it). That is not a wrap: the dump is
+    read, and what redline reads of it (the outermost calls, the total) stays right."""
+    dump = _dump(tmp_path, RECURSIVE)
+    assert dump.total("Ir") == 1000 and dump.inclusive("msort") == 900 and dump.calls_of("msort") == 1
+    wrapped = RECURSIVE.replace("calls=4 0\n0 1200", f"calls=4 0\n0 {2 ** 64 - 5}")
+    with pytest.raises(RunError, match=r"callgrind.out.1.1:\d+: callgrind counts .* for the calls msort'2 → msort'2, "
+                                       r"more than the whole dump's 1,000 \(2\^64 - 5: a difference that wrapped"):
+        _dump(tmp_path, wrapped)
+    level_one = RECURSIVE.replace("calls=2 0\n0 800", "calls=2 0\n0 1200")     # msort → msort'2: not nested
+    with pytest.raises(RunError, match=r"the calls msort → msort'2, more than the whole dump's 1,000"):
+        _dump(tmp_path, level_one)
