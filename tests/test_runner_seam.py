@@ -517,3 +517,23 @@ def test_a_duet_whose_one_side_ran_too_short_a_window_measures_the_pair_again_wi
                   test_time=120, duration_s=3.0)
     assert [(r["run_index"], r["status"]) for r in played.runs] == [(0, "ok"), (0, "ok"), (1, "ok"), (1, "ok")]
     assert sorted(played.windows) == [3.0, 3.0, 15.0, 15.0, 15.0, 15.0]
+
+
+def test_a_counted_windows_flags_never_read_the_loads_own_time(tmp_path):
+    """A counted window is a request count under callgrind, where replies take 20-50x longer and the
+    client waits: a saturated client or a window of few median latencies says nothing there. Seen
+    on the upstream SORT_RO … pipeline 10 suite: 'window too short: the median reply took 107.41 s'
+    on a counted run, advising a --duration counted runs do not have."""
+    from redline.bench.server_runner import _metrics
+    from redline.server.probes import WindowProbe
+    from redline.topology.cpus import CpuPlan
+    test = load_test(write_suite(tmp_path, "slow", "--ratio 0:1 -c 5 -t 1 --pipeline 10 --test-time 2"))
+    report = LoadReport(canned_report(ops=40, measured_s=2.0, p50_ms=1_500.0, client_cpu=(1.5, 0.375)))
+    probe = WindowProbe(pids=[], client=None, info_start={"keyspace_hits": 0, "keyspace_misses": 0},
+                        info_end={"keyspace_hits": 40, "keyspace_misses": 0, "used_memory": 1})
+    plan = CpuPlan(roles=("primary",), servers=((0,),), client_cpus=(1,))
+    _, _, timed_flags = _metrics(test, report, probe, plan)
+    assert "client saturated its core" in timed_flags
+    assert any(flag.startswith("window too short") for flag in timed_flags)
+    _, _, counted_flags = _metrics(test, report, probe, plan, window_is_time=False)
+    assert counted_flags == []

@@ -339,7 +339,7 @@ class ServerRunner:
 
     def _results(self, result: LoadResult, probe: WindowProbe, plan: CpuPlan):
         """The run's metrics, per-second series and flags."""
-        return _metrics(self.test, result.report, probe, plan)
+        return _metrics(self.test, result.report, probe, plan, window_is_time=self.fits_window)
 
     def _run_timeout(self) -> float:
         """Generous: the run's own length plus two minutes (a run that hangs must not hang redline)."""
@@ -401,7 +401,10 @@ class _Duet:
             raise self.raised[0]
 
 
-def _metrics(test: TestSpec, report: LoadReport, probe: WindowProbe, plan: CpuPlan):
+def _metrics(test: TestSpec, report: LoadReport, probe: WindowProbe, plan: CpuPlan, *, window_is_time: bool = True):
+    """`window_is_time`: False for a counted window (a request count, under callgrind), where the
+    flags that read the load's own time (a saturated client, too few rounds in the window) mean
+    nothing."""
     ops = report.ops or 0
     cpu = probe.cpu
     measured_s = report.measured_s or 0.0
@@ -432,13 +435,13 @@ def _metrics(test: TestSpec, report: LoadReport, probe: WindowProbe, plan: CpuPl
         "errors": float(report.error_count),
     }
     flags = []
-    if metrics["client_cpu_util"] is not None and metrics["client_cpu_util"] > CLIENT_SATURATION:
+    if window_is_time and metrics["client_cpu_util"] is not None and metrics["client_cpu_util"] > CLIENT_SATURATION:
         flags.append("client saturated its core")
     if _measures_miss_path(test, hits, misses):
         flags.append(f"measures the miss path ({misses / (hits + misses):.0%} misses)")
     if metrics["errors"]:
         flags.append(_error_replies(report))
-    too_short = window_too_short(metrics["p50_ms"], measured_s)
+    too_short = window_too_short(metrics["p50_ms"], measured_s) if window_is_time else None
     if too_short:
         flags.append(too_short)
     flags += report.warnings
