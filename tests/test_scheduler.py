@@ -115,6 +115,28 @@ def test_stop_ends_new_work_and_names_the_jobs_that_did_not_start(tests, script,
     assert len(intervals(script.read())) == 2
 
 
+def test_jobs_that_join_after_the_stop_are_named_with_those_that_never_started(tests, script, tmp_path):
+    """Seen in a catalogue gate whose budget ended: a screen still running when the budget ended
+    returned its timed confirmation, and the list of what never started was replaced by that one
+    job (the page said "the budget left 1 tests undecided" beside 358 not measured)."""
+    sides = fake_sides("baseline", "comparison")
+    jobs = [job(t, sides, measure="instructions") for t in tests[:5]]
+    confirms = {j.test: job(t, sides, measure="time") for j, t in zip(jobs, tests)}
+    done = []
+
+    def on_done(finished, runs):
+        done.append(finished.test)
+        return [confirms[finished.test]]
+
+    planner = scheduler(script, tmp_path, lanes=2)
+    results = planner.run(jobs, session_id=None, resolver=resolver_for(tests, sides), on_done=on_done,
+                          stop=lambda: len(done) >= 1)
+    assert set(results) == {j.job_id for j in jobs[:2]}             # both lanes' first jobs ran to their end
+    assert {j.job_id for j in planner.not_started} == \
+        {j.job_id for j in jobs[2:]} | {confirms[j.test].job_id for j in jobs[:2]}
+    assert len(planner.not_started) == 5
+
+
 def test_jobs_returned_by_on_done_join_the_queue_in_priority_order(tests, script, tmp_path):
     sides = fake_sides("baseline", "comparison")
     screen = [job(t, sides, measure="instructions") for t in tests[:3]]

@@ -296,7 +296,8 @@ class Scheduler:
         try:
             while True:
                 if stop is not None and queue and stop():
-                    self.not_started = [queued.job for queued in queue]
+                    # jobs that ended after the stop may still add some (their confirmations): kept too
+                    self.not_started += [queued.job for queued in queue]
                     queue.clear()
                 if changed:
                     reorder()
