@@ -128,8 +128,7 @@ class InstructionsRunner(ServerRunner):
         timed, series, flags = super()._results(result, probe, plan)
         metrics = {name: timed.get(name) for name in KEPT_FROM_THE_LOAD}
         metrics.update(self.window.metrics)
-        flags = flags + self.warnings
-        return metrics, {}, flags + ([self.seed_flag] if self.seed_flag else [])
+        return metrics, {}, flags + self.warnings + ([self.seed_flag] if self.seed_flag else [])
 
     def _seed_check(self, run_id: str | None) -> str | None:
         """A flag when this server's run_id differs from the first one's: its hash seed was not the
