@@ -62,8 +62,9 @@ def test_costs_are_each_stages_span_and_pipelined_screens_are_told_apart(tmp_pat
                      ("t1", 1, T0 + 300), ("t2", 1, T0 + 320)])       # a timed job: 30 s
     document = {"tests": [
         a_test("get", "no_change", "counts", {"screen": {"runs": ["a1", "a2"], "session": 1}}),
-        a_test("get-pipeline-10", "improvement", "time", {"screen": {"runs": ["p1"], "session": 1},
-                                                          "time": {"runs": ["t1", "t2"], "session": 1}}),
+        {**a_test("get-pipeline-10", "improvement", "time", {"screen": {"runs": ["p1"], "session": 1},
+                                                             "time": {"runs": ["t1", "t2"], "session": 1}}),
+         "counted": {"metrics": [{"metric": "instructions_per_op"}, {"metric": "server_reads_per_op"}]}},
         a_test("get-pipeline-1", "no_change", "counts", {}),
     ]}
     assert gate_benchmark.per_test_costs(document, store) == {
