@@ -52,7 +52,6 @@ GEO_EXPECTED = (   # what 7.0.7 changed against 7.0.5 (issue #35): the suite's n
     ("geohash", "not flagged"), ("geohash-pipeline-10", "not flagged"),
 )
 CORES_PROJECTED = 16
-SYSTEM_CALLS_METRIC = "server_reads_per_op"   # judged by a screen only where the test is pipelined
 
 
 class LoadSampler:
@@ -239,7 +238,8 @@ def per_test_costs(document: dict, store: Path) -> dict:
 def _judged_system_calls(entry: dict) -> bool:
     """Whether the test's screen judged system calls per request, as the gate does for a pipelined
     test (its counted window then sends 5 pipelines a connection): read off its counted metrics."""
-    return any(m.get("metric") == SYSTEM_CALLS_METRIC for m in (entry.get("counted") or {}).get("metrics") or [])
+    from redline.analysis.gate import SYSTEM_CALLS
+    return any(m.get("metric") in SYSTEM_CALLS for m in (entry.get("counted") or {}).get("metrics") or [])
 
 
 def geo_check(document: dict) -> list[str]:
