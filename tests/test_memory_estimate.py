@@ -63,3 +63,22 @@ def test_estimate_is_close_to_the_memory_a_real_preload_takes(tmp_path, case):
         server.stop()
     estimate = estimated_preload_bytes(test)
     assert 0.7 * used <= estimate <= 1.5 * used, (estimate, used)
+
+
+def test_a_preload_too_large_for_this_machine_is_refused_with_the_share_that_decides(tmp_path, monkeypatch):
+    """14.9 GiB against 22.9 GiB available reads like it fits: the refusal names the share a
+    dataset may take (60% here, 13.7 GiB) and how to shrink it."""
+    from redline.bench import admission
+    from redline.topology.spec import parse_topology
+
+    path = tmp_path / "suite.yml"
+    path.write_text(SUITE.format(command=hset(50), data=FEATURES, requests="-n allkeys", keys=1000,
+                                 listpack_entries=512))
+    test = load_test(path)
+    monkeypatch.setattr(admission, "estimated_preload_bytes", lambda _test: int(14.9 * 2**30))
+    monkeypatch.setattr(admission, "available_memory_bytes", lambda: int(22.9 * 2**30))
+    reason = admission.unsupported_reason(test, parse_topology("oss-standalone"))
+    assert reason == ("its preload needs about 14.9 GiB, more than a dataset may take here: 60% of the "
+                      "22.9 GiB available, 13.7 GiB (shrink it with --scale)")
+    monkeypatch.setattr(admission, "available_memory_bytes", lambda: int(30 * 2**30))
+    assert admission.unsupported_reason(test, parse_topology("oss-standalone")) is None

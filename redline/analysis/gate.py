@@ -305,6 +305,7 @@ def _verdict(e: Evidence, found: Screen | None, timed: TestComparison | None,
                 if head and head.result and (head.result.delta_pct > 0) != (timed.result.delta_pct > 0) \
                         and timed.result.higher_is_better == head.result.higher_is_better:
                     why += "; counts and time moved in opposite directions"
+                why += _around_the_command(found)
         return verdict(word, "time" if word != Verdict.INCONCLUSIVE else None, why)
     if found is not None and found.decision == NO_CHANGE:
         head = found.headline
@@ -325,6 +326,18 @@ def _verdict(e: Evidence, found: Screen | None, timed: TestComparison | None,
     if e.route == TIME and e.why_timed and not e.timed:
         reasons.append(f"needs time: {e.why_timed[0]}")
     return verdict(NOT_MEASURED, None, "; ".join(reasons) or "not measured")
+
+
+def _around_the_command(found: Screen) -> str:
+    """Where a change confirmed by time lies, when the counts tell: the command's own execution
+    (`call()`) unchanged while the whole process moved means the change is in the work around the
+    command (reading, parsing, replying, per-client bookkeeping), not in the command's code. A GEOHASH
+    that got 2.6% cheaper only because 7.0.6 stopped tracking client memory per request says so."""
+    command = next((c for c in found.comparisons if c.metric == COUNTED_HEADLINE and c.result), None)
+    if command is None or command.verdict_alone != Verdict.NO_CHANGE:
+        return ""
+    return (f"; the command itself did not change by counts (call() {_interval(command)}): "
+            f"the change is in the work around it")
 
 
 def summary(verdicts: list[TestVerdict]) -> dict[str, int]:

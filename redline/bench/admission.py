@@ -151,8 +151,9 @@ def unsupported_reason(test: TestSpec, topology, *, managed: bool = True) -> str
         return f"preload tool {test.db.preload.tool!r} is not supported"
     needed, available = estimated_preload_bytes(test), available_memory_bytes()
     if available and needed > MEMORY_SHARE * available:
-        return (f"its preload needs about {needed / 2**30:.1f} GiB; this machine has "
-                f"{available / 2**30:.1f} GiB available")
+        return (f"its preload needs about {needed / 2**30:.1f} GiB, more than a dataset may take here: "
+                f"{MEMORY_SHARE:.0%} of the {available / 2**30:.1f} GiB available, "
+                f"{MEMORY_SHARE * available / 2**30:.1f} GiB (shrink it with --scale)")
     return None
 
 
