@@ -107,6 +107,11 @@ class Screen:
         return moved_counts(self.comparisons)
 
     @property
+    def in_call(self) -> TestComparison | None:
+        """The counted comparison of instructions in call(): the command's own execution."""
+        return next((c for c in self.comparisons if c.metric == COUNTED_HEADLINE and c.result), None)
+
+    @property
     def headline(self) -> TestComparison | None:
         """The counted comparison the test is shown and judged by: instructions in call(), unless
         only other counted metrics moved (GEOPOS at 7.0.7: call() unchanged, the whole process
@@ -114,10 +119,9 @@ class Screen:
         the order counts are compared (instructions before the cache model's estimated cycles)."""
         measured = [c for c in self.comparisons if c.result]
         moved = moved_counts(self.comparisons)
-        in_call = next((c for c in measured if c.metric == COUNTED_HEADLINE), None)
-        if moved and in_call not in moved:
+        if moved and self.in_call not in moved:
             return moved[0]
-        return in_call or (measured[0] if measured else None)
+        return self.in_call or (measured[0] if measured else None)
 
 
 def moved_counts(comparisons: list[TestComparison]) -> list[TestComparison]:
@@ -333,7 +337,7 @@ def _around_the_command(found: Screen) -> str:
     (`call()`) unchanged while the whole process moved means the change is in the work around the
     command (reading, parsing, replying, per-client bookkeeping), not in the command's code. A GEOHASH
     that got 2.6% cheaper only because 7.0.6 stopped tracking client memory per request says so."""
-    command = next((c for c in found.comparisons if c.metric == COUNTED_HEADLINE and c.result), None)
+    command = found.in_call
     if command is None or command.verdict_alone != Verdict.NO_CHANGE:
         return ""
     return (f"; the command itself did not change by counts (call() {_interval(command)}): "
