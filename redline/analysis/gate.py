@@ -117,11 +117,10 @@ class Screen:
         only other counted metrics moved (GEOPOS at 7.0.7: call() unchanged, the whole process
         −4.9%; XREADGROUP + XACK: estimated cycles alone, withheld): then the first that moved, in
         the order counts are compared (instructions before the cache model's estimated cycles)."""
-        measured = [c for c in self.comparisons if c.result]
-        moved = moved_counts(self.comparisons)
-        if moved and self.in_call not in moved:
+        moved, in_call = self.moved, self.in_call
+        if moved and in_call not in moved:
             return moved[0]
-        return self.in_call or (measured[0] if measured else None)
+        return in_call or next((c for c in self.comparisons if c.result), None)
 
 
 def moved_counts(comparisons: list[TestComparison]) -> list[TestComparison]:
