@@ -46,7 +46,8 @@ LOST = ("95 connections were lost during the run (the server closed them); their
 def canned_report(*, ops: int, measured_s: float = 2.0, client_cpu: tuple[float, float] = (0.25, 0.125),
                   connections: int = 50, lost: int = 0, pipeline: int = 10, commands: tuple[str, ...] = ("GET",),
                   errors: dict | None = None, error_examples: dict | None = None, warnings: tuple[str, ...] = (),
-                  role_counts: dict | None = None, io_note: str | None = None, p50_ms: float = 0.5) -> dict:
+                  role_counts: dict | None = None, io_note: str | None = None, p50_ms: float = 0.5,
+                  rate_limit_per_conn: int | None = None) -> dict:
     seconds = max(1, round(measured_s))
     percentiles = {"p50.00": p50_ms, "p90.00": 1.5 * p50_ms, "p99.00": 3 * p50_ms, "p99.90": 6 * p50_ms,
                    "p99.99": 12 * p50_ms}
@@ -57,7 +58,9 @@ def canned_report(*, ops: int, measured_s: float = 2.0, client_cpu: tuple[float,
            "client_cpu": {"user_s": client_cpu[0], "system_s": client_cpu[1]},
            "connections": {"configured": connections, "opened": connections, "reconnects": 0, "lost": lost},
            "ops": ops, "errors": errors or {}, "error_examples": error_examples or {},
-           "send_pattern": {"pipeline": pipeline, "commands": [{"name": c.title() + "s", "type": c} for c in commands]},
+           "send_pattern": {"pipeline": pipeline, "threads": 1, "clients_per_thread": connections,
+                            "rate_limit_per_conn": rate_limit_per_conn,
+                            "commands": [{"name": c.title() + "s", "type": c} for c in commands]},
            "warnings": list(warnings),
            "io": {"path": "epoll" if io_note else "io_uring", "requested": "auto", "note": io_note}}
     if role_counts is not None:
@@ -499,6 +502,26 @@ def test_a_fitted_window_takes_the_next_step_so_that_nearby_rounds_measure_one_w
     capped = WindowFit.for_test(3.0, 50)
     assert capped.after_slot([Run(test="t", target="bin:x", side=None, run_index=0, status="ok",
                                   metrics={"p50_ms": 3210})]) and capped.duration_s == 50.0 and capped.settled
+
+
+def test_a_rate_limited_load_is_never_fitted_and_a_load_behind_its_rate_is_flagged(tmp_path):
+    """2 connections at 100 requests/s each: a median reply of 2 s in a 3 s window is the backlog of
+    a load that fell behind its 200 requests/s (replies are timed from their intended send time),
+    not a slow call, so the window stays 3 s and the run says the load fell behind. A run that kept
+    its rate carries no such flag."""
+    behind = Turn(canned_report(ops=450, measured_s=3, p50_ms=2000, connections=2, pipeline=1,
+                                rate_limit_per_conn=100))
+    kept = Turn(canned_report(ops=600, measured_s=3, p50_ms=2000, connections=2, pipeline=1,
+                              rate_limit_per_conn=100))
+    played = play(tmp_path, [behind, kept], runs=2, arguments="-c 2 -t 1 --rate-limiting 100", test_time=120,
+                  duration_s=3.0)
+    assert played.windows == [3.0, 3.0]
+    assert not any("lengthened" in note for note in played.notes), played.notes
+    assert [r["status"] for r in played.runs] == ["ok", "ok"]
+    assert played.runs[0]["flags"] == ["the load fell behind its rate: 150 of 200 requests/s; its latencies are "
+                                       "timed from each request's intended send time, so they measure the backlog"]
+    assert played.runs[1]["flags"] == []
+    assert "window_fitted" not in played.runs[0]["facts"]
 
 
 def test_a_window_that_measured_whole_once_stays_and_a_later_short_run_is_only_flagged(tmp_path):

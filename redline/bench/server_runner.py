@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from redline.bench import admission
 from redline.bench.state import Prepared, memory_figures
-from redline.bench.window_fit import ROUND_FACT, WindowFit, window_too_short
+from redline.bench.window_fit import ROUND_FACT, WindowFit, fell_behind_rate, window_too_short
 from redline.core.errors import RunError, SkipTest
 from redline.core.run import Run
 from redline.engine.run_plan import Observer, RunSettings, Side
@@ -119,8 +119,9 @@ class ServerRunner:
         self.probed = False                      # how steady the cores are: probed once, as the first run starts
         self.steadiness: Steadiness | None = None    # what that probe found (None: it could not run)
         workload = getattr(test.client, "workload", None)
+        rate_limited = bool(workload and workload.rate_limiting)    # its pace is its rate (window_fit)
         self.timed_window = WindowFit.for_test(settings.duration_s, workload.test_time if workload else None,
-                                         fixed=not self.fits_window)
+                                               fixed=not self.fits_window or rate_limited)
 
     def skip_reason(self) -> str | None:
         managed = all(side.target.managed for side in self.sides)
@@ -441,9 +442,14 @@ def _metrics(test: TestSpec, report: LoadReport, probe: WindowProbe, plan: CpuPl
         flags.append(f"measures the miss path ({misses / (hits + misses):.0%} misses)")
     if metrics["errors"]:
         flags.append(_error_replies(report))
-    too_short = window_too_short(metrics["p50_ms"], measured_s) if window_is_time else None
-    if too_short:
-        flags.append(too_short)
+    if window_is_time and report.rate_limit_per_sec:
+        paced = fell_behind_rate(metrics["ops_per_sec"], report.rate_limit_per_sec)
+        if paced:
+            flags.append(paced)
+    elif window_is_time:
+        too_short = window_too_short(metrics["p50_ms"], measured_s)
+        if too_short:
+            flags.append(too_short)
     flags += report.warnings
     if report.io and report.io.get("note"):          # the I/O path asked for was not the one used
         flags.append(f"load generator I/O on {report.io.get('path')}: {report.io['note']}")

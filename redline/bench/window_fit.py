@@ -13,6 +13,12 @@ that showed it are measured again with it
 reads has one window. The window is fitted only until a run measured it whole (an ok run of
 MIN_ROUNDS rounds or more, or a run at the longest window allowed); after that it stays, and a
 later short run is flagged.
+
+A rate-limited load (`--rate-limiting`) is never fitted and never flagged "window too short": how
+many requests a connection sends in a window is set by its rate, not by how long a reply takes,
+and its replies are timed from their intended send time (loadgen/src/report.rs), so a median reply
+of seconds is the load's backlog, not a slow call. A load that stayed below its rate is flagged
+instead (`fell_behind_rate`): its latencies measure that backlog.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ MIN_ROUNDS = 10                # a window shorter than this many median latencie
 FIT_ROUNDS = 15                # a fitted window holds this many rounds at the pace that was seen
 FIT_LONGEST_S = 60.0           # the longest fitted window of a suite that gives no --test-time
 WINDOW_STEPS = (5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 240, 300, 450, 600)   # seconds a fitted window may take
+KEPT_RATE = 0.95               # a rate-limited load that reached less than this share of its rate fell behind
 ROUND_FACT = "round_s"         # run.facts: seconds a round of a connection's requests took, when known
 
 
@@ -37,6 +44,15 @@ def window_too_short(p50_ms: float | None, measured_s: float) -> str | None:
         return None
     return (f"window too short: the median reply took {p50_ms / 1000:.2f} s, so the {measured_s:g} s window "
             f"held about {rounds:.1f} rounds of requests per connection; a longer --duration measures it")
+
+
+def fell_behind_rate(ops_per_sec: float | None, rate_limit_per_sec: float | None) -> str | None:
+    """The flag of a rate-limited load that stayed below its rate: its replies are timed from
+    when they were due to be sent, so its latencies grow with the backlog it built up."""
+    if not rate_limit_per_sec or ops_per_sec is None or ops_per_sec >= KEPT_RATE * rate_limit_per_sec:
+        return None
+    return (f"the load fell behind its rate: {ops_per_sec:,.0f} of {rate_limit_per_sec:,.0f} requests/s; its "
+            "latencies are timed from each request's intended send time, so they measure the backlog")
 
 
 def round_seconds(run: Run) -> float | None:

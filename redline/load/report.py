@@ -140,6 +140,16 @@ class LoadReport:
         return (self.facts.get("send_pattern") or {}).get("pipeline") or 1
 
     @property
+    def rate_limit_per_sec(self) -> float | None:
+        """The requests per second the load was asked to keep (--rate-limiting is per connection),
+        None for a load without a rate limit."""
+        pattern = self.facts.get("send_pattern") or {}
+        per_connection = pattern.get("rate_limit_per_conn")
+        if not per_connection:
+            return None
+        return float(per_connection) * (pattern.get("threads") or 1) * (pattern.get("clients_per_thread") or 1)
+
+    @property
     def command_types(self) -> list[str]:
         """The commands sent ('GET', 'BLPOP' …), in the workload's order."""
         return [command.get("type", "") for command in (self.facts.get("send_pattern") or {}).get("commands") or []]
