@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from redline.load.report import LoadReport
+
 REPO = Path(__file__).resolve().parent.parent
 BIN = REPO / "bin" / "redline-load"          # built by setup.sh; a missing binary fails every test
 REDIS_SERVER = "/usr/bin/redis-server"
@@ -433,6 +435,7 @@ def test_rate_limiting_per_connection(server, tmp_path):
     assert data["ALL STATS"]["Totals"]["Count"] == pytest.approx(400, rel=0.05)
     assert data["redline"]["latency_measured_from"] == "intended_send"
     assert data["redline"]["send_pattern"]["rate_limit_per_conn"] == 100
+    assert LoadReport(data).rate_limit_per_sec == 200.0      # 2 connections × 100: what the flag reads
 
 
 def test_unix_socket(tmp_path):
