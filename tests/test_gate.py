@@ -496,6 +496,26 @@ def test_a_timed_verdict_says_when_its_window_was_fitted_to_slow_calls():
         assert "windows" not in plain.why, plain.why
 
 
+
+def test_a_timed_verdict_on_sides_each_prepared_once_says_so():
+    """A cluster read test's sides, each preloaded once and kept (the catalogue A/A's one false
+    verdict): the verdict stands, and its evidence says what the interval leaves out."""
+    from redline.analysis.gate import TIME, Evidence, judge
+    from redline.core.run import Run
+
+    def evidence(restart_per_run: bool) -> list[Evidence]:
+        facts = {"state": {"origin": "prepared", "restart_per_run": restart_per_run}}
+        timed = [Run(test="t", target=side, side=side, run_index=i, status="ok", facts=facts,
+                     metrics={"server_cpu_us_per_op": 10.0 * (0.97 if side == "comparison" else 1.0) * (1 + i / 1000)})
+                 for i in range(7) for side in ("baseline", "comparison")]
+        return [Evidence("t", "t", TIME, timed=timed, why_timed=["a cluster"])]
+    [kept] = judge(evidence(False), floors={})
+    assert kept.verdict == "improvement"
+    assert ("; each side's data was prepared once and kept for all its runs (no snapshot to restore)" in kept.why
+            and kept.why.endswith("; timed because a cluster")), kept.why
+    [fresh] = judge(evidence(True), floors={})
+    assert fresh.verdict == "improvement" and "prepared once" not in fresh.why
+
 def test_keys_that_expire_within_a_counted_run_send_a_test_to_time(tmp_path):
     """The upstream expire use-cases write keys with EX 10: under callgrind they expire mid-run,
     and by each side's own speed. A time to live of an hour stays countable."""

@@ -233,6 +233,22 @@ def test_sides_whose_memory_differs_by_more_than_five_percent_are_flagged():
     assert all(c.state_flags == [flag] for c in compare_test("t", records, {}))
 
 
+
+def test_sides_each_prepared_once_and_kept_for_every_run_are_flagged():
+    """The catalogue A/A's one false verdict: a cluster read test, each side preloaded once (no
+    snapshot) and never restarted, so the runs repeat the load and not the preparation."""
+    once = {"origin": "prepared", "restart_per_run": False, "at_run_start": {"used_memory": 100 << 20}}
+    flag = same_state.prepared_once_flag({"baseline": [once] * 7, "comparison": [once] * 7})
+    assert flag.startswith("each side's data was prepared once and kept for all its runs")
+    records = _records("baseline", [once] * 7, 1.0) + _records("comparison", [once] * 7, 1.0)
+    assert all(c.state_flags == [flag] for c in compare_test("t", records, {}))
+    # prepared afresh for every run, restored from a snapshot, or one side only: no flag
+    fresh = {**once, "restart_per_run": True}
+    kept_restore = {**_restored("abc"), "restart_per_run": False}
+    assert same_state.prepared_once_flag({"baseline": [fresh] * 7, "comparison": [fresh] * 7}) is None
+    assert same_state.prepared_once_flag({"baseline": [kept_restore] * 7, "comparison": [kept_restore] * 7}) is None
+    assert same_state.prepared_once_flag({"baseline": [once] * 7, "comparison": []}) is None
+
 # -- a restart stops every used server first -------------------------------------------------------
 class _Recorded:
     """A server that only records when it stops (the event log is shared by every side's server)."""

@@ -142,7 +142,7 @@ def compare_test(test: str, records: list[Run], noise_floors: dict[tuple[str, st
     out = []
     states = _states_by_side(records)
     refusal = same_state.state_refusal(states)
-    flags = [flag for flag in (same_state.memory_flag(states),) if flag]
+    flags = [flag for flag in (same_state.memory_flag(states), same_state.prepared_once_flag(states)) if flag]
     instructions = metrics.measure_of(r.metrics for r in records if r.status == "ok") == metrics.INSTRUCTIONS
     least = INSTRUCTION_MIN_RUNS if instructions else MIN_RUNS
     judged = metrics.compared(metrics.INSTRUCTIONS if instructions else metrics.TIME)

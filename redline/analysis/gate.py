@@ -299,6 +299,7 @@ def _verdict(e: Evidence, found: Screen | None, timed: TestComparison | None,
             why = basis
         fitted = fitted_words(e.timed)
         why += f"; {fitted}" if fitted else ""
+        why += "".join(f"; {flag}" for flag in timed.state_flags)     # redline.analysis.same_state
         if e.route == TIME:
             why += f"; timed because {e.why_timed[0]}" if e.why_timed else ""
         elif counted_word:

@@ -1,12 +1,13 @@
 """Whether two sides of a comparison measured the same server state, read from their runs' state
 facts (redline.bench.state records them): the way each side reached its state (restored from
-which snapshot, or prepared), and the memory each held at run start."""
+which snapshot, or prepared), the memory each held at run start, and whether each side's state
+was prepared only once."""
 
 from __future__ import annotations
 
 import statistics
 
-from redline.core.run import RESTORED
+from redline.core.run import PREPARED, RESTORED
 
 MEMORY_DIFFERENCE = 0.05       # sides whose used_memory at run start differ more than this are flagged
 
@@ -45,3 +46,21 @@ def memory_flag(states: dict[str, list[dict | None]]) -> str | None:
         return None
     told = ", ".join(f"{side} {value / 2**20:.1f} MiB" for side, value in medians.items())
     return f"used_memory at run start differs by {high / low - 1:.1%} ({told})"
+
+
+def prepared_once_flag(states: dict[str, list[dict | None]]) -> str | None:
+    """A warning when every run of every side measured one server kept from a single preparation
+    (no snapshot to restore it from, and the test only reads, so the server is not restarted): a
+    preload of many concurrent connections leaves each preparation its own memory layout, and the
+    runs repeat the load, not the preparation, so their interval leaves out how much two
+    preparations differ. The catalogue A/A's one false verdict, a cluster read test, was this
+    (docs/gate.md)."""
+    runs = [state for side_runs in states.values() for state in side_runs]
+    if len([side for side, side_runs in states.items() if side_runs]) < 2:
+        return None
+    if any(not state or state.get("origin") != PREPARED or state.get("restart_per_run") is not False
+           for state in runs):
+        return None
+    return ("each side's data was prepared once and kept for all its runs (no snapshot to restore): the "
+            "interval holds the spread between runs, not between preparations, so a difference in layout "
+            "between the two preparations can read as a change")
