@@ -55,11 +55,10 @@ def prepared_once_flag(states: dict[str, list[dict | None]]) -> str | None:
     runs repeat the load, not the preparation, so their interval leaves out how much two
     preparations differ. The catalogue A/A's one false verdict, a cluster read test, was this
     (docs/gate.md)."""
-    runs = [state for side_runs in states.values() for state in side_runs]
-    if len([side for side, side_runs in states.items() if side_runs]) < 2:
+    if sum(1 for side_runs in states.values() if side_runs) < 2:
         return None
     if any(not state or state.get("origin") != PREPARED or state.get("restart_per_run") is not False
-           for state in runs):
+           for side_runs in states.values() for state in side_runs):
         return None
     return ("each side's data was prepared once and kept for all its runs (no snapshot to restore): the "
             "interval holds the spread between runs, not between preparations, so a difference in layout "

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from redline.bench import admission
 from redline.bench.state import Prepared, memory_figures
-from redline.bench.window_fit import ROUND_FACT, WindowFit, fell_behind_rate, window_too_short
+from redline.bench.window_fit import ROUND_FACT, WindowFit, pace_flag
 from redline.core.errors import RunError, SkipTest
 from redline.core.run import Run
 from redline.engine.run_plan import Observer, RunSettings, Side
@@ -442,14 +442,10 @@ def _metrics(test: TestSpec, report: LoadReport, probe: WindowProbe, plan: CpuPl
         flags.append(f"measures the miss path ({misses / (hits + misses):.0%} misses)")
     if metrics["errors"]:
         flags.append(_error_replies(report))
-    if window_is_time and report.rate_limit_per_sec:
-        paced = fell_behind_rate(metrics["ops_per_sec"], report.rate_limit_per_sec)
-        if paced:
-            flags.append(paced)
-    elif window_is_time:
-        too_short = window_too_short(metrics["p50_ms"], measured_s)
-        if too_short:
-            flags.append(too_short)
+    paced = pace_flag(p50_ms=metrics["p50_ms"], measured_s=measured_s, ops_per_sec=metrics["ops_per_sec"],
+                      rate_limit_per_sec=report.rate_limit_per_sec) if window_is_time else None
+    if paced:
+        flags.append(paced)
     flags += report.warnings
     if report.io and report.io.get("note"):          # the I/O path asked for was not the one used
         flags.append(f"load generator I/O on {report.io.get('path')}: {report.io['note']}")

@@ -55,6 +55,15 @@ def fell_behind_rate(ops_per_sec: float | None, rate_limit_per_sec: float | None
             "latencies are timed from each request's intended send time, so they measure the backlog")
 
 
+def pace_flag(*, p50_ms: float | None, measured_s: float, ops_per_sec: float | None,
+              rate_limit_per_sec: float | None) -> str | None:
+    """What a timed window's pace says of its run: a rate-limited load is judged by the rate it
+    kept (its latencies are a backlog, not rounds), any other by the rounds its window held."""
+    if rate_limit_per_sec:
+        return fell_behind_rate(ops_per_sec, rate_limit_per_sec)
+    return window_too_short(p50_ms, measured_s)
+
+
 def round_seconds(run: Run) -> float | None:
     """How long a round of a connection's requests took in `run`: its median reply (an ok run), or
     the server's time per call times the requests in flight (a run in which none completed)."""
